@@ -1,0 +1,135 @@
+// Package cuda is the real CUDA driver: libcuda.so.1 opened at run time with purego, its
+// entry points resolved once from the table in symbols.go, and the driver.API methods over
+// them. Nothing here runs at import; the first call of Load does the work, once.
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+
+	"github.com/streambridge/streambridge/internal/driver"
+)
+
+// ErrNoDriver is returned, wrapped with the reason, when libcuda cannot be used.
+var ErrNoDriver = errors.New("no CUDA driver")
+
+// Library is the file dlopen is asked for; STREAMBRIDGE_LIBCUDA overrides it.
+const Library = "libcuda.so.1"
+
+const getProcAddressLegacyStream = 1 // CU_GET_PROC_ADDRESS_LEGACY_STREAM
+
+var (
+	loadOnce sync.Once
+	loadErr  error
+	// hostFuncTrampoline is the one C-callable entry point for every host function.
+	hostFuncTrampoline uintptr
+)
+
+// Driver is the real driver. Its zero value is ready once Load succeeded.
+type Driver struct{}
+
+// Load opens libcuda, resolves the symbol table and calls cuInit(0). It runs once; later
+// calls return the first result.
+func Load() (*Driver, error) {
+	loadOnce.Do(func() { loadErr = load() })
+	if loadErr != nil {
+		return nil, loadErr
+	}
+	return &Driver{}, nil
+}
+
+func load() error {
+	path := Library
+	if p := os.Getenv("STREAMBRIDGE_LIBCUDA"); p != "" {
+		path = p
+	}
+	lib, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrNoDriver, err)
+	}
+	resolve, err := resolver(lib)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrNoDriver, err)
+	}
+	for _, s := range symbols {
+		addr, err := resolve(s)
+		if err != nil {
+			return fmt.Errorf("%w: %s: %v", ErrNoDriver, s.name, err)
+		}
+		*s.addr = addr
+	}
+	if r := driver.Result(call(cuInit, 0)); r != driver.Success {
+		return &initError{r}
+	}
+	driver.SetDescriber(describe)
+	hostFuncTrampoline = purego.NewCallback(func(userData uintptr) { driver.RunHostFunc(userData) })
+	return nil
+}
+
+// initError is a driver that loaded but would not initialise (no device, say). It is
+// both ErrNoDriver and the driver's result.
+type initError struct{ r driver.Result }
+
+func (e *initError) Error() string   { return fmt.Sprintf("%v: cuInit: %v", ErrNoDriver, e.r) }
+func (e *initError) Unwrap() []error { return []error{ErrNoDriver, e.r} }
+
+// resolver returns how to find a symbol: cuGetProcAddress with the symbol's ABI version
+// where the driver has it (as the CUDA runtime does), else the exported versioned name.
+func resolver(lib uintptr) (func(symbol) (uintptr, error), error) {
+	if gpa, err := purego.Dlsym(lib, "cuGetProcAddress_v2"); err == nil {
+		return func(s symbol) (uintptr, error) {
+			var fn uintptr
+			var status int32
+			name := cstring(s.name)
+			r := driver.Result(call(gpa, uintptr(unsafe.Pointer(&name[0])), uintptr(unsafe.Pointer(&fn)),
+				uintptr(s.version), getProcAddressLegacyStream, uintptr(unsafe.Pointer(&status))))
+			if r != driver.Success || fn == 0 {
+				return purego.Dlsym(lib, s.export)
+			}
+			return fn, nil
+		}, nil
+	}
+	return func(s symbol) (uintptr, error) { return purego.Dlsym(lib, s.export) }, nil
+}
+
+func describe(r driver.Result) (string, string, bool) {
+	var name, msg *byte
+	if driver.Result(call(cuGetErrorName, uintptr(r), uintptr(unsafe.Pointer(&name)))) != driver.Success ||
+		driver.Result(call(cuGetErrorString, uintptr(r), uintptr(unsafe.Pointer(&msg)))) != driver.Success {
+		return "", "", false
+	}
+	return gostring(name), gostring(msg), true
+}
+
+// call is the one place the driver is entered. Like purego.SyscallN it is marked
+// uintptrescapes: an out-parameter written as uintptr(unsafe.Pointer(&v)) in the call
+// expression is kept alive and does not move while the driver writes to it.
+//
+//go:uintptrescapes
+func call(fn uintptr, args ...uintptr) uintptr {
+	r, _, _ := purego.SyscallN(fn, args...)
+	return r
+}
+
+func cstring(s string) []byte {
+	b := make([]byte, len(s)+1)
+	copy(b, s)
+	return b
+}
+
+// gostring copies a NUL-terminated C string the driver owns.
+func gostring(p *byte) string {
+	if p == nil {
+		return ""
+	}
+	n := 0
+	for *(*byte)(unsafe.Add(unsafe.Pointer(p), n)) != 0 {
+		n++
+	}
+	return string(unsafe.Slice(p, n))
+}

@@ -1,0 +1,126 @@
+package cuda
+
+// The one table of driver entry points this project calls. Each is named as in cuda.h,
+// with the exported symbol that carries the ABI we call (the _v2 of cuda.h's #defines) and
+// the oldest CUDA version with that ABI, which is what cuGetProcAddress is asked for, the
+// way the CUDA runtime resolves them.
+var (
+	cuInit                      uintptr
+	cuDriverGetVersion          uintptr
+	cuGetErrorName              uintptr
+	cuGetErrorString            uintptr
+	cuDeviceGetCount            uintptr
+	cuDeviceGet                 uintptr
+	cuDeviceGetName             uintptr
+	cuDeviceGetAttribute        uintptr
+	cuDeviceGetPCIBusId         uintptr
+	cuDeviceGetUuid             uintptr
+	cuDevicePrimaryCtxRetain    uintptr
+	cuDevicePrimaryCtxRelease   uintptr
+	cuCtxGetCurrent             uintptr
+	cuCtxSetCurrent             uintptr
+	cuCtxGetDevice              uintptr
+	cuCtxGetStreamPriorityRange uintptr
+	cuStreamCreateWithPriority  uintptr
+	cuStreamDestroy             uintptr
+	cuStreamQuery               uintptr
+	cuStreamSynchronize         uintptr
+	cuStreamWaitEvent           uintptr
+	cuStreamGetPriority         uintptr
+	cuStreamGetFlags            uintptr
+	cuStreamGetCtx              uintptr
+	cuStreamGetId               uintptr
+	cuLaunchHostFunc            uintptr
+	cuStreamBeginCapture        uintptr
+	cuStreamEndCapture          uintptr
+	cuStreamIsCapturing         uintptr
+	cuStreamGetCaptureInfo      uintptr
+	cuGraphGetNodes             uintptr
+	cuGraphInstantiateWithFlags uintptr
+	cuGraphLaunch               uintptr
+	cuGraphUpload               uintptr
+	cuGraphExecDestroy          uintptr
+	cuGraphDestroy              uintptr
+	cuEventCreate               uintptr
+	cuEventDestroy              uintptr
+	cuEventRecord               uintptr
+	cuEventQuery                uintptr
+	cuEventSynchronize          uintptr
+	cuEventElapsedTime          uintptr
+	cuIpcGetEventHandle         uintptr
+	cuIpcOpenEventHandle        uintptr
+	cuModuleLoadData            uintptr
+	cuModuleUnload              uintptr
+	cuModuleGetFunction         uintptr
+	cuLaunchKernel              uintptr
+	cuMemAlloc                  uintptr
+	cuMemFree                   uintptr
+	cuMemcpyHtoD                uintptr
+	cuMemcpyDtoH                uintptr
+	cuMemcpyHtoDAsync           uintptr
+	cuMemcpyDtoHAsync           uintptr
+)
+
+type symbol struct {
+	name    string // as in cuda.h
+	export  string // the library's exported symbol with that ABI
+	version int    // oldest CUDA version with this ABI (1000*major + 10*minor)
+	addr    *uintptr
+}
+
+var symbols = []symbol{
+	{"cuInit", "cuInit", 2000, &cuInit},
+	{"cuDriverGetVersion", "cuDriverGetVersion", 2020, &cuDriverGetVersion},
+	{"cuGetErrorName", "cuGetErrorName", 6000, &cuGetErrorName},
+	{"cuGetErrorString", "cuGetErrorString", 6000, &cuGetErrorString},
+	{"cuDeviceGetCount", "cuDeviceGetCount", 2000, &cuDeviceGetCount},
+	{"cuDeviceGet", "cuDeviceGet", 2000, &cuDeviceGet},
+	{"cuDeviceGetName", "cuDeviceGetName", 2000, &cuDeviceGetName},
+	{"cuDeviceGetAttribute", "cuDeviceGetAttribute", 2000, &cuDeviceGetAttribute},
+	{"cuDeviceGetPCIBusId", "cuDeviceGetPCIBusId", 4010, &cuDeviceGetPCIBusId},
+	{"cuDeviceGetUuid", "cuDeviceGetUuid_v2", 11040, &cuDeviceGetUuid},
+	{"cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRetain", 7000, &cuDevicePrimaryCtxRetain},
+	{"cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease_v2", 11000, &cuDevicePrimaryCtxRelease},
+	{"cuCtxGetCurrent", "cuCtxGetCurrent", 4000, &cuCtxGetCurrent},
+	{"cuCtxSetCurrent", "cuCtxSetCurrent", 4000, &cuCtxSetCurrent},
+	{"cuCtxGetDevice", "cuCtxGetDevice", 2000, &cuCtxGetDevice},
+	{"cuCtxGetStreamPriorityRange", "cuCtxGetStreamPriorityRange", 5050, &cuCtxGetStreamPriorityRange},
+	{"cuStreamCreateWithPriority", "cuStreamCreateWithPriority", 5050, &cuStreamCreateWithPriority},
+	{"cuStreamDestroy", "cuStreamDestroy_v2", 4000, &cuStreamDestroy},
+	{"cuStreamQuery", "cuStreamQuery", 2000, &cuStreamQuery},
+	{"cuStreamSynchronize", "cuStreamSynchronize", 2000, &cuStreamSynchronize},
+	{"cuStreamWaitEvent", "cuStreamWaitEvent", 3020, &cuStreamWaitEvent},
+	{"cuStreamGetPriority", "cuStreamGetPriority", 5050, &cuStreamGetPriority},
+	{"cuStreamGetFlags", "cuStreamGetFlags", 5050, &cuStreamGetFlags},
+	{"cuStreamGetCtx", "cuStreamGetCtx", 9020, &cuStreamGetCtx},
+	{"cuStreamGetId", "cuStreamGetId", 12000, &cuStreamGetId},
+	{"cuLaunchHostFunc", "cuLaunchHostFunc", 10000, &cuLaunchHostFunc},
+	{"cuStreamBeginCapture", "cuStreamBeginCapture_v2", 10010, &cuStreamBeginCapture},
+	{"cuStreamEndCapture", "cuStreamEndCapture", 10000, &cuStreamEndCapture},
+	{"cuStreamIsCapturing", "cuStreamIsCapturing", 10000, &cuStreamIsCapturing},
+	{"cuStreamGetCaptureInfo", "cuStreamGetCaptureInfo_v2", 11030, &cuStreamGetCaptureInfo},
+	{"cuGraphGetNodes", "cuGraphGetNodes", 10000, &cuGraphGetNodes},
+	{"cuGraphInstantiateWithFlags", "cuGraphInstantiateWithFlags", 11040, &cuGraphInstantiateWithFlags},
+	{"cuGraphLaunch", "cuGraphLaunch", 10000, &cuGraphLaunch},
+	{"cuGraphUpload", "cuGraphUpload", 11010, &cuGraphUpload},
+	{"cuGraphExecDestroy", "cuGraphExecDestroy", 10000, &cuGraphExecDestroy},
+	{"cuGraphDestroy", "cuGraphDestroy", 10000, &cuGraphDestroy},
+	{"cuEventCreate", "cuEventCreate", 2000, &cuEventCreate},
+	{"cuEventDestroy", "cuEventDestroy_v2", 4000, &cuEventDestroy},
+	{"cuEventRecord", "cuEventRecord", 2000, &cuEventRecord},
+	{"cuEventQuery", "cuEventQuery", 2000, &cuEventQuery},
+	{"cuEventSynchronize", "cuEventSynchronize", 2000, &cuEventSynchronize},
+	{"cuEventElapsedTime", "cuEventElapsedTime", 2000, &cuEventElapsedTime},
+	{"cuIpcGetEventHandle", "cuIpcGetEventHandle", 4010, &cuIpcGetEventHandle},
+	{"cuIpcOpenEventHandle", "cuIpcOpenEventHandle", 4010, &cuIpcOpenEventHandle},
+	{"cuModuleLoadData", "cuModuleLoadData", 2000, &cuModuleLoadData},
+	{"cuModuleUnload", "cuModuleUnload", 2000, &cuModuleUnload},
+	{"cuModuleGetFunction", "cuModuleGetFunction", 2000, &cuModuleGetFunction},
+	{"cuLaunchKernel", "cuLaunchKernel", 4000, &cuLaunchKernel},
+	{"cuMemAlloc", "cuMemAlloc_v2", 3020, &cuMemAlloc},
+	{"cuMemFree", "cuMemFree_v2", 3020, &cuMemFree},
+	{"cuMemcpyHtoD", "cuMemcpyHtoD_v2", 3020, &cuMemcpyHtoD},
+	{"cuMemcpyDtoH", "cuMemcpyDtoH_v2", 3020, &cuMemcpyDtoH},
+	{"cuMemcpyHtoDAsync", "cuMemcpyHtoDAsync_v2", 3020, &cuMemcpyHtoDAsync},
+	{"cuMemcpyDtoHAsync", "cuMemcpyDtoHAsync_v2", 3020, &cuMemcpyDtoHAsync},
+}

@@ -1,0 +1,132 @@
+package driver
+
+import "unsafe"
+
+// Handle types, as in cuda.h. They are addresses or ordinals that only the driver that
+// made them understands.
+type (
+	Device    int32
+	Context   uintptr
+	Stream    uintptr
+	Event     uintptr
+	Module    uintptr
+	Function  uintptr
+	Graph     uintptr
+	GraphExec uintptr
+	DevicePtr uint64
+)
+
+// The special stream handles of the driver API.
+const (
+	StreamNull      Stream = 0 // the legacy default stream of the current context
+	StreamLegacy    Stream = 1 // CU_STREAM_LEGACY
+	StreamPerThread Stream = 2 // CU_STREAM_PER_THREAD
+)
+
+// IsSpecial reports whether s is one of the handles that name a context's default stream
+// rather than a stream object; such handles mean something only with a current context.
+func (s Stream) IsSpecial() bool { return s <= StreamPerThread }
+
+// Flags and enumerations from cuda.h.
+const (
+	StreamDefault     uint32 = 0x0 // CU_STREAM_DEFAULT
+	StreamNonBlocking uint32 = 0x1 // CU_STREAM_NON_BLOCKING
+
+	EventDefault       uint32 = 0x0 // CU_EVENT_DEFAULT
+	EventBlockingSync  uint32 = 0x1 // CU_EVENT_BLOCKING_SYNC
+	EventDisableTiming uint32 = 0x2 // CU_EVENT_DISABLE_TIMING
+	EventInterprocess  uint32 = 0x4 // CU_EVENT_INTERPROCESS
+
+	AttrComputeCapabilityMajor int32 = 75 // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
+	AttrComputeCapabilityMinor int32 = 76 // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR
+)
+
+// CaptureMode is CUstreamCaptureMode.
+type CaptureMode uint32
+
+const (
+	CaptureModeGlobal      CaptureMode = 0
+	CaptureModeThreadLocal CaptureMode = 1
+	CaptureModeRelaxed     CaptureMode = 2
+)
+
+// CaptureStatus is CUstreamCaptureStatus.
+type CaptureStatus uint32
+
+const (
+	CaptureStatusNone        CaptureStatus = 0
+	CaptureStatusActive      CaptureStatus = 1
+	CaptureStatusInvalidated CaptureStatus = 2
+)
+
+// IPCEventHandle is CUipcEventHandle: 64 opaque bytes.
+type IPCEventHandle [64]byte
+
+// API is one CUDA driver. Each method is the cuda.h entry point of the same name, less the
+// "cu" prefix, with out-parameters turned into results. Methods marked "current context"
+// act on the calling OS thread's current context; the caller locks the thread.
+type API interface {
+	// Name says which driver this is: "cuda" or "sim".
+	Name() string
+	DriverGetVersion() (int, Result)
+
+	DeviceGetCount() (int, Result)
+	DeviceGet(ordinal int) (Device, Result)
+	DeviceGetName(d Device) (string, Result)
+	DeviceGetAttribute(attr int32, d Device) (int, Result)
+	DeviceGetPCIBusId(d Device) (string, Result)
+	DeviceGetUuid(d Device) ([16]byte, Result)
+	DevicePrimaryCtxRetain(d Device) (Context, Result)
+	DevicePrimaryCtxRelease(d Device) Result
+
+	CtxGetCurrent() (Context, Result)
+	CtxSetCurrent(c Context) Result
+	CtxGetDevice() (Device, Result)                             // current context
+	CtxGetStreamPriorityRange() (least, greatest int, r Result) // current context
+
+	StreamCreateWithPriority(flags uint32, priority int) (Stream, Result) // current context
+	StreamDestroy(s Stream) Result
+	StreamQuery(s Stream) Result
+	StreamSynchronize(s Stream) Result
+	StreamWaitEvent(s Stream, e Event, flags uint32) Result
+	StreamGetPriority(s Stream) (int, Result)
+	StreamGetFlags(s Stream) (uint32, Result)
+	StreamGetCtx(s Stream) (Context, Result)
+	StreamGetId(s Stream) (uint64, Result)
+	// LaunchHostFunc enqueues a call of RunHostFunc(userData) on s.
+	LaunchHostFunc(s Stream, userData uintptr) Result
+
+	StreamBeginCapture(s Stream, mode CaptureMode) Result
+	StreamEndCapture(s Stream) (Graph, Result)
+	StreamIsCapturing(s Stream) (CaptureStatus, Result)
+	StreamGetCaptureInfo(s Stream) (CaptureStatus, uint64, Result)
+	GraphGetNodes(g Graph) (int, Result)
+	GraphInstantiateWithFlags(g Graph, flags uint64) (GraphExec, Result)
+	GraphLaunch(e GraphExec, s Stream) Result
+	GraphUpload(e GraphExec, s Stream) Result
+	GraphExecDestroy(e GraphExec) Result
+	GraphDestroy(g Graph) Result
+
+	EventCreate(flags uint32) (Event, Result) // current context
+	EventDestroy(e Event) Result
+	EventRecord(e Event, s Stream) Result
+	EventQuery(e Event) Result
+	EventSynchronize(e Event) Result
+	EventElapsedTime(start, end Event) (float32, Result)
+	IpcGetEventHandle(e Event) (IPCEventHandle, Result)
+	IpcOpenEventHandle(h IPCEventHandle) (Event, Result) // current context
+
+	ModuleLoadData(image unsafe.Pointer) (Module, Result) // current context
+	ModuleUnload(m Module) Result
+	ModuleGetFunction(m Module, name string) (Function, Result)
+	// LaunchKernel is cuLaunchKernel; params points to an array of argument pointers.
+	LaunchKernel(f Function, gridX, gridY, gridZ, blockX, blockY, blockZ, sharedMem uint32,
+		s Stream, params unsafe.Pointer) Result // current context
+
+	MemAlloc(bytes uint64) (DevicePtr, Result) // current context
+	MemFree(p DevicePtr) Result
+	MemcpyHtoD(dst DevicePtr, src unsafe.Pointer, bytes uint64) Result
+	MemcpyDtoH(dst unsafe.Pointer, src DevicePtr, bytes uint64) Result
+	MemcpyHtoDAsync(dst DevicePtr, src unsafe.Pointer, bytes uint64, s Stream) Result
+	MemcpyDtoHAsync(dst unsafe.Pointer, src DevicePtr, bytes uint64, s Stream) Result
+}

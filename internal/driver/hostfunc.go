@@ -1,0 +1,138 @@
+package driver
+
+import (
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+)
+
+// Host functions cross into the driver as one C entry point (purego's callback slots are
+// few and never freed) and a userData key into this table. Both drivers call RunHostFunc.
+
+type hostFunc struct {
+	fn      func()
+	persist bool // a graph node may run it many times; Release frees it
+	next    uintptr
+}
+
+var hostFuncs struct {
+	sync.Mutex
+	slots []hostFunc // slot 0 is unused so that no key is 0
+	free  uintptr    // head of the free list, 0 when empty
+}
+
+// PanicHandler receives a panic recovered from a host function.
+var panicHandler atomic.Pointer[func(error)]
+
+// SetPanicHandler sets what receives panics recovered from host functions; nil restores
+// the default, which prints them to standard error.
+func SetPanicHandler(h func(error)) {
+	if h == nil {
+		panicHandler.Store(nil)
+		return
+	}
+	panicHandler.Store(&h)
+}
+
+// HostFuncPanic is a panic recovered from a host function.
+type HostFuncPanic struct {
+	Value any
+	Stack []byte
+}
+
+func (p *HostFuncPanic) Error() string {
+	return fmt.Sprintf("streambridge: host function panicked: %v", p.Value)
+}
+
+// RegisterHostFunc stores fn and returns its key. A one-shot function is freed when it
+// runs; a persistent one (captured into a graph) lives until ReleaseHostFunc.
+func RegisterHostFunc(fn func(), persist bool) uintptr {
+	hostFuncs.Lock()
+	defer hostFuncs.Unlock()
+	if len(hostFuncs.slots) == 0 {
+		hostFuncs.slots = append(hostFuncs.slots, hostFunc{})
+	}
+	key := hostFuncs.free
+	if key != 0 {
+		hostFuncs.free = hostFuncs.slots[key].next
+		hostFuncs.slots[key] = hostFunc{fn: fn, persist: persist}
+		return key
+	}
+	hostFuncs.slots = append(hostFuncs.slots, hostFunc{fn: fn, persist: persist})
+	return uintptr(len(hostFuncs.slots) - 1)
+}
+
+// ReleaseHostFunc frees key.
+func ReleaseHostFunc(key uintptr) {
+	hostFuncs.Lock()
+	defer hostFuncs.Unlock()
+	release(key)
+}
+
+func release(key uintptr) {
+	if key == 0 || key >= uintptr(len(hostFuncs.slots)) || hostFuncs.slots[key].fn == nil {
+		return
+	}
+	hostFuncs.slots[key] = hostFunc{next: hostFuncs.free}
+	hostFuncs.free = key
+}
+
+// PersistHostFunc turns a one-shot key into a persistent one; it reports false when the
+// key has already run and been freed.
+func PersistHostFunc(key uintptr) bool {
+	hostFuncs.Lock()
+	defer hostFuncs.Unlock()
+	if key == 0 || key >= uintptr(len(hostFuncs.slots)) || hostFuncs.slots[key].fn == nil {
+		return false
+	}
+	hostFuncs.slots[key].persist = true
+	return true
+}
+
+// LiveHostFuncs counts registered functions not yet freed.
+func LiveHostFuncs() int {
+	hostFuncs.Lock()
+	defer hostFuncs.Unlock()
+	n := 0
+	for _, s := range hostFuncs.slots {
+		if s.fn != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// RunHostFunc runs the function stored under key, on whatever thread the driver calls
+// from. A panic is recovered and handed to the panic handler: it must not unwind into the
+// driver's thread.
+func RunHostFunc(key uintptr) {
+	hostFuncs.Lock()
+	var fn func()
+	if key < uintptr(len(hostFuncs.slots)) {
+		s := hostFuncs.slots[key]
+		fn = s.fn
+		if fn != nil && !s.persist {
+			release(key)
+		}
+	}
+	hostFuncs.Unlock()
+	if fn == nil {
+		reportPanic(&HostFuncPanic{Value: fmt.Sprintf("no host function under key %d", key)})
+		return
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			reportPanic(&HostFuncPanic{Value: v, Stack: debug.Stack()})
+		}
+	}()
+	fn()
+}
+
+func reportPanic(p *HostFuncPanic) {
+	if h := panicHandler.Load(); h != nil {
+		(*h)(p)
+		return
+	}
+	println(p.Error())
+}
