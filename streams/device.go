@@ -1,0 +1,134 @@
+package streams
+
+import (
+	"fmt"
+	"runtime"
+	"sync/atomic"
+
+	"github.com/streambridge/streambridge/internal/driver"
+)
+
+// Device is a CUDA device. It holds no driver resources.
+type Device struct {
+	drv *Driver
+	dev driver.Device
+}
+
+// Ordinal is the device's index, as CUDA_VISIBLE_DEVICES numbers it.
+func (d *Device) Ordinal() int { return int(d.dev) }
+
+// Driver is the driver the device belongs to.
+func (d *Device) Driver() *Driver { return d.drv }
+
+// Name is cuDeviceGetName.
+func (d *Device) Name() (string, error) {
+	s, r := d.drv.api.DeviceGetName(d.dev)
+	return s, d.drv.check("cuDeviceGetName", r)
+}
+
+// ComputeCapability reads CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR and _MINOR.
+func (d *Device) ComputeCapability() (major, minor int, err error) {
+	major, r := d.drv.api.DeviceGetAttribute(driver.AttrComputeCapabilityMajor, d.dev)
+	if err := d.drv.check("cuDeviceGetAttribute", r); err != nil {
+		return 0, 0, err
+	}
+	minor, r = d.drv.api.DeviceGetAttribute(driver.AttrComputeCapabilityMinor, d.dev)
+	return major, minor, d.drv.check("cuDeviceGetAttribute", r)
+}
+
+// PCIBusID is cuDeviceGetPCIBusId, such as "0000:18:00.0".
+func (d *Device) PCIBusID() (string, error) {
+	s, r := d.drv.api.DeviceGetPCIBusId(d.dev)
+	return s, d.drv.check("cuDeviceGetPCIBusId", r)
+}
+
+// UUID is cuDeviceGetUuid, formatted as nvidia-smi prints it: "GPU-xxxxxxxx-xxxx-...".
+func (d *Device) UUID() (string, error) {
+	u, r := d.drv.api.DeviceGetUuid(d.dev)
+	if err := d.drv.check("cuDeviceGetUuid", r); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("GPU-%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16]), nil
+}
+
+// PrimaryContext retains the device's primary context (cuDevicePrimaryCtxRetain), the one
+// the CUDA runtime and so PyTorch, CuPy and cuda.core use. Close releases the retain.
+func (d *Device) PrimaryContext() (*Context, error) {
+	h, r := d.drv.api.DevicePrimaryCtxRetain(d.dev)
+	if err := d.drv.check("cuDevicePrimaryCtxRetain", r); err != nil {
+		return nil, err
+	}
+	return &Context{drv: d.drv, api: d.drv.api, handle: h, dev: d, primary: true}, nil
+}
+
+// Context is a CUDA context. One made by [Device.PrimaryContext] holds a retain of the
+// primary context, released by Close; one met through a wrapped stream is borrowed and its
+// Close does nothing.
+type Context struct {
+	drv     *Driver
+	api     driver.API
+	handle  driver.Context
+	dev     *Device
+	primary bool
+	closed  atomic.Bool
+}
+
+// Handle is the CUcontext.
+func (c *Context) Handle() uintptr { return uintptr(c.handle) }
+
+// Device is the context's device.
+func (c *Context) Device() *Device { return c.dev }
+
+// Driver is the driver the context belongs to.
+func (c *Context) Driver() *Driver { return c.drv }
+
+// Close releases a retained primary context (cuDevicePrimaryCtxRelease). It is idempotent,
+// and does nothing for a borrowed context.
+func (c *Context) Close() error {
+	if !c.primary || c.closed.Swap(true) {
+		return nil
+	}
+	return c.drv.check("cuDevicePrimaryCtxRelease", c.api.DevicePrimaryCtxRelease(c.dev.dev))
+}
+
+// Do runs fn on a locked OS thread with c current, and restores the thread's previous
+// current context afterwards. Use it to call other CUDA code that relies on the current
+// context.
+func (c *Context) Do(fn func() error) error {
+	var err error
+	if e := c.drv.check("cuCtxSetCurrent", c.do(func() driver.Result {
+		err = fn()
+		return driver.Success
+	})); e != nil {
+		return e
+	}
+	return err
+}
+
+// do is the one place a context is made current: lock the thread, switch only if another
+// context is current, run fn, switch back, unlock. The caller's thread is left as found.
+func (c *Context) do(fn func() driver.Result) driver.Result {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	prev, r := c.api.CtxGetCurrent()
+	if r != driver.Success {
+		return r
+	}
+	if prev != c.handle {
+		if r := c.api.CtxSetCurrent(c.handle); r != driver.Success {
+			return r
+		}
+		defer c.api.CtxSetCurrent(prev)
+	}
+	return fn()
+}
+
+// StreamPriorityRange is cuCtxGetStreamPriorityRange: numerically lower is higher
+// priority, so greatest <= least.
+func (c *Context) StreamPriorityRange() (least, greatest int, err error) {
+	r := c.do(func() (r driver.Result) {
+		least, greatest, r = c.api.CtxGetStreamPriorityRange()
+		return r
+	})
+	return least, greatest, c.drv.check("cuCtxGetStreamPriorityRange", r)
+}

@@ -1,0 +1,112 @@
+package streams
+
+import (
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/streambridge/streambridge/internal/cuda"
+	"github.com/streambridge/streambridge/internal/driver"
+	"github.com/streambridge/streambridge/internal/sim"
+)
+
+// Driver is one CUDA driver implementation: the real one or the software one.
+type Driver struct {
+	api driver.API
+
+	mu       sync.Mutex
+	contexts map[driver.Context]*Context // borrowed contexts met through wrapped handles
+	captures map[uint64][]uintptr        // host functions captured per capture id
+}
+
+func newDriver(api driver.API) *Driver {
+	return &Driver{api: api, contexts: map[driver.Context]*Context{}, captures: map[uint64][]uintptr{}}
+}
+
+var (
+	cudaOnce sync.Once
+	cudaDrv  *Driver
+	cudaErr  error
+	simOnce  sync.Once
+	simDrv   *Driver
+)
+
+// CUDA returns the real driver, loading libcuda.so.1 on first use. Without a usable
+// driver the error matches [ErrNoDriver].
+func CUDA() (*Driver, error) {
+	cudaOnce.Do(func() {
+		api, err := cuda.Load()
+		if err != nil {
+			cudaErr = err
+			return
+		}
+		cudaDrv = newDriver(api)
+	})
+	return cudaDrv, cudaErr
+}
+
+// Sim returns the process's software driver. It runs stream, event, host-function,
+// capture and graph semantics in Go and no device code: module loads and kernel launches
+// fail with [ErrNotSupported].
+func Sim() *Driver {
+	simOnce.Do(func() { simDrv = newDriver(sim.New()) })
+	return simDrv
+}
+
+// Default returns the driver STREAMBRIDGE_DRIVER names: "cuda" or unset for the real
+// driver, "sim" for the software one.
+func Default() (*Driver, error) {
+	switch v := os.Getenv("STREAMBRIDGE_DRIVER"); v {
+	case "", "cuda":
+		return CUDA()
+	case "sim":
+		return Sim(), nil
+	default:
+		return nil, fmt.Errorf("streambridge: STREAMBRIDGE_DRIVER=%q: want \"cuda\" or \"sim\"", v)
+	}
+}
+
+// Name is "cuda" for the real driver and "sim" for the software one.
+func (d *Driver) Name() string { return d.api.Name() }
+
+// Version is cuDriverGetVersion: 1000*major + 10*minor.
+func (d *Driver) Version() (int, error) {
+	v, r := d.api.DriverGetVersion()
+	return v, d.check("cuDriverGetVersion", r)
+}
+
+// DeviceCount is cuDeviceGetCount.
+func (d *Driver) DeviceCount() (int, error) {
+	n, r := d.api.DeviceGetCount()
+	return n, d.check("cuDeviceGetCount", r)
+}
+
+// Device returns the device with the given ordinal (cuDeviceGet).
+func (d *Driver) Device(ordinal int) (*Device, error) {
+	dev, r := d.api.DeviceGet(ordinal)
+	if err := d.check("cuDeviceGet", r); err != nil {
+		return nil, err
+	}
+	return &Device{drv: d, dev: dev}, nil
+}
+
+// borrowedContext returns the Context for a context handle some other code made, so that
+// streams wrapped from that context share one.
+func (d *Driver) borrowedContext(h driver.Context) (*Context, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if c, ok := d.contexts[h]; ok {
+		return c, nil
+	}
+	c := &Context{drv: d, api: d.api, handle: h}
+	var dev driver.Device
+	if err := d.check("cuCtxGetDevice", c.do(func() (r driver.Result) {
+		dev, r = d.api.CtxGetDevice()
+		return r
+	})); err != nil {
+		return nil, err
+	}
+	c.dev = &Device{drv: d, dev: dev}
+	d.contexts[h] = c
+	return c, nil
+}

@@ -1,0 +1,76 @@
+package streams
+
+import (
+	"errors"
+
+	"github.com/streambridge/streambridge/internal/cuda"
+	"github.com/streambridge/streambridge/internal/driver"
+)
+
+// Result is a CUresult: an error code of the CUDA driver API. Its Error method reads like
+// "CUDA_ERROR_INVALID_HANDLE: invalid resource handle".
+type Result = driver.Result
+
+// Sentinel results to test with errors.Is.
+const (
+	ErrInvalidValue         Result = driver.ErrorInvalidValue
+	ErrOutOfMemory          Result = driver.ErrorOutOfMemory
+	ErrInvalidDevice        Result = driver.ErrorInvalidDevice
+	ErrInvalidContext       Result = driver.ErrorInvalidContext
+	ErrInvalidImage         Result = driver.ErrorInvalidImage
+	ErrInvalidHandle        Result = driver.ErrorInvalidHandle
+	ErrIllegalState         Result = driver.ErrorIllegalState
+	ErrNotFound             Result = driver.ErrorNotFound
+	ErrNotReady             Result = driver.ErrorNotReady
+	ErrNotSupported         Result = driver.ErrorNotSupported
+	ErrCaptureUnsupported   Result = driver.ErrorCaptureUnsupported
+	ErrCaptureInvalidated   Result = driver.ErrorCaptureInvalidated
+	ErrCaptureUnjoined      Result = driver.ErrorCaptureUnjoined
+	ErrCaptureIsolation     Result = driver.ErrorCaptureIsolation
+	ErrCapturedEvent        Result = driver.ErrorCapturedEvent
+)
+
+// ErrNoDriver is matched (errors.Is) by every error that comes from there being no usable
+// CUDA driver on this machine.
+var ErrNoDriver = cuda.ErrNoDriver
+
+// ErrClosed is returned by a method called on an object after its Close.
+var ErrClosed = errors.New("streambridge: object is closed")
+
+// CallError is a driver entry point that failed.
+type CallError struct {
+	Call   string // the cuda.h name, such as "cuStreamQuery"
+	Result Result
+	Hint   string // what this project knows of the cause, if anything
+}
+
+func (e *CallError) Error() string {
+	s := e.Call + ": " + e.Result.Error()
+	if e.Hint != "" {
+		s += " (" + e.Hint + ")"
+	}
+	return s
+}
+
+// Unwrap returns the Result, so errors.Is(err, ErrInvalidHandle) and errors.As(err, &r)
+// work.
+func (e *CallError) Unwrap() error { return e.Result }
+
+// HostFuncPanic is a panic recovered from a host function, handed to the handler set
+// with [SetHostFuncPanicHandler].
+type HostFuncPanic = driver.HostFuncPanic
+
+// SetHostFuncPanicHandler sets what receives panics recovered from host functions (nil:
+// print them to standard error). A panic never unwinds into the driver's thread.
+func SetHostFuncPanicHandler(h func(error)) { driver.SetPanicHandler(h) }
+
+func (d *Driver) check(call string, r driver.Result) error {
+	if r == driver.Success {
+		return nil
+	}
+	e := &CallError{Call: call, Result: r}
+	if d.api.Name() == "sim" && r == driver.ErrorNotSupported {
+		e.Hint = "the software driver runs no device code"
+	}
+	return e
+}

@@ -1,0 +1,150 @@
+package streams
+
+import (
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/streambridge/streambridge/internal/driver"
+)
+
+// EventOptions are the flags of cuEventCreate.
+type EventOptions struct {
+	DisableTiming bool // CU_EVENT_DISABLE_TIMING: cheaper record and wait, no ElapsedTime
+	BlockingSync  bool // CU_EVENT_BLOCKING_SYNC: Synchronize sleeps instead of spinning
+	Interprocess  bool // CU_EVENT_INTERPROCESS: shareable with IPCHandle; needs DisableTiming
+}
+
+func (o EventOptions) flags() uint32 {
+	f := driver.EventDefault
+	if o.DisableTiming {
+		f |= driver.EventDisableTiming
+	}
+	if o.BlockingSync {
+		f |= driver.EventBlockingSync
+	}
+	if o.Interprocess {
+		f |= driver.EventInterprocess
+	}
+	return f
+}
+
+// IPCEventHandle is CUipcEventHandle: 64 bytes that name an interprocess event to another
+// process.
+type IPCEventHandle = driver.IPCEventHandle
+
+// Event is a CUDA event. Close destroys it.
+type Event struct {
+	ctx    *Context
+	api    driver.API
+	handle driver.Event
+	closed atomic.Bool
+}
+
+// NewEvent creates an event in c (cuEventCreate).
+func (c *Context) NewEvent(opts EventOptions) (*Event, error) {
+	var h driver.Event
+	r := c.do(func() (r driver.Result) {
+		h, r = c.api.EventCreate(opts.flags())
+		return r
+	})
+	if err := c.drv.check("cuEventCreate", r); err != nil {
+		return nil, err
+	}
+	return &Event{ctx: c, api: c.api, handle: h}, nil
+}
+
+// OpenIPCEvent opens an event another process exported with [Event.IPCHandle]
+// (cuIpcOpenEventHandle). Recording it in either process orders work in both.
+func (c *Context) OpenIPCEvent(h IPCEventHandle) (*Event, error) {
+	var e driver.Event
+	r := c.do(func() (r driver.Result) {
+		e, r = c.api.IpcOpenEventHandle(h)
+		return r
+	})
+	if err := c.drv.check("cuIpcOpenEventHandle", r); err != nil {
+		return nil, err
+	}
+	return &Event{ctx: c, api: c.api, handle: e}, nil
+}
+
+// Handle is the CUevent.
+func (e *Event) Handle() uintptr { return uintptr(e.handle) }
+
+// Context is the event's context.
+func (e *Event) Context() *Context { return e.ctx }
+
+func (e *Event) String() string {
+	return fmt.Sprintf("Event(%#x, device %d, %s driver)", e.handle, e.ctx.dev.dev, e.api.Name())
+}
+
+func (e *Event) live() error {
+	if e == nil {
+		return fmt.Errorf("streambridge: nil event")
+	}
+	if e.closed.Load() {
+		return ErrClosed
+	}
+	return nil
+}
+
+// Record records the event on s (cuEventRecord); see [Stream.Record].
+func (e *Event) Record(s *Stream) error { return s.Record(e) }
+
+// Query reports whether the work captured by the last record has completed
+// (cuEventQuery). An event never recorded is complete.
+func (e *Event) Query() (bool, error) {
+	if err := e.live(); err != nil {
+		return false, err
+	}
+	switch r := e.api.EventQuery(e.handle); r {
+	case driver.Success:
+		return true, nil
+	case driver.ErrorNotReady:
+		return false, nil
+	default:
+		return false, e.ctx.drv.check("cuEventQuery", r)
+	}
+}
+
+// Synchronize waits for the last record to complete (cuEventSynchronize).
+func (e *Event) Synchronize() error {
+	if err := e.live(); err != nil {
+		return err
+	}
+	return e.ctx.drv.check("cuEventSynchronize", e.api.EventSynchronize(e.handle))
+}
+
+// ElapsedTime is the time from e's completion to end's (cuEventElapsedTime), with the
+// driver's resolution of about half a microsecond. Both must have timing enabled and
+// completed records.
+func (e *Event) ElapsedTime(end *Event) (time.Duration, error) {
+	if err := e.live(); err != nil {
+		return 0, err
+	}
+	if err := end.live(); err != nil {
+		return 0, err
+	}
+	ms, r := e.api.EventElapsedTime(e.handle, end.handle)
+	if err := e.ctx.drv.check("cuEventElapsedTime", r); err != nil {
+		return 0, err
+	}
+	return time.Duration(float64(ms) * float64(time.Millisecond)), nil
+}
+
+// IPCHandle exports an event made with Interprocess (cuIpcGetEventHandle).
+func (e *Event) IPCHandle() (IPCEventHandle, error) {
+	if err := e.live(); err != nil {
+		return IPCEventHandle{}, err
+	}
+	h, r := e.api.IpcGetEventHandle(e.handle)
+	return h, e.ctx.drv.check("cuIpcGetEventHandle", r)
+}
+
+// Close destroys the event (cuEventDestroy). It is idempotent.
+func (e *Event) Close() error {
+	if e.closed.Swap(true) {
+		return nil
+	}
+	return e.ctx.drv.check("cuEventDestroy", e.api.EventDestroy(e.handle))
+}

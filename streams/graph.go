@@ -1,0 +1,230 @@
+package streams
+
+import (
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/streambridge/streambridge/internal/driver"
+)
+
+// CaptureMode is CUstreamCaptureMode: which calls from other threads a capture forbids.
+type CaptureMode = driver.CaptureMode
+
+// Capture modes.
+const (
+	CaptureGlobal      = driver.CaptureModeGlobal
+	CaptureThreadLocal = driver.CaptureModeThreadLocal
+	CaptureRelaxed     = driver.CaptureModeRelaxed
+)
+
+// CaptureStatus is CUstreamCaptureStatus.
+type CaptureStatus = driver.CaptureStatus
+
+// Capture statuses.
+const (
+	CaptureNone        = driver.CaptureStatusNone
+	CaptureActive      = driver.CaptureStatusActive
+	CaptureInvalidated = driver.CaptureStatusInvalidated
+)
+
+// BeginCapture starts capturing the work submitted to the stream into a graph instead of
+// running it (cuStreamBeginCapture). Any stream can be captured, including one another
+// library created, except the legacy default stream.
+func (s *Stream) BeginCapture(mode CaptureMode) error {
+	if err := s.live(); err != nil {
+		return err
+	}
+	return s.ctx.drv.check("cuStreamBeginCapture",
+		s.run(func() driver.Result { return s.api.StreamBeginCapture(s.handle, mode) }))
+}
+
+// EndCapture ends the capture begun on this stream and returns the graph
+// (cuStreamEndCapture). A capture that an illegal operation invalidated fails with
+// [ErrCaptureInvalidated].
+func (s *Stream) EndCapture() (*Graph, error) {
+	if err := s.live(); err != nil {
+		return nil, err
+	}
+	var g driver.Graph
+	var id uint64
+	r := s.run(func() (r driver.Result) {
+		if _, id, r = s.api.StreamGetCaptureInfo(s.handle); r != driver.Success {
+			return r
+		}
+		g, r = s.api.StreamEndCapture(s.handle)
+		return r
+	})
+	d := s.ctx.drv
+	d.mu.Lock()
+	keys := d.captures[id]
+	delete(d.captures, id)
+	d.mu.Unlock()
+	if err := d.check("cuStreamEndCapture", r); err != nil {
+		for _, k := range keys {
+			driver.ReleaseHostFunc(k)
+		}
+		return nil, err
+	}
+	graph := &Graph{ctx: s.ctx, api: s.api, handle: g, hostFuncs: keys}
+	graph.refs.Store(1)
+	return graph, nil
+}
+
+// CaptureInfo is cuStreamGetCaptureInfo: the capture status and, while capturing, the
+// capture's unique id.
+func (s *Stream) CaptureInfo() (CaptureStatus, uint64, error) {
+	if err := s.live(); err != nil {
+		return 0, 0, err
+	}
+	var st CaptureStatus
+	var id uint64
+	r := s.run(func() (r driver.Result) { st, id, r = s.api.StreamGetCaptureInfo(s.handle); return r })
+	return st, id, s.ctx.drv.check("cuStreamGetCaptureInfo", r)
+}
+
+// IsCapturing is cuStreamIsCapturing: true while a capture is active or invalidated but
+// not yet ended.
+func (s *Stream) IsCapturing() (bool, error) {
+	if err := s.live(); err != nil {
+		return false, err
+	}
+	var st CaptureStatus
+	r := s.run(func() (r driver.Result) { st, r = s.api.StreamIsCapturing(s.handle); return r })
+	return st != CaptureNone, s.ctx.drv.check("cuStreamIsCapturing", r)
+}
+
+// Graph is a CUDA graph made by stream capture. Close destroys it (cuGraphDestroy);
+// executable graphs instantiated from it stay valid until their own Close.
+type Graph struct {
+	ctx       *Context
+	api       driver.API
+	handle    driver.Graph
+	closed    atomic.Bool
+	refs      atomic.Int32 // the graph and its live execs: host functions are freed at 0
+	hostFuncs []uintptr
+	release   sync.Once
+}
+
+// Handle is the CUgraph.
+func (g *Graph) Handle() uintptr { return uintptr(g.handle) }
+
+// NodeCount is the number of nodes in the graph (cuGraphGetNodes).
+func (g *Graph) NodeCount() (int, error) {
+	if g.closed.Load() {
+		return 0, ErrClosed
+	}
+	n, r := g.api.GraphGetNodes(g.handle)
+	return n, g.ctx.drv.check("cuGraphGetNodes", r)
+}
+
+// Instantiate makes an executable graph (cuGraphInstantiateWithFlags).
+func (g *Graph) Instantiate() (*GraphExec, error) {
+	if g.closed.Load() {
+		return nil, ErrClosed
+	}
+	var e driver.GraphExec
+	r := g.ctx.do(func() (r driver.Result) {
+		e, r = g.api.GraphInstantiateWithFlags(g.handle, 0)
+		return r
+	})
+	if err := g.ctx.drv.check("cuGraphInstantiateWithFlags", r); err != nil {
+		return nil, err
+	}
+	g.refs.Add(1)
+	return &GraphExec{graph: g, handle: e}, nil
+}
+
+func (g *Graph) unref() {
+	if g.refs.Add(-1) == 0 {
+		g.release.Do(func() {
+			for _, k := range g.hostFuncs {
+				driver.ReleaseHostFunc(k)
+			}
+		})
+	}
+}
+
+// Close destroys the graph (cuGraphDestroy). It is idempotent.
+func (g *Graph) Close() error {
+	if g.closed.Swap(true) {
+		return nil
+	}
+	err := g.ctx.drv.check("cuGraphDestroy", g.api.GraphDestroy(g.handle))
+	g.unref()
+	return err
+}
+
+// GraphExec is an executable graph. Close destroys it (cuGraphExecDestroy).
+type GraphExec struct {
+	graph  *Graph
+	handle driver.GraphExec
+	closed atomic.Bool
+
+	// launchedOn lists the streams a graph holding host functions was launched on, so
+	// that Close frees those functions only after the launches have run them.
+	mu         sync.Mutex
+	launchedOn []*Stream
+}
+
+// Handle is the CUgraphExec.
+func (e *GraphExec) Handle() uintptr { return uintptr(e.handle) }
+
+// Launch runs the graph on s (cuGraphLaunch), after the work already submitted to s.
+func (e *GraphExec) Launch(s *Stream) error {
+	if e.closed.Load() {
+		return ErrClosed
+	}
+	if err := s.live(); err != nil {
+		return err
+	}
+	err := s.ctx.drv.check("cuGraphLaunch",
+		s.run(func() driver.Result { return s.api.GraphLaunch(e.handle, s.handle) }))
+	if err == nil && len(e.graph.hostFuncs) > 0 {
+		e.mu.Lock()
+		if !slices.Contains(e.launchedOn, s) {
+			e.launchedOn = append(e.launchedOn, s)
+		}
+		e.mu.Unlock()
+	}
+	return err
+}
+
+// Upload prepares the graph's device resources on s ahead of its first Launch
+// (cuGraphUpload).
+func (e *GraphExec) Upload(s *Stream) error {
+	if e.closed.Load() {
+		return ErrClosed
+	}
+	if err := s.live(); err != nil {
+		return err
+	}
+	return s.ctx.drv.check("cuGraphUpload",
+		s.run(func() driver.Result { return s.api.GraphUpload(e.handle, s.handle) }))
+}
+
+// Close destroys the executable graph (cuGraphExecDestroy); launches in flight still
+// complete, and the host functions they call stay registered until they have. It is
+// idempotent.
+func (e *GraphExec) Close() error {
+	if e.closed.Swap(true) {
+		return nil
+	}
+	err := e.graph.ctx.drv.check("cuGraphExecDestroy", e.graph.api.GraphExecDestroy(e.handle))
+	e.mu.Lock()
+	pending := e.launchedOn
+	e.launchedOn = nil
+	e.mu.Unlock()
+	if len(pending) == 0 {
+		e.graph.unref()
+		return err
+	}
+	// One reference per stream, dropped by a host function behind the last launch there.
+	e.graph.refs.Add(int32(len(pending)) - 1)
+	for _, s := range pending {
+		if s.LaunchHostFunc(e.graph.unref) != nil {
+			e.graph.unref() // the stream is gone: nothing more will run there
+		}
+	}
+	return err
+}

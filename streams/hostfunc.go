@@ -1,0 +1,52 @@
+package streams
+
+import (
+	"errors"
+
+	"github.com/streambridge/streambridge/internal/driver"
+)
+
+// LaunchHostFunc enqueues fn to run on a driver thread once the stream reaches this point
+// (cuLaunchHostFunc); work submitted after it waits until fn returns. fn must not call
+// CUDA. A panic in fn is recovered and reported to the handler of
+// [SetHostFuncPanicHandler]; the stream carries on.
+//
+// All host functions share one C entry point and find their Go function in a table, so
+// there is no limit on how many run over a process's life. During stream capture fn
+// becomes a graph node that runs at every launch of the graph; it is kept until the
+// [Graph] and all its [GraphExec]s are closed.
+func (s *Stream) LaunchHostFunc(fn func()) error {
+	if err := s.live(); err != nil {
+		return err
+	}
+	if fn == nil {
+		return errors.New("streambridge: LaunchHostFunc: nil function")
+	}
+	var status driver.CaptureStatus
+	var captureID uint64
+	r := s.run(func() (r driver.Result) {
+		status, captureID, r = s.api.StreamGetCaptureInfo(s.handle)
+		return r
+	})
+	if err := s.ctx.drv.check("cuStreamGetCaptureInfo", r); err != nil {
+		return err
+	}
+	capturing := status != driver.CaptureStatusNone
+	key := driver.RegisterHostFunc(fn, capturing)
+	r = s.run(func() driver.Result { return s.api.LaunchHostFunc(s.handle, key) })
+	if err := s.ctx.drv.check("cuLaunchHostFunc", r); err != nil {
+		driver.ReleaseHostFunc(key)
+		return err
+	}
+	if capturing {
+		d := s.ctx.drv
+		d.mu.Lock()
+		d.captures[captureID] = append(d.captures[captureID], key)
+		d.mu.Unlock()
+	}
+	return nil
+}
+
+// LiveHostFuncs counts the host functions registered and not yet run or released; a
+// steady value over many launches shows the table does not grow.
+func LiveHostFuncs() int { return driver.LiveHostFuncs() }

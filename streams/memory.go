@@ -1,0 +1,112 @@
+package streams
+
+import (
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/streambridge/streambridge/internal/driver"
+)
+
+// DevicePtr is a CUdeviceptr: an address in device memory.
+type DevicePtr = driver.DevicePtr
+
+// Buffer is device memory from cuMemAlloc. Close frees it.
+type Buffer struct {
+	ctx    *Context
+	ptr    DevicePtr
+	size   uint64
+	closed atomic.Bool
+}
+
+// Alloc allocates size bytes of device memory in c (cuMemAlloc).
+func (c *Context) Alloc(size uint64) (*Buffer, error) {
+	var p DevicePtr
+	r := c.do(func() (r driver.Result) { p, r = c.api.MemAlloc(size); return r })
+	if err := c.drv.check("cuMemAlloc", r); err != nil {
+		return nil, err
+	}
+	return &Buffer{ctx: c, ptr: p, size: size}, nil
+}
+
+// Ptr is the buffer's device address.
+func (b *Buffer) Ptr() DevicePtr { return b.ptr }
+
+// Size is the buffer's length in bytes.
+func (b *Buffer) Size() uint64 { return b.size }
+
+// Close frees the buffer (cuMemFree). It is idempotent.
+func (b *Buffer) Close() error {
+	if b.closed.Swap(true) {
+		return nil
+	}
+	r := b.ctx.do(func() driver.Result { return b.ctx.api.MemFree(b.ptr) })
+	return b.ctx.drv.check("cuMemFree", r)
+}
+
+func hostSpan[T any](b *Buffer, host []T) (unsafe.Pointer, uint64, error) {
+	if b.closed.Load() {
+		return nil, 0, ErrClosed
+	}
+	n := uint64(len(host)) * uint64(unsafe.Sizeof(*new(T)))
+	if n > b.size {
+		return nil, 0, fmt.Errorf("streambridge: copy of %d bytes into a buffer of %d", n, b.size)
+	}
+	if n == 0 {
+		return nil, 0, nil
+	}
+	return unsafe.Pointer(&host[0]), n, nil
+}
+
+// CopyToDevice copies src to the start of b and returns when the copy is done
+// (cuMemcpyHtoD).
+func CopyToDevice[T any](b *Buffer, src []T) error {
+	p, n, err := hostSpan(b, src)
+	if err != nil || n == 0 {
+		return err
+	}
+	r := b.ctx.do(func() driver.Result { return b.ctx.api.MemcpyHtoD(b.ptr, p, n) })
+	runtime.KeepAlive(src)
+	return b.ctx.drv.check("cuMemcpyHtoD", r)
+}
+
+// CopyFromDevice copies the start of b into dst and returns when the copy is done
+// (cuMemcpyDtoH).
+func CopyFromDevice[T any](dst []T, b *Buffer) error {
+	p, n, err := hostSpan(b, dst)
+	if err != nil || n == 0 {
+		return err
+	}
+	r := b.ctx.do(func() driver.Result { return b.ctx.api.MemcpyDtoH(p, b.ptr, n) })
+	runtime.KeepAlive(dst)
+	return b.ctx.drv.check("cuMemcpyDtoH", r)
+}
+
+// CopyToDeviceAsync enqueues a copy of src to the start of b on s (cuMemcpyHtoDAsync).
+// src must stay alive and unchanged until the copy has run.
+func CopyToDeviceAsync[T any](b *Buffer, src []T, s *Stream) error {
+	p, n, err := hostSpan(b, src)
+	if err != nil || n == 0 {
+		return err
+	}
+	if err := s.live(); err != nil {
+		return err
+	}
+	r := s.run(func() driver.Result { return s.api.MemcpyHtoDAsync(b.ptr, p, n, s.handle) })
+	return s.ctx.drv.check("cuMemcpyHtoDAsync", r)
+}
+
+// CopyFromDeviceAsync enqueues a copy of the start of b into dst on s
+// (cuMemcpyDtoHAsync). dst must stay alive until the copy has run.
+func CopyFromDeviceAsync[T any](dst []T, b *Buffer, s *Stream) error {
+	p, n, err := hostSpan(b, dst)
+	if err != nil || n == 0 {
+		return err
+	}
+	if err := s.live(); err != nil {
+		return err
+	}
+	r := s.run(func() driver.Result { return s.api.MemcpyDtoHAsync(p, b.ptr, n, s.handle) })
+	return s.ctx.drv.check("cuMemcpyDtoHAsync", r)
+}

@@ -1,0 +1,176 @@
+package streams
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"runtime"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/streambridge/streambridge/internal/driver"
+)
+
+// Module is loaded device code: PTX, cubin or fatbin (cuModuleLoadData). Close unloads it.
+type Module struct {
+	ctx    *Context
+	handle driver.Module
+	closed atomic.Bool
+}
+
+var (
+	elfMagic    = []byte{0x7f, 'E', 'L', 'F'}
+	fatbinMagic = []byte{0x50, 0xed, 0x55, 0xba} // 0xba55ed50, little-endian
+)
+
+// LoadModule loads PTX text, a cubin or a fatbin into c. PTX is compiled by the driver for
+// c's device; a compile error fails with ErrInvalidPTX's code (CUDA_ERROR_INVALID_PTX).
+func (c *Context) LoadModule(image []byte) (*Module, error) {
+	if len(image) == 0 {
+		return nil, fmt.Errorf("streambridge: LoadModule: empty image")
+	}
+	if !bytes.HasPrefix(image, elfMagic) && !bytes.HasPrefix(image, fatbinMagic) &&
+		image[len(image)-1] != 0 {
+		image = append(append(make([]byte, 0, len(image)+1), image...), 0) // PTX is a C string
+	}
+	var m driver.Module
+	r := c.do(func() (r driver.Result) {
+		m, r = c.api.ModuleLoadData(unsafe.Pointer(&image[0]))
+		return r
+	})
+	runtime.KeepAlive(image)
+	if err := c.drv.check("cuModuleLoadData", r); err != nil {
+		return nil, err
+	}
+	return &Module{ctx: c, handle: m}, nil
+}
+
+// LoadModuleFile reads a PTX, cubin or fatbin file and loads it as [Context.LoadModule]
+// does.
+func (c *Context) LoadModuleFile(path string) (*Module, error) {
+	image, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return c.LoadModule(image)
+}
+
+// Function looks up a kernel by its (mangled) name (cuModuleGetFunction).
+func (m *Module) Function(name string) (*Function, error) {
+	if m.closed.Load() {
+		return nil, ErrClosed
+	}
+	f, r := m.ctx.api.ModuleGetFunction(m.handle, name)
+	if err := m.ctx.drv.check("cuModuleGetFunction", r); err != nil {
+		return nil, fmt.Errorf("kernel %q: %w", name, err)
+	}
+	return &Function{module: m, handle: f, name: name}, nil
+}
+
+// Close unloads the module (cuModuleUnload). It is idempotent.
+func (m *Module) Close() error {
+	if m.closed.Swap(true) {
+		return nil
+	}
+	r := m.ctx.do(func() driver.Result { return m.ctx.api.ModuleUnload(m.handle) })
+	return m.ctx.drv.check("cuModuleUnload", r)
+}
+
+// Function is a kernel of a loaded [Module], valid until the module is closed.
+type Function struct {
+	module *Module
+	handle driver.Function
+	name   string
+}
+
+// Name is the kernel's name as looked up.
+func (f *Function) Name() string { return f.name }
+
+// Dim3 is a grid or block shape. A zero component counts as 1.
+type Dim3 struct{ X, Y, Z uint32 }
+
+func (d Dim3) xyz() (uint32, uint32, uint32) {
+	return max(d.X, 1), max(d.Y, 1), max(d.Z, 1)
+}
+
+// LaunchConfig is the launch geometry of cuLaunchKernel.
+type LaunchConfig struct {
+	Grid, Block Dim3
+	SharedMem   uint32 // dynamic shared memory, bytes
+}
+
+// Args are a kernel's arguments, in order. Build them once and reuse them across launches:
+// a launch with reused Args allocates nothing. Each argument is copied at launch, so Args
+// may be changed (after Reset) as soon as Launch returns.
+type Args struct {
+	vals []uint64         // one 8-byte slot per argument, little-endian
+	ptrs []unsafe.Pointer // &vals[i], rebuilt at launch
+}
+
+// Reset empties a for reuse.
+func (a *Args) Reset() *Args { a.vals = a.vals[:0]; return a }
+
+func (a *Args) add(v uint64) *Args { a.vals = append(a.vals, v); return a }
+
+// Int32 adds an int (a kernel's int parameter).
+func (a *Args) Int32(v int32) *Args { return a.add(uint64(uint32(v))) }
+
+// Uint32 adds an unsigned int.
+func (a *Args) Uint32(v uint32) *Args { return a.add(uint64(v)) }
+
+// Int64 adds a long long.
+func (a *Args) Int64(v int64) *Args { return a.add(uint64(v)) }
+
+// Uint64 adds an unsigned long long.
+func (a *Args) Uint64(v uint64) *Args { return a.add(v) }
+
+// Float32 adds a float.
+func (a *Args) Float32(v float32) *Args {
+	return a.add(uint64(*(*uint32)(unsafe.Pointer(&v))))
+}
+
+// Float64 adds a double.
+func (a *Args) Float64(v float64) *Args { return a.add(*(*uint64)(unsafe.Pointer(&v))) }
+
+// Pointer adds a device pointer.
+func (a *Args) Pointer(p DevicePtr) *Args { return a.add(uint64(p)) }
+
+// Len is the number of arguments.
+func (a *Args) Len() int { return len(a.vals) }
+
+func (a *Args) params() unsafe.Pointer {
+	if a == nil || len(a.vals) == 0 {
+		return nil
+	}
+	if cap(a.ptrs) < len(a.vals) {
+		a.ptrs = make([]unsafe.Pointer, len(a.vals), cap(a.vals))
+	}
+	a.ptrs = a.ptrs[:len(a.vals)]
+	for i := range a.vals {
+		a.ptrs[i] = unsafe.Pointer(&a.vals[i])
+	}
+	return unsafe.Pointer(&a.ptrs[0])
+}
+
+// Launch runs the kernel on s (cuLaunchKernel). s must be in the module's context.
+func (f *Function) Launch(s *Stream, cfg LaunchConfig, args *Args) error {
+	if f.module.closed.Load() {
+		return ErrClosed
+	}
+	if err := s.live(); err != nil {
+		return err
+	}
+	c := f.module.ctx
+	if s.ctx.handle != c.handle {
+		return fmt.Errorf("streambridge: launch of %s: stream is in context %#x, kernel in %#x",
+			f.name, s.ctx.handle, c.handle)
+	}
+	gx, gy, gz := cfg.Grid.xyz()
+	bx, by, bz := cfg.Block.xyz()
+	params := args.params()
+	r := c.do(func() driver.Result {
+		return c.api.LaunchKernel(f.handle, gx, gy, gz, bx, by, bz, cfg.SharedMem, s.handle, params)
+	})
+	runtime.KeepAlive(args)
+	return c.drv.check("cuLaunchKernel", r)
+}

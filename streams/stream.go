@@ -1,0 +1,269 @@
+package streams
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/streambridge/streambridge/internal/driver"
+)
+
+// Special stream handles, as the driver API defines them.
+const (
+	NullStream      uintptr = 0 // the legacy default stream of the current context
+	LegacyStream    uintptr = 1 // CU_STREAM_LEGACY
+	PerThreadStream uintptr = 2 // CU_STREAM_PER_THREAD
+)
+
+// StreamOptions are the arguments of cuStreamCreateWithPriority.
+type StreamOptions struct {
+	// NonBlocking streams do not synchronize with the legacy default stream
+	// (CU_STREAM_NON_BLOCKING).
+	NonBlocking bool
+	// Priority: lower numbers are higher priority; 0 is the default. The driver clamps
+	// it into [Context.StreamPriorityRange].
+	Priority int
+}
+
+// Stream is a CUDA stream: one this package created and owns, or a borrowed handle that
+// some other library created (including the special handles 0, 1 and 2).
+type Stream struct {
+	ctx    *Context
+	api    driver.API
+	handle driver.Stream
+	owned  bool
+	closed atomic.Bool
+
+	// fence is an event this package records on the stream so that other streams can
+	// wait for it ([Stream.WaitStream]); made on first use.
+	fenceMu sync.Mutex
+	fence   atomic.Pointer[Event]
+}
+
+// NewStream creates a stream in c (cuStreamCreateWithPriority). Close destroys it.
+func (c *Context) NewStream(opts StreamOptions) (*Stream, error) {
+	flags := driver.StreamDefault
+	if opts.NonBlocking {
+		flags = driver.StreamNonBlocking
+	}
+	var h driver.Stream
+	r := c.do(func() (r driver.Result) {
+		h, r = c.api.StreamCreateWithPriority(flags, opts.Priority)
+		return r
+	})
+	if err := c.drv.check("cuStreamCreateWithPriority", r); err != nil {
+		return nil, err
+	}
+	return &Stream{ctx: c, api: c.api, handle: h, owned: true}, nil
+}
+
+// WrapStream borrows a stream handle that belongs to c. The special handles 0, 1 and 2
+// mean c's legacy default stream, CU_STREAM_LEGACY and c's per-thread default stream. Any
+// other handle must be a live stream of c: the driver dereferences it, so a garbage or
+// destroyed handle can crash the process. The bridge package validates handles first.
+func (c *Context) WrapStream(handle uintptr) (*Stream, error) {
+	s := &Stream{ctx: c, api: c.api, handle: driver.Stream(handle)}
+	if s.handle.IsSpecial() {
+		return s, nil
+	}
+	owner, r := c.api.StreamGetCtx(s.handle)
+	if err := c.drv.check("cuStreamGetCtx", r); err != nil {
+		return nil, err
+	}
+	if owner != c.handle {
+		return nil, fmt.Errorf("streambridge: stream %#x belongs to context %#x, not %#x", handle, owner, c.handle)
+	}
+	return s, nil
+}
+
+// WrapStream borrows a stream handle that some other code created, finding its context
+// (and so its device) from the handle itself with cuStreamGetCtx. Special handles (0, 1,
+// 2) name no context; wrap them with [Context.WrapStream]. As with that method, the
+// handle must be a live stream.
+func (d *Driver) WrapStream(handle uintptr) (*Stream, error) {
+	if driver.Stream(handle).IsSpecial() {
+		return nil, fmt.Errorf("streambridge: stream handle %d is a per-context default stream; wrap it with Context.WrapStream", handle)
+	}
+	h, r := d.api.StreamGetCtx(driver.Stream(handle))
+	if err := d.check("cuStreamGetCtx", r); err != nil {
+		return nil, err
+	}
+	c, err := d.borrowedContext(h)
+	if err != nil {
+		return nil, err
+	}
+	return &Stream{ctx: c, api: d.api, handle: driver.Stream(handle)}, nil
+}
+
+// Handle is the CUstream, as other libraries take it.
+func (s *Stream) Handle() uintptr { return uintptr(s.handle) }
+
+// Context is the stream's context.
+func (s *Stream) Context() *Context { return s.ctx }
+
+// Device is the stream's device.
+func (s *Stream) Device() *Device { return s.ctx.dev }
+
+// Owned reports whether Close destroys the stream.
+func (s *Stream) Owned() bool { return s.owned }
+
+func (s *Stream) String() string {
+	own := "borrowed"
+	if s.owned {
+		own = "owned"
+	}
+	return fmt.Sprintf("Stream(%#x, device %d, %s, %s driver)", s.handle, s.ctx.dev.dev, own, s.api.Name())
+}
+
+// run calls a driver function on the stream: directly for a stream object, which carries
+// its context, and with the stream's context current for a special handle, whose meaning
+// depends on it.
+func (s *Stream) run(fn func() driver.Result) driver.Result {
+	if s.handle.IsSpecial() {
+		return s.ctx.do(fn)
+	}
+	return fn()
+}
+
+func (s *Stream) live() error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	return nil
+}
+
+// Query reports whether all work submitted to the stream has completed (cuStreamQuery).
+// Work still running is not an error.
+func (s *Stream) Query() (bool, error) {
+	if err := s.live(); err != nil {
+		return false, err
+	}
+	r := s.run(func() driver.Result { return s.api.StreamQuery(s.handle) })
+	switch r {
+	case driver.Success:
+		return true, nil
+	case driver.ErrorNotReady:
+		return false, nil
+	}
+	return false, s.ctx.drv.check("cuStreamQuery", r)
+}
+
+// Synchronize waits until all work submitted to the stream has completed
+// (cuStreamSynchronize).
+func (s *Stream) Synchronize() error {
+	if err := s.live(); err != nil {
+		return err
+	}
+	return s.ctx.drv.check("cuStreamSynchronize",
+		s.run(func() driver.Result { return s.api.StreamSynchronize(s.handle) }))
+}
+
+// Record records e on the stream (cuEventRecord): e completes when the work submitted so
+// far has.
+func (s *Stream) Record(e *Event) error {
+	if err := s.live(); err != nil {
+		return err
+	}
+	if err := e.live(); err != nil {
+		return err
+	}
+	return s.ctx.drv.check("cuEventRecord",
+		s.run(func() driver.Result { return s.api.EventRecord(e.handle, s.handle) }))
+}
+
+// WaitEvent makes work submitted to the stream from now on wait for e's last record
+// (cuStreamWaitEvent). It does not block the caller.
+func (s *Stream) WaitEvent(e *Event) error {
+	if err := s.live(); err != nil {
+		return err
+	}
+	if err := e.live(); err != nil {
+		return err
+	}
+	return s.ctx.drv.check("cuStreamWaitEvent",
+		s.run(func() driver.Result { return s.api.StreamWaitEvent(s.handle, e.handle, 0) }))
+}
+
+// WaitStream makes work submitted to s from now on wait for everything submitted to other
+// so far: an event of other's, recorded on other and waited on by s.
+func (s *Stream) WaitStream(other *Stream) error {
+	if err := s.live(); err != nil {
+		return err
+	}
+	fence, err := other.fenceEvent()
+	if err != nil {
+		return err
+	}
+	if err := other.Record(fence); err != nil {
+		return err
+	}
+	return s.WaitEvent(fence)
+}
+
+func (s *Stream) fenceEvent() (*Event, error) {
+	if e := s.fence.Load(); e != nil {
+		return e, nil
+	}
+	s.fenceMu.Lock()
+	defer s.fenceMu.Unlock()
+	if e := s.fence.Load(); e != nil {
+		return e, nil
+	}
+	e, err := s.ctx.NewEvent(EventOptions{DisableTiming: true})
+	if err != nil {
+		return nil, err
+	}
+	s.fence.Store(e)
+	return e, nil
+}
+
+// Priority is cuStreamGetPriority.
+func (s *Stream) Priority() (int, error) {
+	if err := s.live(); err != nil {
+		return 0, err
+	}
+	var p int
+	r := s.run(func() (r driver.Result) { p, r = s.api.StreamGetPriority(s.handle); return r })
+	return p, s.ctx.drv.check("cuStreamGetPriority", r)
+}
+
+// NonBlocking reports whether the stream was created with CU_STREAM_NON_BLOCKING
+// (cuStreamGetFlags).
+func (s *Stream) NonBlocking() (bool, error) {
+	if err := s.live(); err != nil {
+		return false, err
+	}
+	var f uint32
+	r := s.run(func() (r driver.Result) { f, r = s.api.StreamGetFlags(s.handle); return r })
+	return f&driver.StreamNonBlocking != 0, s.ctx.drv.check("cuStreamGetFlags", r)
+}
+
+// ID is cuStreamGetId: unique among the process's streams for its lifetime, so a handle
+// address reused after a destroy has a new ID. For the per-thread default stream it
+// depends on the calling thread.
+func (s *Stream) ID() (uint64, error) {
+	if err := s.live(); err != nil {
+		return 0, err
+	}
+	var id uint64
+	r := s.run(func() (r driver.Result) { id, r = s.api.StreamGetId(s.handle); return r })
+	return id, s.ctx.drv.check("cuStreamGetId", r)
+}
+
+// Close destroys an owned stream (cuStreamDestroy; work already submitted still runs) or
+// forgets a borrowed one. It is idempotent.
+func (s *Stream) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	var err error
+	if f := s.fence.Load(); f != nil {
+		err = f.Close()
+	}
+	if s.owned {
+		if e := s.ctx.drv.check("cuStreamDestroy", s.api.StreamDestroy(s.handle)); e != nil {
+			err = e
+		}
+	}
+	return err
+}
