@@ -13,21 +13,21 @@ type Result = driver.Result
 
 // Sentinel results to test with errors.Is.
 const (
-	ErrInvalidValue         Result = driver.ErrorInvalidValue
-	ErrOutOfMemory          Result = driver.ErrorOutOfMemory
-	ErrInvalidDevice        Result = driver.ErrorInvalidDevice
-	ErrInvalidContext       Result = driver.ErrorInvalidContext
-	ErrInvalidImage         Result = driver.ErrorInvalidImage
-	ErrInvalidHandle        Result = driver.ErrorInvalidHandle
-	ErrIllegalState         Result = driver.ErrorIllegalState
-	ErrNotFound             Result = driver.ErrorNotFound
-	ErrNotReady             Result = driver.ErrorNotReady
-	ErrNotSupported         Result = driver.ErrorNotSupported
-	ErrCaptureUnsupported   Result = driver.ErrorCaptureUnsupported
-	ErrCaptureInvalidated   Result = driver.ErrorCaptureInvalidated
-	ErrCaptureUnjoined      Result = driver.ErrorCaptureUnjoined
-	ErrCaptureIsolation     Result = driver.ErrorCaptureIsolation
-	ErrCapturedEvent        Result = driver.ErrorCapturedEvent
+	ErrInvalidValue       Result = driver.ErrorInvalidValue
+	ErrOutOfMemory        Result = driver.ErrorOutOfMemory
+	ErrInvalidDevice      Result = driver.ErrorInvalidDevice
+	ErrInvalidContext     Result = driver.ErrorInvalidContext
+	ErrInvalidImage       Result = driver.ErrorInvalidImage
+	ErrInvalidHandle      Result = driver.ErrorInvalidHandle
+	ErrIllegalState       Result = driver.ErrorIllegalState
+	ErrNotFound           Result = driver.ErrorNotFound
+	ErrNotReady           Result = driver.ErrorNotReady
+	ErrNotSupported       Result = driver.ErrorNotSupported
+	ErrCaptureUnsupported Result = driver.ErrorCaptureUnsupported
+	ErrCaptureInvalidated Result = driver.ErrorCaptureInvalidated
+	ErrCaptureUnjoined    Result = driver.ErrorCaptureUnjoined
+	ErrCaptureIsolation   Result = driver.ErrorCaptureIsolation
+	ErrCapturedEvent      Result = driver.ErrorCapturedEvent
 )
 
 // ErrNoDriver is matched (errors.Is) by every error that comes from there being no usable

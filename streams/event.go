@@ -137,7 +137,11 @@ func (e *Event) IPCHandle() (IPCEventHandle, error) {
 	if err := e.live(); err != nil {
 		return IPCEventHandle{}, err
 	}
-	h, r := e.api.IpcGetEventHandle(e.handle)
+	var h IPCEventHandle
+	r := e.ctx.do(func() (r driver.Result) { // the driver wants the event's context current
+		h, r = e.api.IpcGetEventHandle(e.handle)
+		return r
+	})
 	return h, e.ctx.drv.check("cuIpcGetEventHandle", r)
 }
 

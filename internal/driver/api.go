@@ -113,7 +113,7 @@ type API interface {
 	EventQuery(e Event) Result
 	EventSynchronize(e Event) Result
 	EventElapsedTime(start, end Event) (float32, Result)
-	IpcGetEventHandle(e Event) (IPCEventHandle, Result)
+	IpcGetEventHandle(e Event) (IPCEventHandle, Result) // current context: the event's
 	IpcOpenEventHandle(h IPCEventHandle) (Event, Result) // current context
 
 	ModuleLoadData(image unsafe.Pointer) (Module, Result) // current context

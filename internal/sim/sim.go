@@ -49,6 +49,9 @@ type context struct {
 	ptds   *stream
 	// blocking streams synchronize with the legacy stream
 	blocking map[*stream]struct{}
+	// hostFuncs serializes host functions, as the real driver runs them on one thread:
+	// a host function that blocks holds up every stream's host functions.
+	hostFuncs sync.Mutex
 }
 
 type stream struct {
@@ -536,7 +539,12 @@ func (d *Driver) LaunchHostFunc(h driver.Stream, key uintptr) driver.Result {
 	if r != driver.Success {
 		return r
 	}
-	run := func() { driver.RunHostFunc(key) }
+	c := s.ctx
+	run := func() {
+		c.hostFuncs.Lock()
+		defer c.hostFuncs.Unlock()
+		driver.RunHostFunc(key)
+	}
 	if s.capture != nil {
 		captureNode(s, run)
 		return driver.Success

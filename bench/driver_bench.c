@@ -1,0 +1,93 @@
+// The floor under any wrapper: the loops of streams/bench_test.go, written in C against the
+// CUDA driver API. Build: nvcc -O2 bench/driver_bench.c -lcuda -o driver_bench
+// Run: ./driver_bench streams/testdata/kernels.ptx
+// Prints lines shaped like Go's benchmark output, so bench/compare.py reads both.
+#include <cuda.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#define CHECK(call)                                                          \
+  do {                                                                       \
+    CUresult r_ = (call);                                                    \
+    if (r_ != CUDA_SUCCESS) {                                                \
+      const char *name_ = "?";                                               \
+      cuGetErrorName(r_, &name_);                                            \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, name_);  \
+      exit(1);                                                               \
+    }                                                                        \
+  } while (0)
+
+static double now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1e9 + t.tv_nsec;
+}
+
+static CUstream a, b;
+static CUevent ev;
+static CUfunction empty;
+static CUcontext ctx;
+static volatile int ran;
+
+static void CUDA_CB set_ran(void *p) { __atomic_store_n((volatile int *)p, 1, __ATOMIC_RELEASE); }
+
+static void record_wait(void) {
+  CHECK(cuEventRecord(ev, a));
+  CHECK(cuStreamWaitEvent(b, ev, 0));
+}
+static void query(void) {
+  CUresult r = cuStreamQuery(a);
+  if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY) CHECK(r);
+}
+static void event_create_destroy(void) {
+  CUevent e;
+  CHECK(cuEventCreate(&e, CU_EVENT_DEFAULT));
+  CHECK(cuEventDestroy(e));
+}
+static void launch_empty(void) { CHECK(cuLaunchKernel(empty, 1, 1, 1, 1, 1, 1, 0, a, NULL, NULL)); }
+static void host_func_latency(void) {
+  ran = 0;
+  CHECK(cuLaunchHostFunc(a, set_ran, (void *)&ran));
+  while (!__atomic_load_n(&ran, __ATOMIC_ACQUIRE)) {
+  }
+}
+
+static void bench(const char *name, void (*fn)(void), long iters) {
+  for (long i = 0; i < iters / 10; i++) fn(); /* warm up */
+  CHECK(cuStreamSynchronize(a));
+  double t0 = now_ns();
+  for (long i = 0; i < iters; i++) fn();
+  CHECK(cuStreamSynchronize(a));
+  CHECK(cuStreamSynchronize(b));
+  double dt = now_ns() - t0;
+  printf("BenchmarkC/%s\t%ld\t%.1f ns/op\n", name, iters, dt / iters);
+  fflush(stdout);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s kernels.ptx [count]\n", argv[0]);
+    return 2;
+  }
+  int count = argc > 2 ? atoi(argv[2]) : 3;
+  CUdevice dev;
+  CUmodule mod;
+  CHECK(cuInit(0));
+  CHECK(cuDeviceGet(&dev, 0));
+  CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
+  CHECK(cuCtxSetCurrent(ctx));
+  CHECK(cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
+  CHECK(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
+  CHECK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+  CHECK(cuModuleLoad(&mod, argv[1]));
+  CHECK(cuModuleGetFunction(&empty, mod, "empty"));
+  for (int i = 0; i < count; i++) {
+    bench("RecordWait", record_wait, 2000000);
+    bench("Query", query, 2000000);
+    bench("EventCreateClose", event_create_destroy, 500000);
+    bench("LaunchEmpty", launch_empty, 300000);
+    bench("HostFuncLatency", host_func_latency, 30000);
+  }
+  return 0;
+}

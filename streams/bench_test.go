@@ -1,0 +1,140 @@
+package streams
+
+import (
+	"sync/atomic"
+	"testing"
+
+	"github.com/streambridge/streambridge/internal/driver"
+)
+
+// Benchmarks of the paths the issue sets targets for, on the real driver. bench/run.sh
+// runs them beside bench/driver_bench.c, the same loops in C, and prints the ratios. The
+// Raw variants call the driver through purego with no wrapper, to show where time goes.
+
+type benchEnv struct {
+	c     *Context
+	a, b  *Stream
+	e     *Event
+	empty *Function
+}
+
+func setupBench(b *testing.B) benchEnv {
+	d := realDriver(b)
+	c := primary(b, d, 0)
+	env := benchEnv{
+		c:     c,
+		a:     newStream(b, c, StreamOptions{NonBlocking: true}),
+		b:     newStream(b, c, StreamOptions{NonBlocking: true}),
+		e:     newEvent(b, c, EventOptions{DisableTiming: true}),
+		empty: testKernel(b, c, "empty"),
+	}
+	b.Cleanup(func() { _ = env.a.Synchronize(); _ = env.b.Synchronize() })
+	b.ReportAllocs()
+	return env
+}
+
+func BenchmarkRecordWait(b *testing.B) {
+	env := setupBench(b)
+	for b.Loop() {
+		if err := env.a.Record(env.e); err != nil {
+			b.Fatal(err)
+		}
+		if err := env.b.WaitEvent(env.e); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkRecordWaitRaw(b *testing.B) {
+	env := setupBench(b)
+	api, e := env.c.api, driver.Event(env.e.Handle())
+	sa, sb := driver.Stream(env.a.Handle()), driver.Stream(env.b.Handle())
+	for b.Loop() {
+		api.EventRecord(e, sa)
+		api.StreamWaitEvent(sb, e, 0)
+	}
+}
+
+// queryReady gives the stream completed work, as the C loop's stream has by then.
+func queryReady(b *testing.B, env benchEnv) {
+	if err := env.a.Record(env.e); err != nil {
+		b.Fatal(err)
+	}
+	if err := env.a.Synchronize(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func BenchmarkQuery(b *testing.B) {
+	env := setupBench(b)
+	queryReady(b, env)
+	for b.Loop() {
+		if _, err := env.a.Query(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkQueryRaw(b *testing.B) {
+	env := setupBench(b)
+	queryReady(b, env)
+	api, s := env.c.api, driver.Stream(env.a.Handle())
+	for b.Loop() {
+		api.StreamQuery(s)
+	}
+}
+
+func BenchmarkEventCreateClose(b *testing.B) {
+	env := setupBench(b)
+	for b.Loop() {
+		e, err := env.c.NewEvent(EventOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := e.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkLaunchEmpty(b *testing.B) {
+	env := setupBench(b)
+	var args Args
+	for b.Loop() {
+		if err := env.empty.Launch(env.a, LaunchConfig{}, &args); err != nil {
+			b.Fatal(err)
+		}
+	}
+	_ = env.a.Synchronize()
+}
+
+func BenchmarkLaunchEmptyRaw(b *testing.B) {
+	env := setupBench(b)
+	api, f, s := env.c.api, env.empty.handle, driver.Stream(env.a.Handle())
+	err := env.c.Do(func() error {
+		for b.Loop() {
+			api.LaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, nil)
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	_ = env.a.Synchronize()
+}
+
+// BenchmarkHostFuncLatency times enqueue-to-run of one host function: enqueue, then spin
+// until it has run, as the C loop does.
+func BenchmarkHostFuncLatency(b *testing.B) {
+	env := setupBench(b)
+	var ran atomic.Int32
+	fn := func() { ran.Store(1) }
+	for b.Loop() {
+		ran.Store(0)
+		if err := env.a.LaunchHostFunc(fn); err != nil {
+			b.Fatal(err)
+		}
+		for ran.Load() == 0 {
+		}
+	}
+}

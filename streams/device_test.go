@@ -1,0 +1,78 @@
+package streams
+
+import (
+	"errors"
+	"regexp"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestDeviceAttributes(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		n, err := d.DeviceCount()
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, n, 1)
+		v, err := d.Version()
+		require.NoError(t, err)
+		assert.GreaterOrEqual(t, v, 12000)
+		for i := range n {
+			dev, err := d.Device(i)
+			require.NoError(t, err)
+			name, err := dev.Name()
+			require.NoError(t, err)
+			assert.NotEmpty(t, name)
+			major, _, err := dev.ComputeCapability()
+			require.NoError(t, err)
+			if d.Name() == "cuda" {
+				assert.GreaterOrEqual(t, major, 5)
+			}
+			bus, err := dev.PCIBusID()
+			require.NoError(t, err)
+			assert.Regexp(t, regexp.MustCompile(`^[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9]$`), bus)
+			uuid, err := dev.UUID()
+			require.NoError(t, err)
+			assert.Regexp(t, regexp.MustCompile(`^GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`), uuid)
+			t.Logf("device %d: %s, cc %d, %s, %s", i, name, major, bus, uuid)
+		}
+		_, err = d.Device(n)
+		require.Error(t, err)
+		assert.True(t, errors.Is(err, ErrInvalidDevice), "%v", err)
+	})
+}
+
+func TestPrimaryContextRetainRelease(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		dev, err := d.Device(0)
+		require.NoError(t, err)
+		a, err := dev.PrimaryContext()
+		require.NoError(t, err)
+		b, err := dev.PrimaryContext()
+		require.NoError(t, err)
+		assert.Equal(t, a.Handle(), b.Handle(), "one primary context per device")
+		assert.Equal(t, 0, a.Device().Ordinal())
+		require.NoError(t, a.Close())
+		require.NoError(t, a.Close(), "Close is idempotent")
+		// b still holds a retain: the context is usable.
+		s, err := b.NewStream(StreamOptions{})
+		require.NoError(t, err)
+		require.NoError(t, s.Close())
+		require.NoError(t, b.Close())
+	})
+}
+
+func TestErrorsAreTypedAndWrapped(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		_, err := d.Device(1 << 20)
+		require.Error(t, err)
+		var ce *CallError
+		require.True(t, errors.As(err, &ce))
+		assert.Equal(t, "cuDeviceGet", ce.Call)
+		var r Result
+		require.True(t, errors.As(err, &r))
+		assert.Equal(t, ErrInvalidDevice, r)
+		assert.Equal(t, "CUDA_ERROR_INVALID_DEVICE", r.Name())
+		assert.Contains(t, err.Error(), "cuDeviceGet: CUDA_ERROR_INVALID_DEVICE: ")
+	})
+}

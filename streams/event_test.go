@@ -1,0 +1,164 @@
+package streams
+
+import (
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestEventRecordQuerySynchronize(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		c := primary(t, d, 0)
+		s := newStream(t, c, StreamOptions{})
+		e := newEvent(t, c, EventOptions{BlockingSync: true})
+		done, err := e.Query()
+		require.NoError(t, err)
+		assert.True(t, done, "an event never recorded is complete")
+
+		slowWork(t, s, 200*time.Millisecond)
+		require.NoError(t, e.Record(s))
+		done, err = e.Query()
+		require.NoError(t, err)
+		assert.False(t, done)
+		require.NoError(t, e.Synchronize())
+		done, err = e.Query()
+		require.NoError(t, err)
+		assert.True(t, done)
+	})
+}
+
+func TestEventElapsedTime(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		c := primary(t, d, 0)
+		s := newStream(t, c, StreamOptions{})
+		start, end := newEvent(t, c, EventOptions{}), newEvent(t, c, EventOptions{})
+
+		_, err := start.ElapsedTime(end)
+		assert.ErrorIs(t, err, ErrInvalidHandle, "never recorded")
+
+		require.NoError(t, s.Record(start))
+		slowWork(t, s, 100*time.Millisecond)
+		require.NoError(t, s.Record(end))
+		_, err = start.ElapsedTime(end)
+		assert.ErrorIs(t, err, ErrNotReady, "end still pending")
+
+		require.NoError(t, end.Synchronize())
+		dt, err := start.ElapsedTime(end)
+		require.NoError(t, err)
+		assert.GreaterOrEqual(t, dt, 90*time.Millisecond)
+
+		untimed := newEvent(t, c, EventOptions{DisableTiming: true})
+		require.NoError(t, s.Record(untimed))
+		require.NoError(t, untimed.Synchronize())
+		_, err = start.ElapsedTime(untimed)
+		assert.ErrorIs(t, err, ErrInvalidHandle, "timing disabled")
+	})
+}
+
+func TestEventOptionsValidated(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		c := primary(t, d, 0)
+		_, err := c.NewEvent(EventOptions{Interprocess: true})
+		assert.ErrorIs(t, err, ErrInvalidValue, "interprocess events must disable timing")
+
+		e := newEvent(t, c, EventOptions{})
+		_, err = e.IPCHandle()
+		require.Error(t, err, "only interprocess events export a handle")
+	})
+}
+
+// ipcChildEnv carries an exported event handle to the child process of
+// TestIPCEventOrdersWorkInAnotherProcess.
+const ipcChildEnv = "STREAMBRIDGE_TEST_IPC_EVENT"
+
+func TestIPCEventOrdersWorkInAnotherProcess(t *testing.T) {
+	d := realDriver(t)
+	c := primary(t, d, 0)
+	s := newStream(t, c, StreamOptions{NonBlocking: true})
+	e := newEvent(t, c, EventOptions{DisableTiming: true, Interprocess: true})
+	h, err := e.IPCHandle()
+	require.NoError(t, err)
+
+	// The producer outlasts the child's start, so the child's wait has work to wait for.
+	slowWork(t, s, 4*time.Second)
+	require.NoError(t, s.Record(e))
+
+	cmd := exec.Command(os.Args[0], "-test.run=^TestIPCEventChild$", "-test.v")
+	cmd.Env = append(os.Environ(), ipcChildEnv+"="+hex.EncodeToString(h[:]))
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "child:\n%s", out)
+	assert.Contains(t, string(out), "child: pending while the producer ran", "child:\n%s", out)
+	assert.Contains(t, string(out), "child: completed after the producer", "child:\n%s", out)
+	done, err := e.Query()
+	require.NoError(t, err)
+	assert.True(t, done, "the child's wait returned, so the producer's record has completed")
+}
+
+// TestIPCEventChild is the other process of TestIPCEventOrdersWorkInAnotherProcess; run
+// alone it has nothing to do.
+func TestIPCEventChild(t *testing.T) {
+	enc := os.Getenv(ipcChildEnv)
+	if enc == "" {
+		t.Skip("SKIP: runs only as the child of TestIPCEventOrdersWorkInAnotherProcess")
+	}
+	raw, err := hex.DecodeString(enc)
+	require.NoError(t, err)
+	var h IPCEventHandle
+	copy(h[:], raw)
+	d := realDriver(t)
+	c := primary(t, d, 0)
+	imported, err := c.OpenIPCEvent(h)
+	require.NoError(t, err)
+	defer imported.Close()
+	s := newStream(t, c, StreamOptions{NonBlocking: true})
+	mine := newEvent(t, c, EventOptions{DisableTiming: true})
+	require.NoError(t, s.WaitEvent(imported))
+	require.NoError(t, s.Record(mine))
+	done, err := mine.Query()
+	require.NoError(t, err)
+	if !done {
+		t.Log("child: pending while the producer ran")
+	}
+	require.NoError(t, mine.Synchronize())
+	done, err = imported.Query()
+	require.NoError(t, err)
+	if done {
+		t.Log("child: completed after the producer")
+	}
+	t.Log(strings.Repeat("-", 8))
+}
+
+func TestIPCEventWithinOneProcess(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) { ipcWithinOneProcess(t, d) })
+}
+
+func ipcWithinOneProcess(t *testing.T, d *Driver) {
+	c := primary(t, d, 0)
+	producer := newStream(t, c, StreamOptions{NonBlocking: true})
+	consumer := newStream(t, c, StreamOptions{NonBlocking: true})
+	e := newEvent(t, c, EventOptions{DisableTiming: true, Interprocess: true})
+	h, err := e.IPCHandle()
+	require.NoError(t, err)
+	opened, err := c.OpenIPCEvent(h)
+	require.NoError(t, err)
+	defer opened.Close()
+
+	slowWork(t, producer, 200*time.Millisecond)
+	require.NoError(t, producer.Record(e))
+	require.NoError(t, consumer.WaitEvent(opened))
+	after := newEvent(t, c, EventOptions{})
+	require.NoError(t, consumer.Record(after))
+	done, err := after.Query()
+	require.NoError(t, err)
+	assert.False(t, done)
+	require.NoError(t, after.Synchronize())
+	done, err = e.Query()
+	require.NoError(t, err)
+	assert.True(t, done)
+}

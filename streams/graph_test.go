@@ -1,0 +1,152 @@
+package streams
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/streambridge/streambridge/internal/driver"
+)
+
+func TestCaptureOnForeignStreamAndReplay(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		c := primary(t, d, 0)
+		before := LiveHostFuncs()
+		s, err := d.WrapStream(foreignStream(t, c, driver.StreamNonBlocking))
+		require.NoError(t, err)
+		var j journal
+		require.NoError(t, s.BeginCapture(CaptureGlobal))
+		capturing, err := s.IsCapturing()
+		require.NoError(t, err)
+		assert.True(t, capturing)
+		st, id, err := s.CaptureInfo()
+		require.NoError(t, err)
+		assert.Equal(t, CaptureActive, st)
+		assert.NotZero(t, id)
+		for _, name := range []string{"a", "b", "c"} {
+			require.NoError(t, s.LaunchHostFunc(j.add(name)))
+		}
+		g, err := s.EndCapture()
+		require.NoError(t, err)
+		settle()
+		assert.Empty(t, j.get(), "captured work does not run")
+		capturing, err = s.IsCapturing()
+		require.NoError(t, err)
+		assert.False(t, capturing)
+		nodes, err := g.NodeCount()
+		require.NoError(t, err)
+		assert.Equal(t, 3, nodes)
+
+		exec, err := g.Instantiate()
+		require.NoError(t, err)
+		other := newStream(t, c, StreamOptions{})
+		require.NoError(t, exec.Upload(other))
+		for range 5 {
+			require.NoError(t, exec.Launch(other))
+		}
+		require.NoError(t, other.Synchronize())
+		var want []string
+		for range 5 {
+			want = append(want, "a", "b", "c")
+		}
+		assert.Equal(t, want, j.get())
+		require.NoError(t, exec.Close())
+		require.NoError(t, g.Close())
+		require.NoError(t, g.Close())
+		require.NoError(t, other.Synchronize()) // the release runs behind the launches
+		assert.Equal(t, before, LiveHostFuncs(), "captured host functions are freed with the graph")
+	})
+}
+
+func TestCaptureInvalidatedBySynchronize(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		c := primary(t, d, 0)
+		s := newStream(t, c, StreamOptions{NonBlocking: true})
+		require.NoError(t, s.BeginCapture(CaptureRelaxed))
+		require.NoError(t, s.LaunchHostFunc(func() {}))
+		assert.ErrorIs(t, s.Synchronize(), ErrCaptureUnsupported)
+		st, _, err := s.CaptureInfo()
+		require.NoError(t, err)
+		assert.Equal(t, CaptureInvalidated, st)
+		_, err = s.EndCapture()
+		assert.ErrorIs(t, err, ErrCaptureInvalidated)
+		capturing, err := s.IsCapturing()
+		require.NoError(t, err)
+		assert.False(t, capturing)
+	})
+}
+
+func TestCaptureForkJoinAcrossStreams(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		c := primary(t, d, 0)
+		origin := newStream(t, c, StreamOptions{NonBlocking: true})
+		side := newStream(t, c, StreamOptions{NonBlocking: true})
+		fork, join := newEvent(t, c, EventOptions{DisableTiming: true}), newEvent(t, c, EventOptions{DisableTiming: true})
+		var j journal
+		require.NoError(t, origin.BeginCapture(CaptureGlobal))
+		require.NoError(t, origin.Record(fork))
+		require.NoError(t, side.WaitEvent(fork))
+		capturing, err := side.IsCapturing()
+		require.NoError(t, err)
+		assert.True(t, capturing, "waiting on a captured event joins the capture")
+		require.NoError(t, side.LaunchHostFunc(j.add("side")))
+		require.NoError(t, side.Record(join))
+		require.NoError(t, origin.WaitEvent(join))
+		require.NoError(t, origin.LaunchHostFunc(j.add("origin")))
+		g, err := origin.EndCapture()
+		require.NoError(t, err)
+		nodes, err := g.NodeCount()
+		require.NoError(t, err)
+		assert.Equal(t, 2, nodes)
+		exec, err := g.Instantiate()
+		require.NoError(t, err)
+		require.NoError(t, exec.Launch(origin))
+		require.NoError(t, exec.Close())
+		require.NoError(t, g.Close())
+		require.NoError(t, origin.Synchronize())
+		assert.Equal(t, []string{"side", "origin"}, j.get())
+	})
+}
+
+func TestCaptureWithUnjoinedWorkFails(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		c := primary(t, d, 0)
+		origin := newStream(t, c, StreamOptions{NonBlocking: true})
+		side := newStream(t, c, StreamOptions{NonBlocking: true})
+		fork := newEvent(t, c, EventOptions{DisableTiming: true})
+		require.NoError(t, origin.BeginCapture(CaptureGlobal))
+		require.NoError(t, origin.Record(fork))
+		require.NoError(t, side.WaitEvent(fork))
+		require.NoError(t, side.LaunchHostFunc(func() {}))
+		_, err := origin.EndCapture()
+		assert.ErrorIs(t, err, ErrCaptureUnjoined)
+	})
+}
+
+func TestGraphExecClosedWhileInFlightStillRunsItsHostFuncs(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		panics := capturePanics(t)
+		c := primary(t, d, 0)
+		before := LiveHostFuncs()
+		s := newStream(t, c, StreamOptions{NonBlocking: true})
+		var count atomic.Int32
+		require.NoError(t, s.BeginCapture(CaptureGlobal))
+		require.NoError(t, s.LaunchHostFunc(func() { count.Add(1) }))
+		g, err := s.EndCapture()
+		require.NoError(t, err)
+		exec, err := g.Instantiate()
+		require.NoError(t, err)
+
+		slowWork(t, s, 200*time.Millisecond)
+		require.NoError(t, exec.Launch(s))
+		require.NoError(t, exec.Close())
+		require.NoError(t, g.Close())
+		require.NoError(t, s.Synchronize())
+		assert.Equal(t, int32(1), count.Load())
+		assert.Empty(t, panics())
+		assert.Equal(t, before, LiveHostFuncs())
+	})
+}

@@ -1,0 +1,134 @@
+package streams
+
+import (
+	_ "embed"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// requireGPU is STREAMBRIDGE_REQUIRE_GPU=1: on the GPU machine a missing driver is a
+// failure, not a skip.
+var requireGPU = os.Getenv("STREAMBRIDGE_REQUIRE_GPU") == "1"
+
+// eachDriver runs body once per driver: the software driver always, the real driver where
+// libcuda loads. Without it the "cuda" subtest is skipped with the reason, or fails under
+// STREAMBRIDGE_REQUIRE_GPU=1.
+func eachDriver(t *testing.T, body func(t *testing.T, d *Driver)) {
+	t.Run("sim", func(t *testing.T) { body(t, Sim()) })
+	t.Run("cuda", func(t *testing.T) { body(t, realDriver(t)) })
+}
+
+// realDriver returns the CUDA driver or skips (fails under STREAMBRIDGE_REQUIRE_GPU=1).
+func realDriver(t testing.TB) *Driver {
+	t.Helper()
+	d, err := CUDA()
+	if err != nil {
+		if requireGPU {
+			t.Fatalf("STREAMBRIDGE_REQUIRE_GPU=1 but the real driver is unusable: %v", err)
+		}
+		t.Skipf("SKIP: real CUDA driver not usable on this machine: %v", err)
+	}
+	return d
+}
+
+func primary(t testing.TB, d *Driver, ordinal int) *Context {
+	t.Helper()
+	dev, err := d.Device(ordinal)
+	require.NoError(t, err)
+	c, err := dev.PrimaryContext()
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, c.Close()) })
+	return c
+}
+
+func newStream(t testing.TB, c *Context, opts StreamOptions) *Stream {
+	t.Helper()
+	s, err := c.NewStream(opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	return s
+}
+
+func newEvent(t testing.TB, c *Context, opts EventOptions) *Event {
+	t.Helper()
+	e, err := c.NewEvent(opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, e.Close()) })
+	return e
+}
+
+// gate blocks a stream until opened: a host function that waits on a channel. It is
+// how these tests make a producer slow on either driver without a kernel.
+type gate struct{ ch chan struct{} }
+
+func blockStream(t testing.TB, s *Stream) *gate {
+	t.Helper()
+	g := &gate{ch: make(chan struct{})}
+	require.NoError(t, s.LaunchHostFunc(func() { <-g.ch }))
+	t.Cleanup(g.open)
+	return g
+}
+
+func (g *gate) open() {
+	select {
+	case <-g.ch:
+	default:
+		close(g.ch)
+	}
+}
+
+// journal records the order in which host functions ran.
+type journal struct {
+	mu      sync.Mutex
+	entries []string
+}
+
+func (j *journal) add(s string) func() {
+	return func() {
+		j.mu.Lock()
+		j.entries = append(j.entries, s)
+		j.mu.Unlock()
+	}
+}
+
+func (j *journal) get() []string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return append([]string(nil), j.entries...)
+}
+
+// settle gives queued work time to run if nothing holds it back.
+func settle() { time.Sleep(50 * time.Millisecond) }
+
+//go:embed testdata/kernels.ptx
+var kernelsPTX []byte
+
+// testKernel loads testdata/kernels.ptx into c for this test and returns one of its
+// kernels. Modules are not cached across tests: releasing a primary context's last retain
+// resets it, which unloads its modules while the context handle stays the same.
+func testKernel(t testing.TB, c *Context, name string) *Function {
+	t.Helper()
+	m, err := c.LoadModule(kernelsPTX)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, m.Close()) })
+	f, err := m.Function(name)
+	require.NoError(t, err)
+	return f
+}
+
+// slowWork occupies s for about d without holding the driver's host-function thread: a
+// spinning kernel on the real driver, a sleeping host function on the software one (which
+// has no other way to be slow).
+func slowWork(t testing.TB, s *Stream, d time.Duration) {
+	t.Helper()
+	if s.Context().Driver().Name() == "sim" {
+		require.NoError(t, s.LaunchHostFunc(func() { time.Sleep(d) }))
+		return
+	}
+	spin := testKernel(t, s.Context(), "spin")
+	require.NoError(t, spin.Launch(s, LaunchConfig{}, new(Args).Uint64(uint64(d.Nanoseconds()))))
+}

@@ -1,0 +1,267 @@
+package streams
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/streambridge/streambridge/internal/driver"
+)
+
+func TestStreamCreateOptions(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		c := primary(t, d, 0)
+		least, greatest, err := c.StreamPriorityRange()
+		require.NoError(t, err)
+		require.LessOrEqual(t, greatest, least)
+
+		tests := []struct {
+			name         string
+			opts         StreamOptions
+			wantPriority int
+		}{
+			{"default", StreamOptions{}, 0},
+			{"non-blocking", StreamOptions{NonBlocking: true}, 0},
+			{"greatest priority", StreamOptions{Priority: greatest}, greatest},
+			{"beyond greatest is clamped", StreamOptions{Priority: greatest - 100}, greatest},
+			{"beyond least is clamped", StreamOptions{Priority: least + 100}, least},
+		}
+		for _, tc := range tests {
+			t.Run(tc.name, func(t *testing.T) {
+				s := newStream(t, c, tc.opts)
+				assert.True(t, s.Owned())
+				assert.NotZero(t, s.Handle())
+				nb, err := s.NonBlocking()
+				require.NoError(t, err)
+				assert.Equal(t, tc.opts.NonBlocking, nb)
+				p, err := s.Priority()
+				require.NoError(t, err)
+				assert.Equal(t, tc.wantPriority, p)
+				assert.Equal(t, c.Handle(), s.Context().Handle())
+			})
+		}
+	})
+}
+
+func TestStreamIDsAreUnique(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		c := primary(t, d, 0)
+		seen := map[uint64]bool{}
+		for range 10 {
+			s, err := c.NewStream(StreamOptions{})
+			require.NoError(t, err)
+			id, err := s.ID()
+			require.NoError(t, err)
+			assert.False(t, seen[id], "stream id %d reused", id)
+			seen[id] = true
+			require.NoError(t, s.Close())
+		}
+	})
+}
+
+// foreignStream makes a stream the way another library would, behind this package's back.
+func foreignStream(t testing.TB, c *Context, flags uint32) uintptr {
+	t.Helper()
+	var h driver.Stream
+	require.NoError(t, c.drv.check("cuStreamCreateWithPriority", c.do(func() (r driver.Result) {
+		h, r = c.api.StreamCreateWithPriority(flags, 0)
+		return r
+	})))
+	t.Cleanup(func() { require.NoError(t, c.drv.check("cuStreamDestroy", c.api.StreamDestroy(h))) })
+	return uintptr(h)
+}
+
+func TestWrapForeignStream(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		n, err := d.DeviceCount()
+		require.NoError(t, err)
+		last := primary(t, d, n-1)
+		h := foreignStream(t, last, driver.StreamNonBlocking)
+
+		s, err := d.WrapStream(h)
+		require.NoError(t, err)
+		assert.False(t, s.Owned())
+		assert.Equal(t, n-1, s.Device().Ordinal(), "device found from the handle")
+		assert.Equal(t, last.Handle(), s.Context().Handle())
+		nb, err := s.NonBlocking()
+		require.NoError(t, err)
+		assert.True(t, nb)
+
+		var j journal
+		require.NoError(t, s.LaunchHostFunc(j.add("ran")))
+		require.NoError(t, s.Synchronize())
+		assert.Equal(t, []string{"ran"}, j.get())
+
+		require.NoError(t, s.Close())
+		_, err = s.Query()
+		assert.ErrorIs(t, err, ErrClosed)
+		// Closing the borrowed wrapper left the stream alive for its owner.
+		assert.Equal(t, driver.Success, d.api.StreamQuery(driver.Stream(h)))
+
+		again, err := last.WrapStream(h)
+		require.NoError(t, err)
+		assert.Equal(t, h, again.Handle())
+	})
+}
+
+func TestWrapStreamWrongContext(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		n, err := d.DeviceCount()
+		require.NoError(t, err)
+		if n < 2 {
+			t.Skipf("SKIP: needs two devices, this driver has %d", n)
+		}
+		c0, c1 := primary(t, d, 0), primary(t, d, 1)
+		h := foreignStream(t, c1, 0)
+		_, err = c0.WrapStream(h)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "belongs to context")
+	})
+}
+
+func TestWrapSpecialHandles(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		c := primary(t, d, 0)
+		for _, h := range []uintptr{NullStream, LegacyStream, PerThreadStream} {
+			_, err := d.WrapStream(h)
+			require.Error(t, err, "handle %d names no context by itself", h)
+
+			s, err := c.WrapStream(h)
+			require.NoError(t, err)
+			assert.False(t, s.Owned())
+			assert.Equal(t, h, s.Handle())
+			e := newEvent(t, c, EventOptions{})
+			require.NoError(t, s.Record(e))
+			require.NoError(t, s.WaitEvent(e))
+			var j journal
+			require.NoError(t, s.LaunchHostFunc(j.add("ran")))
+			require.NoError(t, s.Synchronize())
+			done, err := s.Query()
+			require.NoError(t, err)
+			assert.True(t, done)
+			assert.Equal(t, []string{"ran"}, j.get())
+			_, err = s.ID()
+			require.NoError(t, err)
+			require.NoError(t, s.Close())
+		}
+	})
+}
+
+func TestStreamQueryNotReadyIsNotAnError(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		c := primary(t, d, 0)
+		s := newStream(t, c, StreamOptions{})
+		g := blockStream(t, s)
+		done, err := s.Query()
+		require.NoError(t, err)
+		assert.False(t, done)
+		g.open()
+		require.NoError(t, s.Synchronize())
+		done, err = s.Query()
+		require.NoError(t, err)
+		assert.True(t, done)
+	})
+}
+
+func TestWaitStreamOrdersWork(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		c := primary(t, d, 0)
+		producer := newStream(t, c, StreamOptions{NonBlocking: true})
+		consumer := newStream(t, c, StreamOptions{NonBlocking: true})
+		var j journal
+		g := blockStream(t, producer)
+		require.NoError(t, producer.LaunchHostFunc(j.add("produce")))
+		require.NoError(t, consumer.WaitStream(producer))
+		require.NoError(t, consumer.LaunchHostFunc(j.add("consume")))
+		settle()
+		assert.Empty(t, j.get(), "consumer ran before producer")
+		g.open()
+		require.NoError(t, consumer.Synchronize())
+		assert.Equal(t, []string{"produce", "consume"}, j.get())
+	})
+}
+
+func TestLegacyStreamSynchronizesWithBlockingStreams(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		c := primary(t, d, 0)
+		blocking := newStream(t, c, StreamOptions{})
+		nonBlocking := newStream(t, c, StreamOptions{NonBlocking: true})
+		legacy, err := c.WrapStream(LegacyStream)
+		require.NoError(t, err)
+		blockingDone := newEvent(t, c, EventOptions{})
+		legacyDone := newEvent(t, c, EventOptions{})
+		nonBlockingDone := newEvent(t, c, EventOptions{})
+
+		slowWork(t, blocking, 300*time.Millisecond)
+		require.NoError(t, blocking.Record(blockingDone))
+		require.NoError(t, legacy.Record(legacyDone))
+		require.NoError(t, nonBlocking.Record(nonBlockingDone))
+
+		require.NoError(t, nonBlockingDone.Synchronize(), "a non-blocking stream does not wait")
+		done, err := legacyDone.Query()
+		require.NoError(t, err)
+		assert.False(t, done, "legacy work must wait for the blocking stream")
+		require.NoError(t, legacyDone.Synchronize())
+		done, err = blockingDone.Query()
+		require.NoError(t, err)
+		assert.True(t, done)
+	})
+}
+
+func TestClosedObjectsReturnErrClosed(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		c := primary(t, d, 0)
+		s, err := c.NewStream(StreamOptions{})
+		require.NoError(t, err)
+		e, err := c.NewEvent(EventOptions{})
+		require.NoError(t, err)
+		require.NoError(t, s.Close())
+		require.NoError(t, s.Close())
+		require.NoError(t, e.Close())
+		require.NoError(t, e.Close())
+
+		live := newStream(t, c, StreamOptions{})
+		liveEvent := newEvent(t, c, EventOptions{})
+		checks := map[string]error{
+			"query":      func() error { _, err := s.Query(); return err }(),
+			"sync":       s.Synchronize(),
+			"record":     s.Record(liveEvent),
+			"record-ev":  live.Record(e),
+			"wait-ev":    live.WaitEvent(e),
+			"hostfunc":   s.LaunchHostFunc(func() {}),
+			"capture":    s.BeginCapture(CaptureGlobal),
+			"event-sync": e.Synchronize(),
+		}
+		for name, err := range checks {
+			assert.ErrorIs(t, err, ErrClosed, name)
+		}
+	})
+}
+
+func TestBadHandlesFromTheSoftwareDriverAreErrors(t *testing.T) {
+	d := Sim()
+	c := primary(t, d, 0)
+	s, err := c.NewStream(StreamOptions{})
+	require.NoError(t, err)
+	h := s.Handle()
+	require.NoError(t, s.Close())
+	_, err = d.WrapStream(h)
+	assert.True(t, errors.Is(err, ErrInvalidHandle), "destroyed handle: %v", err)
+	_, err = d.WrapStream(0xdeadbeef)
+	assert.True(t, errors.Is(err, ErrInvalidHandle), "garbage handle: %v", err)
+}
+
+func TestStreamSynchronizeWaitsForWork(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		c := primary(t, d, 0)
+		s := newStream(t, c, StreamOptions{})
+		var j journal
+		require.NoError(t, s.LaunchHostFunc(func() { time.Sleep(30 * time.Millisecond) }))
+		require.NoError(t, s.LaunchHostFunc(j.add("after sleep")))
+		require.NoError(t, s.Synchronize())
+		assert.Equal(t, []string{"after sleep"}, j.get())
+	})
+}
