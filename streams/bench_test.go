@@ -45,6 +45,16 @@ func BenchmarkRecordWait(b *testing.B) {
 	}
 }
 
+// BenchmarkWaitStream is record+wait as WaitStream does it: one crossing for both calls.
+func BenchmarkWaitStream(b *testing.B) {
+	env := setupBench(b)
+	for b.Loop() {
+		if err := env.b.WaitStream(env.a); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 func BenchmarkRecordWaitRaw(b *testing.B) {
 	env := setupBench(b)
 	api, e := env.c.api, driver.Event(env.e.Handle())

@@ -185,19 +185,30 @@ func (s *Stream) WaitEvent(e *Event) error {
 }
 
 // WaitStream makes work submitted to s from now on wait for everything submitted to other
-// so far: an event of other's, recorded on other and waited on by s.
+// so far: an event of other's, recorded on other and waited on by s, both in one call
+// into the driver.
 func (s *Stream) WaitStream(other *Stream) error {
 	if err := s.live(); err != nil {
+		return err
+	}
+	if err := other.live(); err != nil {
 		return err
 	}
 	fence, err := other.fenceEvent()
 	if err != nil {
 		return err
 	}
-	if err := other.Record(fence); err != nil {
-		return err
+	if s.handle.IsSpecial() || other.handle.IsSpecial() {
+		if err := other.Record(fence); err != nil {
+			return err
+		}
+		return s.WaitEvent(fence)
 	}
-	return s.WaitEvent(fence)
+	r, second := s.api.EventRecordAndWait(fence.handle, other.handle, s.handle)
+	if second {
+		return s.ctx.drv.check("cuStreamWaitEvent", r)
+	}
+	return s.ctx.drv.check("cuEventRecord", r)
 }
 
 func (s *Stream) fenceEvent() (*Event, error) {

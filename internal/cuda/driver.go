@@ -3,61 +3,64 @@ package cuda
 import (
 	"unsafe"
 
+	"github.com/ebitengine/purego"
+
 	"github.com/streambridge/streambridge/internal/driver"
 )
 
 var _ driver.API = (*Driver)(nil)
 
+// Methods pass handles and integers through call, and out-parameters through callOut
+// (call_amd64.go). The few that pass Go buffers use purego.SyscallN with the conversion
+// in the call expression, whose go:uintptrescapes keeps the buffer on the heap.
+
 func res(r uintptr) driver.Result { return driver.Result(int32(uint32(r))) }
+
+func i32(v uint64) int { return int(int32(uint32(v))) }
 
 func (*Driver) Name() string { return "cuda" }
 
 func (*Driver) DriverGetVersion() (int, driver.Result) {
-	var v int32
-	r := res(call(cuDriverGetVersion, uintptr(unsafe.Pointer(&v))))
-	return int(v), r
+	r, v := callOut(cuDriverGetVersion, 0, 0)
+	return i32(v), res(r)
 }
 
 func (*Driver) DeviceGetCount() (int, driver.Result) {
-	var n int32
-	r := res(call(cuDeviceGetCount, uintptr(unsafe.Pointer(&n))))
-	return int(n), r
+	r, n := callOut(cuDeviceGetCount, 0, 0)
+	return i32(n), res(r)
 }
 
 func (*Driver) DeviceGet(ordinal int) (driver.Device, driver.Result) {
-	var d int32
-	r := res(call(cuDeviceGet, uintptr(unsafe.Pointer(&d)), uintptr(ordinal)))
-	return driver.Device(d), r
+	r, d := callOut(cuDeviceGet, 0, 0, uintptr(ordinal))
+	return driver.Device(i32(d)), res(r)
 }
 
 func (*Driver) DeviceGetName(d driver.Device) (string, driver.Result) {
-	var buf [256]byte
-	r := res(call(cuDeviceGetName, uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)), uintptr(d)))
-	return cut(buf[:]), r
+	buf := make([]byte, 256)
+	r, _, _ := purego.SyscallN(cuDeviceGetName, uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)), uintptr(d))
+	return cut(buf), res(r)
 }
 
 func (*Driver) DeviceGetAttribute(attr int32, d driver.Device) (int, driver.Result) {
-	var v int32
-	r := res(call(cuDeviceGetAttribute, uintptr(unsafe.Pointer(&v)), uintptr(attr), uintptr(d)))
-	return int(v), r
+	r, v := callOut(cuDeviceGetAttribute, 0, 0, uintptr(attr), uintptr(d))
+	return i32(v), res(r)
 }
 
 func (*Driver) DeviceGetPCIBusId(d driver.Device) (string, driver.Result) {
-	var buf [32]byte
-	r := res(call(cuDeviceGetPCIBusId, uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)), uintptr(d)))
-	return cut(buf[:]), r
+	buf := make([]byte, 32)
+	r, _, _ := purego.SyscallN(cuDeviceGetPCIBusId, uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)), uintptr(d))
+	return cut(buf), res(r)
 }
 
 func (*Driver) DeviceGetUuid(d driver.Device) ([16]byte, driver.Result) {
-	var u [16]byte
-	r := res(call(cuDeviceGetUuid, uintptr(unsafe.Pointer(&u[0])), uintptr(d)))
-	return u, r
+	u := new([16]byte)
+	r, _, _ := purego.SyscallN(cuDeviceGetUuid, uintptr(unsafe.Pointer(u)), uintptr(d))
+	return *u, res(r)
 }
 
 func (*Driver) DevicePrimaryCtxRetain(d driver.Device) (driver.Context, driver.Result) {
-	var c uintptr
-	r := res(call(cuDevicePrimaryCtxRetain, uintptr(unsafe.Pointer(&c)), uintptr(d)))
-	return driver.Context(c), r
+	r, c := callOut(cuDevicePrimaryCtxRetain, 0, 0, uintptr(d))
+	return driver.Context(c), res(r)
 }
 
 func (*Driver) DevicePrimaryCtxRelease(d driver.Device) driver.Result {
@@ -65,9 +68,8 @@ func (*Driver) DevicePrimaryCtxRelease(d driver.Device) driver.Result {
 }
 
 func (*Driver) CtxGetCurrent() (driver.Context, driver.Result) {
-	var c uintptr
-	r := res(call(cuCtxGetCurrent, uintptr(unsafe.Pointer(&c))))
-	return driver.Context(c), r
+	r, c := callOut(cuCtxGetCurrent, 0, 0)
+	return driver.Context(c), res(r)
 }
 
 func (*Driver) CtxSetCurrent(c driver.Context) driver.Result {
@@ -75,21 +77,18 @@ func (*Driver) CtxSetCurrent(c driver.Context) driver.Result {
 }
 
 func (*Driver) CtxGetDevice() (driver.Device, driver.Result) {
-	var d int32
-	r := res(call(cuCtxGetDevice, uintptr(unsafe.Pointer(&d))))
-	return driver.Device(d), r
+	r, d := callOut(cuCtxGetDevice, 0, 0)
+	return driver.Device(i32(d)), res(r)
 }
 
 func (*Driver) CtxGetStreamPriorityRange() (int, int, driver.Result) {
-	var least, greatest int32
-	r := res(call(cuCtxGetStreamPriorityRange, uintptr(unsafe.Pointer(&least)), uintptr(unsafe.Pointer(&greatest))))
-	return int(least), int(greatest), r
+	r, least, greatest := callOut2(cuCtxGetStreamPriorityRange, 0, 0, 0)
+	return i32(least), i32(greatest), res(r)
 }
 
 func (*Driver) StreamCreateWithPriority(flags uint32, priority int) (driver.Stream, driver.Result) {
-	var s uintptr
-	r := res(call(cuStreamCreateWithPriority, uintptr(unsafe.Pointer(&s)), uintptr(flags), uintptr(int32(priority))))
-	return driver.Stream(s), r
+	r, s := callOut(cuStreamCreateWithPriority, 0, 0, uintptr(flags), uintptr(int32(priority)))
+	return driver.Stream(s), res(r)
 }
 
 func (*Driver) StreamDestroy(s driver.Stream) driver.Result {
@@ -109,27 +108,23 @@ func (*Driver) StreamWaitEvent(s driver.Stream, e driver.Event, flags uint32) dr
 }
 
 func (*Driver) StreamGetPriority(s driver.Stream) (int, driver.Result) {
-	var p int32
-	r := res(call(cuStreamGetPriority, uintptr(s), uintptr(unsafe.Pointer(&p))))
-	return int(p), r
+	r, p := callOut(cuStreamGetPriority, 1, uintptr(s), 0)
+	return i32(p), res(r)
 }
 
 func (*Driver) StreamGetFlags(s driver.Stream) (uint32, driver.Result) {
-	var f uint32
-	r := res(call(cuStreamGetFlags, uintptr(s), uintptr(unsafe.Pointer(&f))))
-	return f, r
+	r, f := callOut(cuStreamGetFlags, 1, uintptr(s), 0)
+	return uint32(f), res(r)
 }
 
 func (*Driver) StreamGetCtx(s driver.Stream) (driver.Context, driver.Result) {
-	var c uintptr
-	r := res(call(cuStreamGetCtx, uintptr(s), uintptr(unsafe.Pointer(&c))))
-	return driver.Context(c), r
+	r, c := callOut(cuStreamGetCtx, 1, uintptr(s), 0)
+	return driver.Context(c), res(r)
 }
 
 func (*Driver) StreamGetId(s driver.Stream) (uint64, driver.Result) {
-	var id uint64
-	r := res(call(cuStreamGetId, uintptr(s), uintptr(unsafe.Pointer(&id))))
-	return id, r
+	r, id := callOut(cuStreamGetId, 1, uintptr(s), 0)
+	return id, res(r)
 }
 
 func (*Driver) LaunchHostFunc(s driver.Stream, userData uintptr) driver.Result {
@@ -141,34 +136,28 @@ func (*Driver) StreamBeginCapture(s driver.Stream, mode driver.CaptureMode) driv
 }
 
 func (*Driver) StreamEndCapture(s driver.Stream) (driver.Graph, driver.Result) {
-	var g uintptr
-	r := res(call(cuStreamEndCapture, uintptr(s), uintptr(unsafe.Pointer(&g))))
-	return driver.Graph(g), r
+	r, g := callOut(cuStreamEndCapture, 1, uintptr(s), 0)
+	return driver.Graph(g), res(r)
 }
 
 func (*Driver) StreamIsCapturing(s driver.Stream) (driver.CaptureStatus, driver.Result) {
-	var st uint32
-	r := res(call(cuStreamIsCapturing, uintptr(s), uintptr(unsafe.Pointer(&st))))
-	return driver.CaptureStatus(st), r
+	r, st := callOut(cuStreamIsCapturing, 1, uintptr(s), 0)
+	return driver.CaptureStatus(st), res(r)
 }
 
 func (*Driver) StreamGetCaptureInfo(s driver.Stream) (driver.CaptureStatus, uint64, driver.Result) {
-	var st uint32
-	var id uint64
-	r := res(call(cuStreamGetCaptureInfo, uintptr(s), uintptr(unsafe.Pointer(&st)), uintptr(unsafe.Pointer(&id)), 0, 0, 0))
-	return driver.CaptureStatus(st), id, r
+	r, st, id := callOut2(cuStreamGetCaptureInfo, 1, uintptr(s), 0, 0, 0, 0, 0)
+	return driver.CaptureStatus(st), id, res(r)
 }
 
 func (*Driver) GraphGetNodes(g driver.Graph) (int, driver.Result) {
-	var n uintptr
-	r := res(call(cuGraphGetNodes, uintptr(g), 0, uintptr(unsafe.Pointer(&n))))
-	return int(n), r
+	r, n := callOut(cuGraphGetNodes, 2, uintptr(g), 0, 0)
+	return int(n), res(r)
 }
 
 func (*Driver) GraphInstantiateWithFlags(g driver.Graph, flags uint64) (driver.GraphExec, driver.Result) {
-	var e uintptr
-	r := res(call(cuGraphInstantiateWithFlags, uintptr(unsafe.Pointer(&e)), uintptr(g), uintptr(flags)))
-	return driver.GraphExec(e), r
+	r, e := callOut(cuGraphInstantiateWithFlags, 0, 0, uintptr(g), uintptr(flags))
+	return driver.GraphExec(e), res(r)
 }
 
 func (*Driver) GraphLaunch(e driver.GraphExec, s driver.Stream) driver.Result {
@@ -188,9 +177,8 @@ func (*Driver) GraphDestroy(g driver.Graph) driver.Result {
 }
 
 func (*Driver) EventCreate(flags uint32) (driver.Event, driver.Result) {
-	var e uintptr
-	r := res(call(cuEventCreate, uintptr(unsafe.Pointer(&e)), uintptr(flags)))
-	return driver.Event(e), r
+	r, e := callOut(cuEventCreate, 0, 0, uintptr(flags))
+	return driver.Event(e), res(r)
 }
 
 func (*Driver) EventDestroy(e driver.Event) driver.Result {
@@ -199,6 +187,11 @@ func (*Driver) EventDestroy(e driver.Event) driver.Result {
 
 func (*Driver) EventRecord(e driver.Event, s driver.Stream) driver.Result {
 	return res(call(cuEventRecord, uintptr(e), uintptr(s)))
+}
+
+func (*Driver) EventRecordAndWait(e driver.Event, from, to driver.Stream) (driver.Result, bool) {
+	r, n := callPair(cuEventRecord, uintptr(e), uintptr(from), cuStreamWaitEvent, uintptr(to), uintptr(e), 0)
+	return res(r), n == 2
 }
 
 func (*Driver) EventQuery(e driver.Event) driver.Result {
@@ -210,32 +203,32 @@ func (*Driver) EventSynchronize(e driver.Event) driver.Result {
 }
 
 func (*Driver) EventElapsedTime(start, end driver.Event) (float32, driver.Result) {
-	var ms float32
-	r := res(call(cuEventElapsedTime, uintptr(unsafe.Pointer(&ms)), uintptr(start), uintptr(end)))
-	return ms, r
+	r, bits := callOut(cuEventElapsedTime, 0, 0, uintptr(start), uintptr(end))
+	ms := uint32(bits)
+	return *(*float32)(unsafe.Pointer(&ms)), res(r)
 }
 
 func (*Driver) IpcGetEventHandle(e driver.Event) (driver.IPCEventHandle, driver.Result) {
-	var h driver.IPCEventHandle
-	r := res(call(cuIpcGetEventHandle, uintptr(unsafe.Pointer(&h[0])), uintptr(e)))
-	return h, r
+	h := new(driver.IPCEventHandle)
+	r, _, _ := purego.SyscallN(cuIpcGetEventHandle, uintptr(unsafe.Pointer(h)), uintptr(e))
+	return *h, res(r)
 }
 
 // IpcOpenEventHandle passes the 64-byte handle by value. The System V ABI puts a struct of
 // that size on the stack, after the register arguments, so the five unused integer
-// registers are padded out and the handle's eight words follow as stack arguments.
+// registers are padded out and the handle's eight words follow as stack arguments: 14 in
+// all, more than call's frame holds, so this rare call goes through purego.
 func (*Driver) IpcOpenEventHandle(h driver.IPCEventHandle) (driver.Event, driver.Result) {
-	var e uintptr
 	w := (*[8]uintptr)(unsafe.Pointer(&h))
-	r := res(call(cuIpcOpenEventHandle, uintptr(unsafe.Pointer(&e)), 0, 0, 0, 0, 0,
-		w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]))
-	return driver.Event(e), r
+	out := new(uintptr)
+	r, _, _ := purego.SyscallN(cuIpcOpenEventHandle, uintptr(unsafe.Pointer(out)), 0, 0, 0, 0, 0,
+		w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7])
+	return driver.Event(*out), res(r)
 }
 
 func (*Driver) ModuleLoadData(image unsafe.Pointer) (driver.Module, driver.Result) {
-	var m uintptr
-	r := res(call(cuModuleLoadData, uintptr(unsafe.Pointer(&m)), uintptr(image)))
-	return driver.Module(m), r
+	r, m := callOut(cuModuleLoadData, 0, 0, uintptr(image))
+	return driver.Module(m), res(r)
 }
 
 func (*Driver) ModuleUnload(m driver.Module) driver.Result {
@@ -243,10 +236,10 @@ func (*Driver) ModuleUnload(m driver.Module) driver.Result {
 }
 
 func (*Driver) ModuleGetFunction(m driver.Module, name string) (driver.Function, driver.Result) {
-	var f uintptr
+	f := new(uintptr)
 	cname := cstring(name)
-	r := res(call(cuModuleGetFunction, uintptr(unsafe.Pointer(&f)), uintptr(m), uintptr(unsafe.Pointer(&cname[0]))))
-	return driver.Function(f), r
+	r, _, _ := purego.SyscallN(cuModuleGetFunction, uintptr(unsafe.Pointer(f)), uintptr(m), uintptr(unsafe.Pointer(&cname[0])))
+	return driver.Function(*f), res(r)
 }
 
 func (*Driver) LaunchKernel(f driver.Function, gx, gy, gz, bx, by, bz, shared uint32,
@@ -256,9 +249,8 @@ func (*Driver) LaunchKernel(f driver.Function, gx, gy, gz, bx, by, bz, shared ui
 }
 
 func (*Driver) MemAlloc(bytes uint64) (driver.DevicePtr, driver.Result) {
-	var p uint64
-	r := res(call(cuMemAlloc, uintptr(unsafe.Pointer(&p)), uintptr(bytes)))
-	return driver.DevicePtr(p), r
+	r, p := callOut(cuMemAlloc, 0, 0, uintptr(bytes))
+	return driver.DevicePtr(p), res(r)
 }
 
 func (*Driver) MemFree(p driver.DevicePtr) driver.Result {

@@ -86,8 +86,9 @@ func resolver(lib uintptr) (func(symbol) (uintptr, error), error) {
 			var fn uintptr
 			var status int32
 			name := cstring(s.name)
-			r := driver.Result(call(gpa, uintptr(unsafe.Pointer(&name[0])), uintptr(unsafe.Pointer(&fn)),
-				uintptr(s.version), getProcAddressLegacyStream, uintptr(unsafe.Pointer(&status))))
+			r0, _, _ := purego.SyscallN(gpa, uintptr(unsafe.Pointer(&name[0])), uintptr(unsafe.Pointer(&fn)),
+				uintptr(s.version), getProcAddressLegacyStream, uintptr(unsafe.Pointer(&status)))
+			r := driver.Result(r0)
 			if r != driver.Success || fn == 0 {
 				return purego.Dlsym(lib, s.export)
 			}
@@ -98,22 +99,12 @@ func resolver(lib uintptr) (func(symbol) (uintptr, error), error) {
 }
 
 func describe(r driver.Result) (string, string, bool) {
-	var name, msg *byte
-	if driver.Result(call(cuGetErrorName, uintptr(r), uintptr(unsafe.Pointer(&name)))) != driver.Success ||
-		driver.Result(call(cuGetErrorString, uintptr(r), uintptr(unsafe.Pointer(&msg)))) != driver.Success {
+	rn, name := callOut(cuGetErrorName, 1, uintptr(r), 0)
+	rm, msg := callOut(cuGetErrorString, 1, uintptr(r), 0)
+	if res(rn) != driver.Success || res(rm) != driver.Success {
 		return "", "", false
 	}
 	return gostring(name), gostring(msg), true
-}
-
-// call is the one place the driver is entered. Like purego.SyscallN it is marked
-// uintptrescapes: an out-parameter written as uintptr(unsafe.Pointer(&v)) in the call
-// expression is kept alive and does not move while the driver writes to it.
-//
-//go:uintptrescapes
-func call(fn uintptr, args ...uintptr) uintptr {
-	r, _, _ := purego.SyscallN(fn, args...)
-	return r
 }
 
 func cstring(s string) []byte {
@@ -123,7 +114,8 @@ func cstring(s string) []byte {
 }
 
 // gostring copies a NUL-terminated C string the driver owns.
-func gostring(p *byte) string {
+func gostring(addr uint64) string {
+	p := *(**byte)(unsafe.Pointer(&addr))
 	if p == nil {
 		return ""
 	}

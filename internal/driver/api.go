@@ -110,10 +110,13 @@ type API interface {
 	EventCreate(flags uint32) (Event, Result) // current context
 	EventDestroy(e Event) Result
 	EventRecord(e Event, s Stream) Result
+	// EventRecordAndWait is cuEventRecord(e, from) then, if it succeeded,
+	// cuStreamWaitEvent(to, e, 0), in one call. second reports which call r comes from.
+	EventRecordAndWait(e Event, from, to Stream) (r Result, second bool)
 	EventQuery(e Event) Result
 	EventSynchronize(e Event) Result
 	EventElapsedTime(start, end Event) (float32, Result)
-	IpcGetEventHandle(e Event) (IPCEventHandle, Result) // current context: the event's
+	IpcGetEventHandle(e Event) (IPCEventHandle, Result)  // current context: the event's
 	IpcOpenEventHandle(h IPCEventHandle) (Event, Result) // current context
 
 	ModuleLoadData(image unsafe.Pointer) (Module, Result) // current context

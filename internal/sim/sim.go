@@ -768,6 +768,13 @@ func (d *Driver) EventRecord(eh driver.Event, sh driver.Stream) driver.Result {
 	return driver.Success
 }
 
+func (d *Driver) EventRecordAndWait(e driver.Event, from, to driver.Stream) (driver.Result, bool) {
+	if r := d.EventRecord(e, from); r != driver.Success {
+		return r, false
+	}
+	return d.StreamWaitEvent(to, e, 0), true
+}
+
 func (d *Driver) event(h driver.Event) (*eventState, driver.Result) {
 	e, ok := lookup[*event](d, uintptr(h))
 	if !ok {
