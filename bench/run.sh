@@ -20,6 +20,6 @@ else
   cc -O2 -I/usr/local/cuda/include bench/driver_bench.c -L/usr/local/nvidia/lib64 -lcuda -o "$cc_bin"
 fi
 log=$out/bench.log
-"$cc_bin" streams/testdata/kernels.ptx 3 | tee "$log"
+"$cc_bin" internal/kernels/kernels.ptx 3 | tee "$log"
 (cd streams && "$bin" -test.run='^$' -test.bench=. -test.benchmem -test.count=3 -test.benchtime=1s) | tee -a "$log"
 python3 bench/compare.py "$log"

@@ -1,13 +1,14 @@
 package streams
 
 import (
-	_ "embed"
 	"os"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/streambridge/streambridge/internal/kernels"
 )
 
 // requireGPU is STREAMBRIDGE_REQUIRE_GPU=1: on the GPU machine a missing driver is a
@@ -104,10 +105,9 @@ func (j *journal) get() []string {
 // settle gives queued work time to run if nothing holds it back.
 func settle() { time.Sleep(50 * time.Millisecond) }
 
-//go:embed testdata/kernels.ptx
-var kernelsPTX []byte
+var kernelsPTX = kernels.PTX
 
-// testKernel loads testdata/kernels.ptx into c for this test and returns one of its
+// testKernel loads internal/kernels into c for this test and returns one of its
 // kernels. Modules are not cached across tests: releasing a primary context's last retain
 // resets it, which unloads its modules while the context handle stays the same.
 func testKernel(t testing.TB, c *Context, name string) *Function {
