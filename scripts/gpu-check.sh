@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# On a GPU machine without Go: run the test binaries `make gpu-build` put in .device/ with
+# STREAMBRIDGE_REQUIRE_GPU=1 (a skip of the real driver is a failure), then the demo.
+# Full logs go to $OUT (or a temporary folder); a summary is printed.
+#   bash scripts/gpu-check.sh [extra test flags]
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${OUT:-$(mktemp -d)}
+status=0
+for bin in streams.test streams-cgo.test; do
+  [ -x "$root/.device/$bin" ] || continue
+  log=$out/${bin%.test}.log
+  (cd "$root/streams" && STREAMBRIDGE_REQUIRE_GPU=1 timeout 300 "$root/.device/$bin" \
+    -test.v -test.count=1 -test.timeout=280s "$@" >"$log" 2>&1)
+  rc=$?
+  [ $rc -eq 0 ] || status=1
+  echo "== $bin: exit $rc; top-level $(grep -c '^--- PASS' "$log") passed, $(grep -c '^--- FAIL' "$log") failed, $(grep -c '^--- SKIP' "$log") skipped; subtests $(grep -c '^    --- PASS' "$log") passed, $(grep -c '^    --- FAIL' "$log") failed, $(grep -c '^    --- SKIP' "$log") skipped"
+  grep -E "^\s*--- (FAIL|SKIP)|SKIP:|Error:|device [0-9]+:" "$log" | sort | uniq | head -40
+done
+if [ -x "$root/.device/demo" ]; then
+  echo "== demo"
+  (cd "$root" && timeout 120 .device/demo) || status=1
+fi
+exit $status
