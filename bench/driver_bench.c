@@ -53,7 +53,16 @@ static void host_func_latency(void) {
   }
 }
 
+/* Each benchmark gets fresh streams and event, as each Go benchmark does (setupBench):
+   the cost of some calls (cuStreamQuery) depends on the stream's history. */
 static void bench(const char *name, void (*fn)(void), long iters) {
+  CHECK(cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
+  CHECK(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
+  CHECK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+  if (fn == query) { /* as Go's queryReady: completed work on the stream */
+    CHECK(cuEventRecord(ev, a));
+    CHECK(cuStreamSynchronize(a));
+  }
   for (long i = 0; i < iters / 10; i++) fn(); /* warm up */
   CHECK(cuStreamSynchronize(a));
   double t0 = now_ns();
@@ -63,6 +72,9 @@ static void bench(const char *name, void (*fn)(void), long iters) {
   double dt = now_ns() - t0;
   printf("BenchmarkC/%s\t%ld\t%.1f ns/op\n", name, iters, dt / iters);
   fflush(stdout);
+  CHECK(cuEventDestroy(ev));
+  CHECK(cuStreamDestroy(a));
+  CHECK(cuStreamDestroy(b));
 }
 
 int main(int argc, char **argv) {
@@ -77,9 +89,6 @@ int main(int argc, char **argv) {
   CHECK(cuDeviceGet(&dev, 0));
   CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
   CHECK(cuCtxSetCurrent(ctx));
-  CHECK(cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
-  CHECK(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
-  CHECK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
   CHECK(cuModuleLoad(&mod, argv[1]));
   CHECK(cuModuleGetFunction(&empty, mod, "empty"));
   for (int i = 0; i < count; i++) {

@@ -1,6 +1,7 @@
 package streams
 
 import (
+	"runtime"
 	"sync/atomic"
 	"testing"
 
@@ -57,11 +58,11 @@ func BenchmarkWaitStream(b *testing.B) {
 
 func BenchmarkRecordWaitRaw(b *testing.B) {
 	env := setupBench(b)
-	api, e := env.c.api, driver.Event(env.e.Handle())
+	api, c, e := env.c.api, env.c.handle, driver.Event(env.e.Handle())
 	sa, sb := driver.Stream(env.a.Handle()), driver.Stream(env.b.Handle())
 	for b.Loop() {
-		api.EventRecord(e, sa)
-		api.StreamWaitEvent(sb, e, 0)
+		api.EventRecord(c, e, sa)
+		api.StreamWaitEvent(c, sb, e, 0)
 	}
 }
 
@@ -88,9 +89,23 @@ func BenchmarkQuery(b *testing.B) {
 func BenchmarkQueryRaw(b *testing.B) {
 	env := setupBench(b)
 	queryReady(b, env)
-	api, s := env.c.api, driver.Stream(env.a.Handle())
+	api, c, s := env.c.api, env.c.handle, driver.Stream(env.a.Handle())
 	for b.Loop() {
-		api.StreamQuery(s)
+		api.StreamQuery(c, s)
+	}
+}
+
+// BenchmarkQueryNoContext queries from a thread with no current context (the driver's
+// slow path), as the first version of this package did.
+func BenchmarkQueryNoContext(b *testing.B) {
+	env := setupBench(b)
+	queryReady(b, env)
+	api, s := env.c.api, driver.Stream(env.a.Handle())
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	api.CtxSetCurrent(0)
+	for b.Loop() {
+		api.StreamQuery(0, s)
 	}
 }
 
@@ -120,15 +135,9 @@ func BenchmarkLaunchEmpty(b *testing.B) {
 
 func BenchmarkLaunchEmptyRaw(b *testing.B) {
 	env := setupBench(b)
-	api, f, s := env.c.api, env.empty.handle, driver.Stream(env.a.Handle())
-	err := env.c.Do(func() error {
-		for b.Loop() {
-			api.LaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, nil)
-		}
-		return nil
-	})
-	if err != nil {
-		b.Fatal(err)
+	api, c, f, s := env.c.api, env.c.handle, env.empty.handle, driver.Stream(env.a.Handle())
+	for b.Loop() {
+		api.LaunchKernel(c, f, 1, 1, 1, 1, 1, 1, 0, s, nil)
 	}
 	_ = env.a.Synchronize()
 }

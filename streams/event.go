@@ -43,11 +43,7 @@ type Event struct {
 
 // NewEvent creates an event in c (cuEventCreate).
 func (c *Context) NewEvent(opts EventOptions) (*Event, error) {
-	var h driver.Event
-	r := c.do(func() (r driver.Result) {
-		h, r = c.api.EventCreate(opts.flags())
-		return r
-	})
+	h, r := c.api.EventCreate(c.handle, opts.flags())
 	if err := c.drv.check("cuEventCreate", r); err != nil {
 		return nil, err
 	}

@@ -48,13 +48,10 @@ func (s *Stream) EndCapture() (*Graph, error) {
 	}
 	var g driver.Graph
 	var id uint64
-	r := s.run(func() (r driver.Result) {
-		if _, id, r = s.api.StreamGetCaptureInfo(s.handle); r != driver.Success {
-			return r
-		}
-		g, r = s.api.StreamEndCapture(s.handle)
-		return r
-	})
+	_, id, r := s.api.StreamGetCaptureInfo(s.ctx.handle, s.handle)
+	if r == driver.Success {
+		r = s.run(func() (r driver.Result) { g, r = s.api.StreamEndCapture(s.handle); return r })
+	}
 	d := s.ctx.drv
 	d.mu.Lock()
 	keys := d.captures[id]
@@ -77,9 +74,7 @@ func (s *Stream) CaptureInfo() (CaptureStatus, uint64, error) {
 	if err := s.live(); err != nil {
 		return 0, 0, err
 	}
-	var st CaptureStatus
-	var id uint64
-	r := s.run(func() (r driver.Result) { st, id, r = s.api.StreamGetCaptureInfo(s.handle); return r })
+	st, id, r := s.api.StreamGetCaptureInfo(s.ctx.handle, s.handle)
 	return st, id, s.ctx.drv.check("cuStreamGetCaptureInfo", r)
 }
 

@@ -22,18 +22,13 @@ func (s *Stream) LaunchHostFunc(fn func()) error {
 	if fn == nil {
 		return errors.New("streambridge: LaunchHostFunc: nil function")
 	}
-	var status driver.CaptureStatus
-	var captureID uint64
-	r := s.run(func() (r driver.Result) {
-		status, captureID, r = s.api.StreamGetCaptureInfo(s.handle)
-		return r
-	})
+	status, captureID, r := s.api.StreamGetCaptureInfo(s.ctx.handle, s.handle)
 	if err := s.ctx.drv.check("cuStreamGetCaptureInfo", r); err != nil {
 		return err
 	}
 	capturing := status != driver.CaptureStatusNone
 	key := driver.RegisterHostFunc(fn, capturing)
-	r = s.run(func() driver.Result { return s.api.LaunchHostFunc(s.handle, key) })
+	r = s.api.LaunchHostFunc(s.ctx.handle, s.handle, key)
 	if err := s.ctx.drv.check("cuLaunchHostFunc", r); err != nil {
 		driver.ReleaseHostFunc(key)
 		return err

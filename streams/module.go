@@ -168,16 +168,7 @@ func (f *Function) Launch(s *Stream, cfg LaunchConfig, args *Args) error {
 	gx, gy, gz := cfg.Grid.xyz()
 	bx, by, bz := cfg.Block.xyz()
 	params := args.params()
-	launch := func() driver.Result {
-		return c.api.LaunchKernel(f.handle, gx, gy, gz, bx, by, bz, cfg.SharedMem, s.handle, params)
-	}
-	// A stream object carries its context, and the driver launches on it with any context
-	// current (seen on driver 580); the context is made current only where the handle
-	// needs it or the driver asks for it.
-	r := s.run(launch)
-	if r == driver.ErrorInvalidContext && !s.handle.IsSpecial() {
-		r = c.do(launch)
-	}
+	r := c.api.LaunchKernel(c.handle, f.handle, gx, gy, gz, bx, by, bz, cfg.SharedMem, s.handle, params)
 	runtime.KeepAlive(args)
 	return c.drv.check("cuLaunchKernel", r)
 }

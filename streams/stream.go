@@ -46,11 +46,7 @@ func (c *Context) NewStream(opts StreamOptions) (*Stream, error) {
 	if opts.NonBlocking {
 		flags = driver.StreamNonBlocking
 	}
-	var h driver.Stream
-	r := c.do(func() (r driver.Result) {
-		h, r = c.api.StreamCreateWithPriority(flags, opts.Priority)
-		return r
-	})
+	h, r := c.api.StreamCreateWithPriority(c.handle, flags, opts.Priority)
 	if err := c.drv.check("cuStreamCreateWithPriority", r); err != nil {
 		return nil, err
 	}
@@ -115,9 +111,12 @@ func (s *Stream) String() string {
 	return fmt.Sprintf("Stream(%#x, device %d, %s, %s driver)", s.handle, s.ctx.dev.dev, own, s.api.Name())
 }
 
-// run calls a driver function on the stream: directly for a stream object, which carries
-// its context, and with the stream's context current for a special handle, whose meaning
-// depends on it.
+// run calls driver functions on the stream that take no context: directly for a stream
+// object, which carries its context, and with the stream's context current for a special
+// handle, whose meaning depends on it. The frequent calls instead pass the stream's
+// context to the driver, which makes it current inside the same call when needed: a
+// thread with no current context pays a slow path in the driver (cuStreamQuery 1.4 us
+// instead of 0.14 on an H200), and a switch of its own costs more than the call.
 func (s *Stream) run(fn func() driver.Result) driver.Result {
 	if s.handle.IsSpecial() {
 		return s.ctx.do(fn)
@@ -138,14 +137,14 @@ func (s *Stream) Query() (bool, error) {
 	if err := s.live(); err != nil {
 		return false, err
 	}
-	r := s.run(func() driver.Result { return s.api.StreamQuery(s.handle) })
-	switch r {
+	switch r := s.api.StreamQuery(s.ctx.handle, s.handle); r {
 	case driver.Success:
 		return true, nil
 	case driver.ErrorNotReady:
 		return false, nil
+	default:
+		return false, s.ctx.drv.check("cuStreamQuery", r)
 	}
-	return false, s.ctx.drv.check("cuStreamQuery", r)
 }
 
 // Synchronize waits until all work submitted to the stream has completed
@@ -154,8 +153,7 @@ func (s *Stream) Synchronize() error {
 	if err := s.live(); err != nil {
 		return err
 	}
-	return s.ctx.drv.check("cuStreamSynchronize",
-		s.run(func() driver.Result { return s.api.StreamSynchronize(s.handle) }))
+	return s.ctx.drv.check("cuStreamSynchronize", s.api.StreamSynchronize(s.ctx.handle, s.handle))
 }
 
 // Record records e on the stream (cuEventRecord): e completes when the work submitted so
@@ -167,8 +165,7 @@ func (s *Stream) Record(e *Event) error {
 	if err := e.live(); err != nil {
 		return err
 	}
-	return s.ctx.drv.check("cuEventRecord",
-		s.run(func() driver.Result { return s.api.EventRecord(e.handle, s.handle) }))
+	return s.ctx.drv.check("cuEventRecord", s.api.EventRecord(s.ctx.handle, e.handle, s.handle))
 }
 
 // WaitEvent makes work submitted to the stream from now on wait for e's last record
@@ -180,8 +177,7 @@ func (s *Stream) WaitEvent(e *Event) error {
 	if err := e.live(); err != nil {
 		return err
 	}
-	return s.ctx.drv.check("cuStreamWaitEvent",
-		s.run(func() driver.Result { return s.api.StreamWaitEvent(s.handle, e.handle, 0) }))
+	return s.ctx.drv.check("cuStreamWaitEvent", s.api.StreamWaitEvent(s.ctx.handle, s.handle, e.handle, 0))
 }
 
 // WaitStream makes work submitted to s from now on wait for everything submitted to other
@@ -198,13 +194,14 @@ func (s *Stream) WaitStream(other *Stream) error {
 	if err != nil {
 		return err
 	}
-	if s.handle.IsSpecial() || other.handle.IsSpecial() {
+	if other.handle.IsSpecial() && other.ctx.handle != s.ctx.handle {
+		// other's handle means other's context's default stream: record there first.
 		if err := other.Record(fence); err != nil {
 			return err
 		}
 		return s.WaitEvent(fence)
 	}
-	r, second := s.api.EventRecordAndWait(fence.handle, other.handle, s.handle)
+	r, second := s.api.EventRecordAndWait(s.ctx.handle, fence.handle, other.handle, s.handle)
 	if second {
 		return s.ctx.drv.check("cuStreamWaitEvent", r)
 	}

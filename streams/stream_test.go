@@ -65,11 +65,8 @@ func TestStreamIDsAreUnique(t *testing.T) {
 // foreignStream makes a stream the way another library would, behind this package's back.
 func foreignStream(t testing.TB, c *Context, flags uint32) uintptr {
 	t.Helper()
-	var h driver.Stream
-	require.NoError(t, c.drv.check("cuStreamCreateWithPriority", c.do(func() (r driver.Result) {
-		h, r = c.api.StreamCreateWithPriority(flags, 0)
-		return r
-	})))
+	h, r := c.api.StreamCreateWithPriority(c.handle, flags, 0)
+	require.NoError(t, c.drv.check("cuStreamCreateWithPriority", r))
 	t.Cleanup(func() { require.NoError(t, c.drv.check("cuStreamDestroy", c.api.StreamDestroy(h))) })
 	return uintptr(h)
 }
@@ -99,7 +96,7 @@ func TestWrapForeignStream(t *testing.T) {
 		_, err = s.Query()
 		assert.ErrorIs(t, err, ErrClosed)
 		// Closing the borrowed wrapper left the stream alive for its owner.
-		assert.Equal(t, driver.Success, d.api.StreamQuery(driver.Stream(h)))
+		assert.Equal(t, driver.Success, d.api.StreamQuery(0, driver.Stream(h)))
 
 		again, err := last.WrapStream(h)
 		require.NoError(t, err)

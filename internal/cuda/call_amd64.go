@@ -6,18 +6,24 @@ import (
 	_ "github.com/ebitengine/purego" // without cgo, purego's fakecgo lets runtime.cgocall work
 )
 
-// Calls into the driver go through runtime.cgocall, as cgo and purego's do, with the
+// Calls into the driver go through runtime.cgocall, as cgo's and purego's do, with the
 // arguments in a frame on the caller's stack. purego.SyscallN does the same through a
 // sync.Pool and a 64-word copy, and its variadic arguments escape to the heap: about
 // 150 ns and one allocation a call, measured against C on an H200. This path costs the
-// cgocall alone and allocates nothing.
+// cgocall alone and allocates nothing. The trampoline (call_amd64.s) can also make a
+// context current around the call, and make a second call, inside the same crossing.
 
-// frame is read by trampoline in call_amd64.s; its layout is fixed there.
+// frame is read and written by trampoline; its layout is fixed there.
 type frame struct {
-	fn  uintptr
-	a   [11]uintptr
-	r   uintptr
-	out [2]uint64 // out-parameters the driver writes
+	fn    uintptr
+	a     [11]uintptr
+	r     uintptr
+	out   [2]uint64 // out-parameters the driver writes
+	ctx   uintptr   // if not 0, current for the call
+	prev  uintptr   // the thread's context before
+	fn2   uintptr   // if not 0, called with b after fn succeeded
+	b     [3]uintptr
+	calls uintptr // how many of fn, fn2 were called
 }
 
 var trampolineABI0 uintptr
@@ -31,9 +37,12 @@ func runtime_cgocall(fn uintptr, arg unsafe.Pointer) int32
 
 // call calls fn with integer arguments, none of which may point into a Go stack (heap
 // pointers kept alive by the caller are fine).
-func call(fn uintptr, args ...uintptr) uintptr {
+func call(fn uintptr, args ...uintptr) uintptr { return callIn(0, fn, args...) }
+
+// callIn is call with context ctx current for the call (0: whatever is current).
+func callIn(ctx, fn uintptr, args ...uintptr) uintptr {
 	var f frame
-	f.fn = fn
+	f.fn, f.ctx = fn, ctx
 	copy(f.a[:], args)
 	runtime_cgocall(trampolineABI0, unsafe.Pointer(&f))
 	return f.r
@@ -50,10 +59,20 @@ func callOut(fn uintptr, outAt int, args ...uintptr) (uintptr, uint64) {
 	return f.r, f.out[0]
 }
 
-// callOut2 is callOut with two out-parameters, at outAt and outAt+1.
-func callOut2(fn uintptr, outAt int, args ...uintptr) (uintptr, uint64, uint64) {
+// callOutIn is callOut with context ctx current for the call.
+func callOutIn(ctx, fn uintptr, outAt int, args ...uintptr) (uintptr, uint64) {
 	var f frame
-	f.fn = fn
+	f.fn, f.ctx = fn, ctx
+	copy(f.a[:], args)
+	f.a[outAt] = uintptr(unsafe.Pointer(&f.out[0]))
+	runtime_cgocall(trampolineABI0, unsafe.Pointer(&f))
+	return f.r, f.out[0]
+}
+
+// callOut2In is callOutIn with two out-parameters, at outAt and outAt+1.
+func callOut2In(ctx, fn uintptr, outAt int, args ...uintptr) (uintptr, uint64, uint64) {
+	var f frame
+	f.fn, f.ctx = fn, ctx
 	copy(f.a[:], args)
 	f.a[outAt] = uintptr(unsafe.Pointer(&f.out[0]))
 	f.a[outAt+1] = uintptr(unsafe.Pointer(&f.out[1]))
@@ -61,15 +80,13 @@ func callOut2(fn uintptr, outAt int, args ...uintptr) (uintptr, uint64, uint64) 
 	return f.r, f.out[0], f.out[1]
 }
 
-var trampoline2ABI0 uintptr
-
-// callPair calls fn1(a1, a2) and then, if that succeeded, fn2(b1, b2, b3), in one
-// crossing. It returns the last result and which call (1 or 2) produced it.
-func callPair(fn1, a1, a2, fn2, b1, b2, b3 uintptr) (uintptr, int) {
+// callPairIn calls fn1(a1, a2) and then, if that succeeded, fn2(b1, b2, b3), in one
+// crossing, with ctx current. It returns the last result and which call (1 or 2) made it.
+func callPairIn(ctx, fn1, a1, a2, fn2, b1, b2, b3 uintptr) (uintptr, int) {
 	var f frame
-	f.fn = fn1
+	f.fn, f.ctx = fn1, ctx
 	f.a[0], f.a[1] = a1, a2
-	f.a[2], f.a[3], f.a[4], f.a[5] = fn2, b1, b2, b3
-	runtime_cgocall(trampoline2ABI0, unsafe.Pointer(&f))
-	return f.r, int(f.out[0])
+	f.fn2, f.b = fn2, [3]uintptr{b1, b2, b3}
+	runtime_cgocall(trampolineABI0, unsafe.Pointer(&f))
+	return f.r, int(f.calls)
 }

@@ -10,41 +10,76 @@ import (
 )
 
 // On other architectures calls go through purego.SyscallN; out-parameters live on the
-// heap, where they cannot move.
+// heap, where they cannot move, and a context switch is separate calls on a locked thread.
 
 func call(fn uintptr, args ...uintptr) uintptr {
 	r, _, _ := purego.SyscallN(fn, args...)
 	return r
 }
 
-func callOut(fn uintptr, outAt int, args ...uintptr) (uintptr, uint64) {
-	out := new([2]uint64)
-	a := append([]uintptr(nil), args...)
-	for len(a) <= outAt {
-		a = append(a, 0)
+// inContext runs body with ctx current on a locked thread, restoring the previous one.
+func inContext(ctx uintptr, body func() uintptr) uintptr {
+	if ctx == 0 {
+		return body()
 	}
-	a[outAt] = uintptr(unsafe.Pointer(&out[0]))
-	r, _, _ := purego.SyscallN(fn, a...)
-	runtime.KeepAlive(out)
-	return r, out[0]
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	r, prev := callOut(cuCtxGetCurrent, 0, 0)
+	if r != 0 {
+		return r
+	}
+	if uintptr(prev) != ctx {
+		if r := call(cuCtxSetCurrent, ctx); r != 0 {
+			return r
+		}
+		defer call(cuCtxSetCurrent, uintptr(prev))
+	}
+	return body()
 }
 
-func callOut2(fn uintptr, outAt int, args ...uintptr) (uintptr, uint64, uint64) {
+func callIn(ctx, fn uintptr, args ...uintptr) uintptr {
+	return inContext(ctx, func() uintptr { return call(fn, args...) })
+}
+
+func callOut(fn uintptr, outAt int, args ...uintptr) (uintptr, uint64) {
+	r, a, _ := callOuts(fn, outAt, 1, args)
+	return r, a
+}
+
+func callOutIn(ctx, fn uintptr, outAt int, args ...uintptr) (uintptr, uint64) {
+	var out uint64
+	r := inContext(ctx, func() uintptr { r, o := callOut(fn, outAt, args...); out = o; return r })
+	return r, out
+}
+
+func callOut2In(ctx, fn uintptr, outAt int, args ...uintptr) (uintptr, uint64, uint64) {
+	var o1, o2 uint64
+	r := inContext(ctx, func() uintptr { r, a, b := callOuts(fn, outAt, 2, args); o1, o2 = a, b; return r })
+	return r, o1, o2
+}
+
+func callOuts(fn uintptr, outAt, n int, args []uintptr) (uintptr, uint64, uint64) {
 	out := new([2]uint64)
 	a := append([]uintptr(nil), args...)
-	for len(a) <= outAt+1 {
+	for len(a) < outAt+n {
 		a = append(a, 0)
 	}
-	a[outAt] = uintptr(unsafe.Pointer(&out[0]))
-	a[outAt+1] = uintptr(unsafe.Pointer(&out[1]))
+	for i := range n {
+		a[outAt+i] = uintptr(unsafe.Pointer(&out[i]))
+	}
 	r, _, _ := purego.SyscallN(fn, a...)
 	runtime.KeepAlive(out)
 	return r, out[0], out[1]
 }
 
-func callPair(fn1, a1, a2, fn2, b1, b2, b3 uintptr) (uintptr, int) {
-	if r := call(fn1, a1, a2); res(r) != 0 {
-		return r, 1
-	}
-	return call(fn2, b1, b2, b3), 2
+func callPairIn(ctx, fn1, a1, a2, fn2, b1, b2, b3 uintptr) (uintptr, int) {
+	calls := 1
+	r := inContext(ctx, func() uintptr {
+		if r := call(fn1, a1, a2); res(r) != 0 {
+			return r
+		}
+		calls = 2
+		return call(fn2, b1, b2, b3)
+	})
+	return r, calls
 }

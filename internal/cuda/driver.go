@@ -82,12 +82,12 @@ func (*Driver) CtxGetDevice() (driver.Device, driver.Result) {
 }
 
 func (*Driver) CtxGetStreamPriorityRange() (int, int, driver.Result) {
-	r, least, greatest := callOut2(cuCtxGetStreamPriorityRange, 0, 0, 0)
+	r, least, greatest := callOut2In(0, cuCtxGetStreamPriorityRange, 0, 0, 0)
 	return i32(least), i32(greatest), res(r)
 }
 
-func (*Driver) StreamCreateWithPriority(flags uint32, priority int) (driver.Stream, driver.Result) {
-	r, s := callOut(cuStreamCreateWithPriority, 0, 0, uintptr(flags), uintptr(int32(priority)))
+func (*Driver) StreamCreateWithPriority(c driver.Context, flags uint32, priority int) (driver.Stream, driver.Result) {
+	r, s := callOutIn(uintptr(c), cuStreamCreateWithPriority, 0, 0, uintptr(flags), uintptr(int32(priority)))
 	return driver.Stream(s), res(r)
 }
 
@@ -95,16 +95,16 @@ func (*Driver) StreamDestroy(s driver.Stream) driver.Result {
 	return res(call(cuStreamDestroy, uintptr(s)))
 }
 
-func (*Driver) StreamQuery(s driver.Stream) driver.Result {
-	return res(call(cuStreamQuery, uintptr(s)))
+func (*Driver) StreamQuery(c driver.Context, s driver.Stream) driver.Result {
+	return res(callIn(uintptr(c), cuStreamQuery, uintptr(s)))
 }
 
-func (*Driver) StreamSynchronize(s driver.Stream) driver.Result {
-	return res(call(cuStreamSynchronize, uintptr(s)))
+func (*Driver) StreamSynchronize(c driver.Context, s driver.Stream) driver.Result {
+	return res(callIn(uintptr(c), cuStreamSynchronize, uintptr(s)))
 }
 
-func (*Driver) StreamWaitEvent(s driver.Stream, e driver.Event, flags uint32) driver.Result {
-	return res(call(cuStreamWaitEvent, uintptr(s), uintptr(e), uintptr(flags)))
+func (*Driver) StreamWaitEvent(c driver.Context, s driver.Stream, e driver.Event, flags uint32) driver.Result {
+	return res(callIn(uintptr(c), cuStreamWaitEvent, uintptr(s), uintptr(e), uintptr(flags)))
 }
 
 func (*Driver) StreamGetPriority(s driver.Stream) (int, driver.Result) {
@@ -127,8 +127,8 @@ func (*Driver) StreamGetId(s driver.Stream) (uint64, driver.Result) {
 	return id, res(r)
 }
 
-func (*Driver) LaunchHostFunc(s driver.Stream, userData uintptr) driver.Result {
-	return res(call(cuLaunchHostFunc, uintptr(s), hostFuncTrampoline, userData))
+func (*Driver) LaunchHostFunc(c driver.Context, s driver.Stream, userData uintptr) driver.Result {
+	return res(callIn(uintptr(c), cuLaunchHostFunc, uintptr(s), hostFuncTrampoline, userData))
 }
 
 func (*Driver) StreamBeginCapture(s driver.Stream, mode driver.CaptureMode) driver.Result {
@@ -145,8 +145,8 @@ func (*Driver) StreamIsCapturing(s driver.Stream) (driver.CaptureStatus, driver.
 	return driver.CaptureStatus(st), res(r)
 }
 
-func (*Driver) StreamGetCaptureInfo(s driver.Stream) (driver.CaptureStatus, uint64, driver.Result) {
-	r, st, id := callOut2(cuStreamGetCaptureInfo, 1, uintptr(s), 0, 0, 0, 0, 0)
+func (*Driver) StreamGetCaptureInfo(c driver.Context, s driver.Stream) (driver.CaptureStatus, uint64, driver.Result) {
+	r, st, id := callOut2In(uintptr(c), cuStreamGetCaptureInfo, 1, uintptr(s), 0, 0, 0, 0, 0)
 	return driver.CaptureStatus(st), id, res(r)
 }
 
@@ -176,8 +176,8 @@ func (*Driver) GraphDestroy(g driver.Graph) driver.Result {
 	return res(call(cuGraphDestroy, uintptr(g)))
 }
 
-func (*Driver) EventCreate(flags uint32) (driver.Event, driver.Result) {
-	r, e := callOut(cuEventCreate, 0, 0, uintptr(flags))
+func (*Driver) EventCreate(c driver.Context, flags uint32) (driver.Event, driver.Result) {
+	r, e := callOutIn(uintptr(c), cuEventCreate, 0, 0, uintptr(flags))
 	return driver.Event(e), res(r)
 }
 
@@ -185,12 +185,12 @@ func (*Driver) EventDestroy(e driver.Event) driver.Result {
 	return res(call(cuEventDestroy, uintptr(e)))
 }
 
-func (*Driver) EventRecord(e driver.Event, s driver.Stream) driver.Result {
-	return res(call(cuEventRecord, uintptr(e), uintptr(s)))
+func (*Driver) EventRecord(c driver.Context, e driver.Event, s driver.Stream) driver.Result {
+	return res(callIn(uintptr(c), cuEventRecord, uintptr(e), uintptr(s)))
 }
 
-func (*Driver) EventRecordAndWait(e driver.Event, from, to driver.Stream) (driver.Result, bool) {
-	r, n := callPair(cuEventRecord, uintptr(e), uintptr(from), cuStreamWaitEvent, uintptr(to), uintptr(e), 0)
+func (*Driver) EventRecordAndWait(c driver.Context, e driver.Event, from, to driver.Stream) (driver.Result, bool) {
+	r, n := callPairIn(uintptr(c), cuEventRecord, uintptr(e), uintptr(from), cuStreamWaitEvent, uintptr(to), uintptr(e), 0)
 	return res(r), n == 2
 }
 
@@ -242,9 +242,9 @@ func (*Driver) ModuleGetFunction(m driver.Module, name string) (driver.Function,
 	return driver.Function(*f), res(r)
 }
 
-func (*Driver) LaunchKernel(f driver.Function, gx, gy, gz, bx, by, bz, shared uint32,
+func (*Driver) LaunchKernel(c driver.Context, f driver.Function, gx, gy, gz, bx, by, bz, shared uint32,
 	s driver.Stream, params unsafe.Pointer) driver.Result {
-	return res(call(cuLaunchKernel, uintptr(f), uintptr(gx), uintptr(gy), uintptr(gz),
+	return res(callIn(uintptr(c), cuLaunchKernel, uintptr(f), uintptr(gx), uintptr(gy), uintptr(gz),
 		uintptr(bx), uintptr(by), uintptr(bz), uintptr(shared), uintptr(s), uintptr(params), 0))
 }
 

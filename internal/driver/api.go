@@ -64,7 +64,11 @@ type IPCEventHandle [64]byte
 
 // API is one CUDA driver. Each method is the cuda.h entry point of the same name, less the
 // "cu" prefix, with out-parameters turned into results. Methods marked "current context"
-// act on the calling OS thread's current context; the caller locks the thread.
+// act on the calling OS thread's current context; the caller locks the thread. Methods
+// whose first parameter is a Context c make c current for the call when c is not 0 (and
+// restore the thread's own afterwards): the frequent calls, where a separate switch would
+// cost more than the call, and where a special stream handle needs a context to mean
+// anything.
 type API interface {
 	// Name says which driver this is: "cuda" or "sim".
 	Name() string
@@ -84,22 +88,22 @@ type API interface {
 	CtxGetDevice() (Device, Result)                             // current context
 	CtxGetStreamPriorityRange() (least, greatest int, r Result) // current context
 
-	StreamCreateWithPriority(flags uint32, priority int) (Stream, Result) // current context
+	StreamCreateWithPriority(c Context, flags uint32, priority int) (Stream, Result)
 	StreamDestroy(s Stream) Result
-	StreamQuery(s Stream) Result
-	StreamSynchronize(s Stream) Result
-	StreamWaitEvent(s Stream, e Event, flags uint32) Result
+	StreamQuery(c Context, s Stream) Result
+	StreamSynchronize(c Context, s Stream) Result
+	StreamWaitEvent(c Context, s Stream, e Event, flags uint32) Result
 	StreamGetPriority(s Stream) (int, Result)
 	StreamGetFlags(s Stream) (uint32, Result)
 	StreamGetCtx(s Stream) (Context, Result)
 	StreamGetId(s Stream) (uint64, Result)
 	// LaunchHostFunc enqueues a call of RunHostFunc(userData) on s.
-	LaunchHostFunc(s Stream, userData uintptr) Result
+	LaunchHostFunc(c Context, s Stream, userData uintptr) Result
 
 	StreamBeginCapture(s Stream, mode CaptureMode) Result
 	StreamEndCapture(s Stream) (Graph, Result)
 	StreamIsCapturing(s Stream) (CaptureStatus, Result)
-	StreamGetCaptureInfo(s Stream) (CaptureStatus, uint64, Result)
+	StreamGetCaptureInfo(c Context, s Stream) (CaptureStatus, uint64, Result)
 	GraphGetNodes(g Graph) (int, Result)
 	GraphInstantiateWithFlags(g Graph, flags uint64) (GraphExec, Result)
 	GraphLaunch(e GraphExec, s Stream) Result
@@ -107,12 +111,12 @@ type API interface {
 	GraphExecDestroy(e GraphExec) Result
 	GraphDestroy(g Graph) Result
 
-	EventCreate(flags uint32) (Event, Result) // current context
+	EventCreate(c Context, flags uint32) (Event, Result)
 	EventDestroy(e Event) Result
-	EventRecord(e Event, s Stream) Result
+	EventRecord(c Context, e Event, s Stream) Result
 	// EventRecordAndWait is cuEventRecord(e, from) then, if it succeeded,
 	// cuStreamWaitEvent(to, e, 0), in one call. second reports which call r comes from.
-	EventRecordAndWait(e Event, from, to Stream) (r Result, second bool)
+	EventRecordAndWait(c Context, e Event, from, to Stream) (r Result, second bool)
 	EventQuery(e Event) Result
 	EventSynchronize(e Event) Result
 	EventElapsedTime(start, end Event) (float32, Result)
@@ -123,8 +127,8 @@ type API interface {
 	ModuleUnload(m Module) Result
 	ModuleGetFunction(m Module, name string) (Function, Result)
 	// LaunchKernel is cuLaunchKernel; params points to an array of argument pointers.
-	LaunchKernel(f Function, gridX, gridY, gridZ, blockX, blockY, blockZ, sharedMem uint32,
-		s Stream, params unsafe.Pointer) Result // current context
+	LaunchKernel(c Context, f Function, gridX, gridY, gridZ, blockX, blockY, blockZ, sharedMem uint32,
+		s Stream, params unsafe.Pointer) Result
 
 	MemAlloc(bytes uint64) (DevicePtr, Result) // current context
 	MemFree(p DevicePtr) Result

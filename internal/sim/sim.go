@@ -296,10 +296,10 @@ func (d *Driver) CtxGetStreamPriorityRange() (int, int, driver.Result) {
 	return leastPriority, greatestPriority, driver.Success
 }
 
-func (d *Driver) StreamCreateWithPriority(flags uint32, priority int) (driver.Stream, driver.Result) {
+func (d *Driver) StreamCreateWithPriority(ch driver.Context, flags uint32, priority int) (driver.Stream, driver.Result) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	c := d.currentCtx()
+	c := d.ctxIn(ch)
 	if c == nil {
 		return 0, driver.ErrorInvalidContext
 	}
@@ -315,11 +315,24 @@ func (d *Driver) StreamCreateWithPriority(flags uint32, priority int) (driver.St
 	return s.handle, driver.Success
 }
 
+// ctxIn is the context a call names, or else the thread's current one. Caller holds d.mu.
+func (d *Driver) ctxIn(h driver.Context) *context {
+	if h == 0 {
+		return d.currentCtx()
+	}
+	c, _ := lookup[*context](d, uintptr(h))
+	return c
+}
+
 // stream resolves a handle, the special ones through the current context. Caller holds
 // d.mu.
-func (d *Driver) stream(h driver.Stream) (*stream, driver.Result) {
+func (d *Driver) stream(h driver.Stream) (*stream, driver.Result) { return d.streamIn(0, h) }
+
+// streamIn resolves a handle, the special ones through context ch (0: the current one).
+// Caller holds d.mu.
+func (d *Driver) streamIn(ch driver.Context, h driver.Stream) (*stream, driver.Result) {
 	if h.IsSpecial() {
-		c := d.currentCtx()
+		c := d.ctxIn(ch)
 		if c == nil {
 			return nil, driver.ErrorInvalidContext
 		}
@@ -409,10 +422,10 @@ func closed(ch chan struct{}) bool {
 	}
 }
 
-func (d *Driver) StreamQuery(h driver.Stream) driver.Result {
+func (d *Driver) StreamQuery(ch driver.Context, h driver.Stream) driver.Result {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	s, r := d.stream(h)
+	s, r := d.streamIn(ch, h)
 	if r != driver.Success {
 		return r
 	}
@@ -425,9 +438,9 @@ func (d *Driver) StreamQuery(h driver.Stream) driver.Result {
 	return driver.ErrorNotReady
 }
 
-func (d *Driver) StreamSynchronize(h driver.Stream) driver.Result {
+func (d *Driver) StreamSynchronize(ch driver.Context, h driver.Stream) driver.Result {
 	d.mu.Lock()
-	s, r := d.stream(h)
+	s, r := d.streamIn(ch, h)
 	if r != driver.Success {
 		d.mu.Unlock()
 		return r
@@ -445,10 +458,10 @@ func (d *Driver) StreamSynchronize(h driver.Stream) driver.Result {
 	return driver.Success
 }
 
-func (d *Driver) StreamWaitEvent(h driver.Stream, eh driver.Event, flags uint32) driver.Result {
+func (d *Driver) StreamWaitEvent(ch driver.Context, h driver.Stream, eh driver.Event, flags uint32) driver.Result {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	s, r := d.stream(h)
+	s, r := d.streamIn(ch, h)
 	if r != driver.Success {
 		return r
 	}
@@ -532,10 +545,10 @@ func (d *Driver) StreamGetId(h driver.Stream) (uint64, driver.Result) {
 	return s.id, driver.Success
 }
 
-func (d *Driver) LaunchHostFunc(h driver.Stream, key uintptr) driver.Result {
+func (d *Driver) LaunchHostFunc(ch driver.Context, h driver.Stream, key uintptr) driver.Result {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	s, r := d.stream(h)
+	s, r := d.streamIn(ch, h)
 	if r != driver.Success {
 		return r
 	}
@@ -629,14 +642,14 @@ func ancestors(frontier []*node) map[*node]struct{} {
 }
 
 func (d *Driver) StreamIsCapturing(h driver.Stream) (driver.CaptureStatus, driver.Result) {
-	st, _, r := d.StreamGetCaptureInfo(h)
+	st, _, r := d.StreamGetCaptureInfo(0, h)
 	return st, r
 }
 
-func (d *Driver) StreamGetCaptureInfo(h driver.Stream) (driver.CaptureStatus, uint64, driver.Result) {
+func (d *Driver) StreamGetCaptureInfo(ch driver.Context, h driver.Stream) (driver.CaptureStatus, uint64, driver.Result) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	s, r := d.stream(h)
+	s, r := d.streamIn(ch, h)
 	if r != driver.Success {
 		return 0, 0, r
 	}
@@ -726,10 +739,10 @@ func (d *Driver) destroy(h uintptr, is func(any) bool) driver.Result {
 	return driver.Success
 }
 
-func (d *Driver) EventCreate(flags uint32) (driver.Event, driver.Result) {
+func (d *Driver) EventCreate(ch driver.Context, flags uint32) (driver.Event, driver.Result) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	c := d.currentCtx()
+	c := d.ctxIn(ch)
 	if c == nil {
 		return 0, driver.ErrorInvalidContext
 	}
@@ -747,14 +760,14 @@ func (d *Driver) EventDestroy(h driver.Event) driver.Result {
 	return d.destroy(uintptr(h), func(o any) bool { _, ok := o.(*event); return ok })
 }
 
-func (d *Driver) EventRecord(eh driver.Event, sh driver.Stream) driver.Result {
+func (d *Driver) EventRecord(ch driver.Context, eh driver.Event, sh driver.Stream) driver.Result {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	e, ok := lookup[*event](d, uintptr(eh))
 	if !ok {
 		return driver.ErrorInvalidHandle
 	}
-	s, r := d.stream(sh)
+	s, r := d.streamIn(ch, sh)
 	if r != driver.Success {
 		return r
 	}
@@ -768,11 +781,11 @@ func (d *Driver) EventRecord(eh driver.Event, sh driver.Stream) driver.Result {
 	return driver.Success
 }
 
-func (d *Driver) EventRecordAndWait(e driver.Event, from, to driver.Stream) (driver.Result, bool) {
-	if r := d.EventRecord(e, from); r != driver.Success {
+func (d *Driver) EventRecordAndWait(ch driver.Context, e driver.Event, from, to driver.Stream) (driver.Result, bool) {
+	if r := d.EventRecord(ch, e, from); r != driver.Success {
 		return r, false
 	}
-	return d.StreamWaitEvent(to, e, 0), true
+	return d.StreamWaitEvent(ch, to, e, 0), true
 }
 
 func (d *Driver) event(h driver.Event) (*eventState, driver.Result) {
@@ -885,7 +898,7 @@ func (d *Driver) ModuleGetFunction(driver.Module, string) (driver.Function, driv
 	return 0, driver.ErrorInvalidHandle
 }
 
-func (d *Driver) LaunchKernel(driver.Function, uint32, uint32, uint32, uint32, uint32, uint32,
+func (d *Driver) LaunchKernel(driver.Context, driver.Function, uint32, uint32, uint32, uint32, uint32, uint32,
 	uint32, driver.Stream, unsafe.Pointer) driver.Result {
 	return driver.ErrorNotSupported
 }
