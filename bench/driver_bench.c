@@ -91,6 +91,14 @@ int main(int argc, char **argv) {
   CHECK(cuCtxSetCurrent(ctx));
   CHECK(cuModuleLoad(&mod, argv[1]));
   CHECK(cuModuleGetFunction(&empty, mod, "empty"));
+  if (argc > 3) { /* "history": how cuStreamQuery's cost depends on what ran before */
+    bench("QueryFirst", query, 200000);
+    bench("LaunchEmpty", launch_empty, 1000);
+    bench("QueryAfterLaunch", query, 200000);
+    bench("HostFuncLatency", host_func_latency, 100);
+    bench("QueryAfterHostFunc", query, 200000);
+    return 0;
+  }
   for (int i = 0; i < count; i++) {
     bench("RecordWait", record_wait, 2000000);
     bench("Query", query, 2000000);

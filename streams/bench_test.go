@@ -34,36 +34,49 @@ func setupBench(b *testing.B) benchEnv {
 	return env
 }
 
+// loop runs body b.N times on a thread where the context is current, as the C program
+// runs (it sets it once); the NoContext variants show a thread without one.
+func (env benchEnv) loop(b *testing.B, body func()) {
+	if err := env.c.Do(func() error {
+		for b.Loop() {
+			body()
+		}
+		return nil
+	}); err != nil {
+		b.Fatal(err)
+	}
+}
+
 func BenchmarkRecordWait(b *testing.B) {
 	env := setupBench(b)
-	for b.Loop() {
+	env.loop(b, func() {
 		if err := env.a.Record(env.e); err != nil {
 			b.Fatal(err)
 		}
 		if err := env.b.WaitEvent(env.e); err != nil {
 			b.Fatal(err)
 		}
-	}
+	})
 }
 
 // BenchmarkWaitStream is record+wait as WaitStream does it: one crossing for both calls.
 func BenchmarkWaitStream(b *testing.B) {
 	env := setupBench(b)
-	for b.Loop() {
+	env.loop(b, func() {
 		if err := env.b.WaitStream(env.a); err != nil {
 			b.Fatal(err)
 		}
-	}
+	})
 }
 
 func BenchmarkRecordWaitRaw(b *testing.B) {
 	env := setupBench(b)
 	api, c, e := env.c.api, env.c.handle, driver.Event(env.e.Handle())
 	sa, sb := driver.Stream(env.a.Handle()), driver.Stream(env.b.Handle())
-	for b.Loop() {
+	env.loop(b, func() {
 		api.EventRecord(c, e, sa)
 		api.StreamWaitEvent(c, sb, e, 0)
-	}
+	})
 }
 
 // queryReady gives the stream completed work, as the C loop's stream has by then.
@@ -79,24 +92,35 @@ func queryReady(b *testing.B, env benchEnv) {
 func BenchmarkQuery(b *testing.B) {
 	env := setupBench(b)
 	queryReady(b, env)
-	for b.Loop() {
+	env.loop(b, func() {
 		if _, err := env.a.Query(); err != nil {
 			b.Fatal(err)
 		}
-	}
+	})
 }
 
 func BenchmarkQueryRaw(b *testing.B) {
 	env := setupBench(b)
 	queryReady(b, env)
 	api, c, s := env.c.api, env.c.handle, driver.Stream(env.a.Handle())
-	for b.Loop() {
+	env.loop(b, func() {
 		api.StreamQuery(c, s)
-	}
+	})
 }
 
 // BenchmarkQueryNoContext queries from a thread with no current context (the driver's
 // slow path), as the first version of this package did.
+func BenchmarkRecordWaitNoContext(b *testing.B) {
+	env := setupBench(b)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	env.c.api.CtxSetCurrent(0)
+	for b.Loop() {
+		_ = env.a.Record(env.e)
+		_ = env.b.WaitEvent(env.e)
+	}
+}
+
 func BenchmarkQueryNoContext(b *testing.B) {
 	env := setupBench(b)
 	queryReady(b, env)
@@ -111,7 +135,7 @@ func BenchmarkQueryNoContext(b *testing.B) {
 
 func BenchmarkEventCreateClose(b *testing.B) {
 	env := setupBench(b)
-	for b.Loop() {
+	env.loop(b, func() {
 		e, err := env.c.NewEvent(EventOptions{})
 		if err != nil {
 			b.Fatal(err)
@@ -119,26 +143,26 @@ func BenchmarkEventCreateClose(b *testing.B) {
 		if err := e.Close(); err != nil {
 			b.Fatal(err)
 		}
-	}
+	})
 }
 
 func BenchmarkLaunchEmpty(b *testing.B) {
 	env := setupBench(b)
 	var args Args
-	for b.Loop() {
+	env.loop(b, func() {
 		if err := env.empty.Launch(env.a, LaunchConfig{}, &args); err != nil {
 			b.Fatal(err)
 		}
-	}
+	})
 	_ = env.a.Synchronize()
 }
 
 func BenchmarkLaunchEmptyRaw(b *testing.B) {
 	env := setupBench(b)
 	api, c, f, s := env.c.api, env.c.handle, env.empty.handle, driver.Stream(env.a.Handle())
-	for b.Loop() {
+	env.loop(b, func() {
 		api.LaunchKernel(c, f, 1, 1, 1, 1, 1, 1, 0, s, nil)
-	}
+	})
 	_ = env.a.Synchronize()
 }
 
@@ -148,12 +172,12 @@ func BenchmarkHostFuncLatency(b *testing.B) {
 	env := setupBench(b)
 	var ran atomic.Int32
 	fn := func() { ran.Store(1) }
-	for b.Loop() {
+	env.loop(b, func() {
 		ran.Store(0)
 		if err := env.a.LaunchHostFunc(fn); err != nil {
 			b.Fatal(err)
 		}
 		for ran.Load() == 0 {
 		}
-	}
+	})
 }
