@@ -53,16 +53,35 @@ static void host_func_latency(void) {
   }
 }
 
+/* As Go's queryReady: cuStreamQuery's cost depends on the process's history (see the
+   "history" mode), so the query loop starts from one defined state: 2M record+wait pairs
+   on scratch streams, destroyed, then completed work on the stream to query. */
+static void query_ready(void) {
+  CUstream a1, b1;
+  CUevent e1;
+  CHECK(cuStreamCreate(&a1, CU_STREAM_NON_BLOCKING));
+  CHECK(cuStreamCreate(&b1, CU_STREAM_NON_BLOCKING));
+  CHECK(cuEventCreate(&e1, CU_EVENT_DISABLE_TIMING));
+  for (long i = 0; i < 2000000; i++) {
+    CHECK(cuEventRecord(e1, a1));
+    CHECK(cuStreamWaitEvent(b1, e1, 0));
+  }
+  CHECK(cuStreamSynchronize(a1));
+  CHECK(cuStreamSynchronize(b1));
+  CHECK(cuEventDestroy(e1));
+  CHECK(cuStreamDestroy(a1));
+  CHECK(cuStreamDestroy(b1));
+  CHECK(cuEventRecord(ev, a));
+  CHECK(cuStreamSynchronize(a));
+}
+
 /* Each benchmark gets fresh streams and event, as each Go benchmark does (setupBench):
    the cost of some calls (cuStreamQuery) depends on the stream's history. */
 static void bench(const char *name, void (*fn)(void), long iters) {
   CHECK(cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
   CHECK(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
   CHECK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
-  if (fn == query) { /* as Go's queryReady: completed work on the stream */
-    CHECK(cuEventRecord(ev, a));
-    CHECK(cuStreamSynchronize(a));
-  }
+  if (fn == query) query_ready();
   for (long i = 0; i < iters / 10; i++) fn(); /* warm up */
   CHECK(cuStreamSynchronize(a));
   double t0 = now_ns();
@@ -93,6 +112,9 @@ int main(int argc, char **argv) {
   CHECK(cuModuleGetFunction(&empty, mod, "empty"));
   if (argc > 3) { /* "history": how cuStreamQuery's cost depends on what ran before */
     bench("QueryFirst", query, 200000);
+    bench("RecordWait", record_wait, 2000000);
+    bench("QueryAfterRecordWait", query, 200000);
+    bench("QueryAfterRecordWait2", query, 2000000);
     bench("LaunchEmpty", launch_empty, 1000);
     bench("QueryAfterLaunch", query, 200000);
     bench("HostFuncLatency", host_func_latency, 100);
