@@ -30,7 +30,7 @@ def main() -> None:
         (c if is_c else go).setdefault(name, []).append(float(ns))
         if n_allocs is not None:
             allocs[name] = int(n_allocs)
-    print(f"{'benchmark':<22}{'C ns/op':>10}{'Go ns/op':>10}{'raw ns/op':>11}{'Go/C':>7}{'target':>8}{'allocs':>8}")
+    print(f"{'benchmark':<22}{'C ns/op':>10}{'Go ns/op':>10}{'raw ns/op':>11}{'no-ctx ns':>11}{'Go/C':>7}{'target':>10}{'allocs':>8}")
     c["WaitStream"] = c.get("RecordWait", [])  # the same two driver calls, one crossing
     for name in ["RecordWait", "WaitStream", "Query", "EventCreateClose", "LaunchEmpty", "HostFuncLatency"]:
         if name not in go or name not in c:
@@ -38,10 +38,12 @@ def main() -> None:
             continue
         g, cc = statistics.median(go[name]), statistics.median(c[name])
         raw = statistics.median(go[name + "Raw"]) if name + "Raw" in go else None
+        noctx = go.get(name + "NoContext")
         target = TARGETS.get(name)
         verdict = "" if target is None else (f"<={target}" + (" ok" if g / cc <= target else " MISS"))
         raw_s = f"{raw:.0f}" if raw is not None else "-"
-        print(f"{name:<22}{cc:>10.0f}{g:>10.0f}{raw_s:>11}{g / cc:>7.2f}{verdict:>8}{allocs.get(name, '-'):>8}")
+        noctx_s = f"{statistics.median(noctx):.0f}" if noctx else "-"
+        print(f"{name:<22}{cc:>10.0f}{g:>10.0f}{raw_s:>11}{noctx_s:>11}{g / cc:>7.2f}{verdict:>10}{allocs.get(name, '-'):>8}")
 
 
 if __name__ == "__main__":

@@ -124,6 +124,19 @@ func BenchmarkQueryRaw(b *testing.B) {
 	env.loop(b, func() { api.StreamQuery(c, s) })
 }
 
+// BenchmarkRecordWaitNoContext is RecordWait from a thread with no current context: the
+// trampoline then makes the context current and restores none around each call.
+func BenchmarkRecordWaitNoContext(b *testing.B) {
+	env := setupBench(b)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	env.c.api.CtxSetCurrent(0)
+	for b.Loop() {
+		_ = env.a.Record(env.e)
+		_ = env.b.WaitEvent(env.e)
+	}
+}
+
 func BenchmarkQueryNoContext(b *testing.B) {
 	env := setupBench(b)
 	queryReady(b, env)
