@@ -53,10 +53,10 @@ static void host_func_latency(void) {
   }
 }
 
-/* As Go's queryReady: cuStreamQuery's cost depends on the process's history (see the
-   "history" mode), so the query loop starts from one defined state: 2M record+wait pairs
-   on scratch streams, destroyed, then completed work on the stream to query. */
-static void query_ready(void) {
+/* As Go's warm: the cost of some calls (cuStreamQuery) depends on the process's history
+   (see the "history" mode), so every benchmark starts from one defined state: 2M
+   record+wait pairs on scratch streams, destroyed. */
+static void warm(void) {
   CUstream a1, b1;
   CUevent e1;
   CHECK(cuStreamCreate(&a1, CU_STREAM_NON_BLOCKING));
@@ -71,8 +71,6 @@ static void query_ready(void) {
   CHECK(cuEventDestroy(e1));
   CHECK(cuStreamDestroy(a1));
   CHECK(cuStreamDestroy(b1));
-  CHECK(cuEventRecord(ev, a));
-  CHECK(cuStreamSynchronize(a));
 }
 
 /* Each benchmark gets fresh streams and event, as each Go benchmark does (setupBench):
@@ -81,7 +79,11 @@ static void bench(const char *name, void (*fn)(void), long iters) {
   CHECK(cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
   CHECK(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
   CHECK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
-  if (fn == query) query_ready();
+  warm();
+  if (fn == query) { /* as Go's queryReady */
+    CHECK(cuEventRecord(ev, a));
+    CHECK(cuStreamSynchronize(a));
+  }
   for (long i = 0; i < iters / 10; i++) fn(); /* warm up */
   CHECK(cuStreamSynchronize(a));
   double t0 = now_ns();

@@ -30,7 +30,9 @@ func setupBench(b *testing.B) benchEnv {
 		empty: testKernel(b, c, "empty"),
 	}
 	b.Cleanup(func() { _ = env.a.Synchronize(); _ = env.b.Synchronize() })
+	warm(b, c)
 	b.ReportAllocs()
+	b.ResetTimer()
 	return env
 }
 
@@ -79,13 +81,12 @@ func BenchmarkRecordWaitRaw(b *testing.B) {
 	})
 }
 
-// queryReady puts the driver in one defined state before a query loop, the same as
-// bench/driver_bench.c does: cuStreamQuery's cost depends on what the process did before
-// (1.4 us in a fresh process or after a launch, 0.23 us after event traffic, in C and Go
-// alike on an H200). It runs 2M record+wait pairs on two scratch streams, destroys them,
-// and gives the stream to query completed work.
-func queryReady(b *testing.B, env benchEnv) {
-	c := env.c
+// warm puts the driver in one defined state before every benchmark, as
+// bench/driver_bench.c does: the cost of some calls depends on what the process did before
+// (cuStreamQuery: 1.4 us in a fresh process or after a launch, 0.23 us after event
+// traffic, in C and Go alike on an H200). It runs 2M record+wait pairs on two scratch
+// streams, then destroys them.
+func warm(b *testing.B, c *Context) {
 	err := c.Do(func() error {
 		a1, _ := c.NewStream(StreamOptions{NonBlocking: true})
 		b1, _ := c.NewStream(StreamOptions{NonBlocking: true})
@@ -98,11 +99,19 @@ func queryReady(b *testing.B, env benchEnv) {
 		_ = b1.Synchronize()
 		_ = e1.Close()
 		_ = a1.Close()
-		_ = b1.Close()
-		_ = env.a.Record(env.e)
-		return env.a.Synchronize()
+		return b1.Close()
 	})
 	if err != nil {
+		b.Fatal(err)
+	}
+}
+
+// queryReady gives the stream to query completed work, as the C loop's stream has.
+func queryReady(b *testing.B, env benchEnv) {
+	if err := env.a.Record(env.e); err != nil {
+		b.Fatal(err)
+	}
+	if err := env.a.Synchronize(); err != nil {
 		b.Fatal(err)
 	}
 }
