@@ -22,13 +22,13 @@ func (s *Stream) LaunchHostFunc(fn func()) error {
 	if fn == nil {
 		return errors.New("streambridge: LaunchHostFunc: nil function")
 	}
-	status, captureID, r := s.api.StreamGetCaptureInfo(s.ctx.handle, s.handle)
+	status, captureID, r := s.api.StreamGetCaptureInfo(s.callCtx(), s.handle)
 	if err := s.ctx.drv.check("cuStreamGetCaptureInfo", r); err != nil {
 		return err
 	}
 	capturing := status != driver.CaptureStatusNone
 	key := driver.RegisterHostFunc(fn, capturing)
-	r = s.api.LaunchHostFunc(s.ctx.handle, s.handle, key)
+	r = s.api.LaunchHostFunc(s.callCtx(), s.handle, key)
 	if err := s.ctx.drv.check("cuLaunchHostFunc", r); err != nil {
 		driver.ReleaseHostFunc(key)
 		return err

@@ -262,3 +262,31 @@ func TestStreamSynchronizeWaitsForWork(t *testing.T) {
 		assert.Equal(t, []string{"after sleep"}, j.get())
 	})
 }
+
+// WaitStream between a stream object and a context's default stream, in both directions:
+// the special handle must resolve in its own context whatever the caller's thread has.
+func TestWaitStreamWithDefaultStream(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		c := primary(t, d, 0)
+		s := newStream(t, c, StreamOptions{NonBlocking: true})
+		legacy, err := c.WrapStream(LegacyStream)
+		require.NoError(t, err)
+		done := newEvent(t, c, EventOptions{})
+
+		slowWork(t, s, 200*time.Millisecond)
+		require.NoError(t, legacy.WaitStream(s))
+		require.NoError(t, legacy.Record(done))
+		ready, err := done.Query()
+		require.NoError(t, err)
+		assert.False(t, ready, "the default stream waits for s")
+		require.NoError(t, done.Synchronize())
+
+		slowWork(t, legacy, 200*time.Millisecond)
+		require.NoError(t, s.WaitStream(legacy))
+		require.NoError(t, s.Record(done))
+		ready, err = done.Query()
+		require.NoError(t, err)
+		assert.False(t, ready, "s waits for the default stream")
+		require.NoError(t, s.Synchronize())
+	})
+}
