@@ -7,6 +7,14 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$(mktemp -d)}
 status=0
+# Cubin and fatbin images of the test kernels, for TestLoadCubinAndFatbin.
+images=$out/images
+mkdir -p "$images"
+if command -v nvcc >/dev/null; then
+  nvcc -cubin -arch=sm_90 -o "$images/kernels.cubin" "$root/internal/kernels/kernels.ptx" &&
+    nvcc -fatbin -arch=sm_90 -o "$images/kernels.fatbin" "$root/internal/kernels/kernels.ptx" &&
+    export STREAMBRIDGE_TEST_IMAGES=$images
+fi
 for bin in streams.test streams-cgo.test; do
   [ -x "$root/.device/$bin" ] || continue
   log=$out/${bin%.test}.log

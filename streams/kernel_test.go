@@ -2,6 +2,7 @@ package streams
 
 import (
 	"os"
+	"sync/atomic"
 	"path/filepath"
 	"testing"
 	"time"
@@ -98,6 +99,8 @@ func TestHotPathsDoNotAllocate(t *testing.T) {
 	e := newEvent(t, c, EventOptions{DisableTiming: true})
 	empty := testKernel(t, c, "empty")
 	var args Args
+	var ran atomic.Int32
+	hostFn := func() { ran.Store(1) }
 	cases := []struct {
 		name string
 		fn   func()
@@ -106,6 +109,14 @@ func TestHotPathsDoNotAllocate(t *testing.T) {
 		{"wait stream", func() { _ = b.WaitStream(a) }},
 		{"query", func() { _, _ = a.Query() }},
 		{"launch", func() { _ = empty.Launch(a, LaunchConfig{}, args.Reset()) }},
+		// enqueue and run to completion: the driver's thread, purego's callback and the
+		// handle table included
+		{"host func", func() {
+			ran.Store(0)
+			_ = a.LaunchHostFunc(hostFn)
+			for ran.Load() == 0 {
+			}
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -115,4 +126,44 @@ func TestHotPathsDoNotAllocate(t *testing.T) {
 		})
 	}
 	require.NoError(t, a.Synchronize())
+}
+
+// imagesEnv names a folder holding kernels.cubin and kernels.fatbin, built from
+// internal/kernels/kernels.ptx by scripts/gpu-check.sh with nvcc on the GPU machine.
+const imagesEnv = "STREAMBRIDGE_TEST_IMAGES"
+
+func TestLoadCubinAndFatbin(t *testing.T) {
+	d := realDriver(t)
+	dir := os.Getenv(imagesEnv)
+	if dir == "" {
+		if requireGPU {
+			t.Fatalf("%s is not set: scripts/gpu-check.sh builds the images with nvcc", imagesEnv)
+		}
+		t.Skipf("SKIP: %s is not set (scripts/gpu-check.sh builds the images with nvcc)", imagesEnv)
+	}
+	c := primary(t, d, 0)
+	s := newStream(t, c, StreamOptions{NonBlocking: true})
+	for _, name := range []string{"kernels.cubin", "kernels.fatbin"} {
+		t.Run(name, func(t *testing.T) {
+			image, err := os.ReadFile(filepath.Join(dir, name))
+			require.NoError(t, err)
+			m, err := c.LoadModule(image)
+			require.NoError(t, err)
+			defer m.Close()
+			fill, err := m.Function("fill")
+			require.NoError(t, err)
+			const n = 256
+			out, err := c.Alloc(n * 4)
+			require.NoError(t, err)
+			defer out.Close()
+			require.NoError(t, fill.Launch(s, LaunchConfig{Block: Dim3{X: n}},
+				new(Args).Pointer(out.Ptr()).Uint32(n).Float32(3).Float64(-1).Int64(0)))
+			got := make([]float32, n)
+			require.NoError(t, CopyFromDeviceAsync(got, out, s))
+			require.NoError(t, s.Synchronize())
+			for i := range got {
+				require.Equal(t, 3*float32(i)-1, got[i], "element %d", i)
+			}
+		})
+	}
 }
