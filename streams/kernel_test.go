@@ -2,8 +2,8 @@ package streams
 
 import (
 	"os"
-	"sync/atomic"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
