@@ -2,6 +2,7 @@ package streams
 
 import (
 	"os"
+	"runtime"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -110,11 +111,13 @@ func TestHotPathsDoNotAllocate(t *testing.T) {
 		{"query", func() { _, _ = a.Query() }},
 		{"launch", func() { _ = empty.Launch(a, LaunchConfig{}, args.Reset()) }},
 		// enqueue and run to completion: the driver's thread, purego's callback and the
-		// handle table included
+		// handle table included. AllocsPerRun sets GOMAXPROCS to 1, and the callback
+		// needs a P to run Go code, so the wait yields it.
 		{"host func", func() {
 			ran.Store(0)
 			_ = a.LaunchHostFunc(hostFn)
 			for ran.Load() == 0 {
+				runtime.Gosched()
 			}
 		}},
 	}
