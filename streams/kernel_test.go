@@ -2,8 +2,8 @@ package streams
 
 import (
 	"os"
-	"runtime"
 	"path/filepath"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
