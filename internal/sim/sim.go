@@ -396,6 +396,17 @@ func (d *Driver) enqueue(s *stream, run func(), deps ...chan struct{}) chan stru
 	return done
 }
 
+// submit is what an operation does with its work: add it to s's capture while s is
+// capturing, else enqueue it. It returns the channel closed when the work has run, or nil
+// when it was captured. Caller holds d.mu.
+func (d *Driver) submit(s *stream, run func()) chan struct{} {
+	if s.capture != nil {
+		captureNode(s, run)
+		return nil
+	}
+	return d.enqueue(s, run)
+}
+
 // captureNode adds run to s's capture, after s's frontier. Caller holds d.mu.
 func captureNode(s *stream, run func()) {
 	n := &node{run: run, deps: s.frontier}
@@ -558,11 +569,7 @@ func (d *Driver) LaunchHostFunc(ch driver.Context, h driver.Stream, key uintptr)
 		defer c.hostFuncs.Unlock()
 		driver.RunHostFunc(key)
 	}
-	if s.capture != nil {
-		captureNode(s, run)
-		return driver.Success
-	}
-	d.enqueue(s, run)
+	d.submit(s, run)
 	return driver.Success
 }
 
@@ -703,11 +710,7 @@ func (d *Driver) GraphLaunch(h driver.GraphExec, sh driver.Stream) driver.Result
 			n.run()
 		}
 	}
-	if s.capture != nil {
-		captureNode(s, run)
-		return driver.Success
-	}
-	d.enqueue(s, run)
+	d.submit(s, run)
 	return driver.Success
 }
 
@@ -958,15 +961,9 @@ func (d *Driver) copyOn(sh *driver.Stream, p driver.DevicePtr, n uint64, cp func
 			return r
 		}
 	}
-	run := func() { cp(dev) }
-	if s.capture != nil {
-		captureNode(s, run)
-		d.mu.Unlock()
-		return driver.Success
-	}
-	done := d.enqueue(s, run)
+	done := d.submit(s, func() { cp(dev) })
 	d.mu.Unlock()
-	if sh == nil {
+	if sh == nil && done != nil {
 		<-done
 	}
 	return driver.Success
