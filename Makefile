@@ -6,7 +6,7 @@ GO ?= go
 # Everything CI runs: formatting, vet, the core built without cgo, and the tests with the
 # race detector (on the software driver here; on the real one too where libcuda loads).
 test: check
-	$(GO) test -race -count=1 ./...
+	bash scripts/test.sh
 
 check:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
