@@ -12,5 +12,6 @@ grep -E '^\s+[a-z_]+\.go:[0-9]+: SKIP: ' "$log" | sed 's/.*SKIP: //' | sort | un
 pass=$(grep -cE '^\s*--- PASS' "$log")
 fail=$(grep -cE '^\s*--- FAIL' "$log")
 skip=$(grep -cE '^\s*--- SKIP' "$log")
-echo "go test: $pass passed, $fail failed, $skip skipped (tests and subtests; full log: $log)"
+echo "full log: $log; counts are tests and subtests"
+echo "tests: $pass passed, $fail failed, $skip skipped"
 exit $rc
