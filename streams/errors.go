@@ -44,6 +44,7 @@ type CallError struct {
 	Hint   string // what this project knows of the cause, if anything
 }
 
+// Error reads like "cuStreamQuery: CUDA_ERROR_INVALID_HANDLE: invalid resource handle".
 func (e *CallError) Error() string {
 	s := e.Call + ": " + e.Result.Error()
 	if e.Hint != "" {

@@ -70,6 +70,7 @@ func (e *Event) Handle() uintptr { return uintptr(e.handle) }
 // Context is the event's context.
 func (e *Event) Context() *Context { return e.ctx }
 
+// String shows the handle, device and driver.
 func (e *Event) String() string {
 	return fmt.Sprintf("Event(%#x, device %d, %s driver)", e.handle, e.ctx.dev.dev, e.api.Name())
 }

@@ -14,7 +14,9 @@ import (
 // All host functions share one C entry point and find their Go function in a table, so
 // there is no limit on how many run over a process's life. During stream capture fn
 // becomes a graph node that runs at every launch of the graph; it is kept until the
-// [Graph] and all its [GraphExec]s are closed.
+// [Graph] and all its [GraphExec]s are closed. When another library ends a capture that
+// this stream's host functions joined, they cannot be known to be unused and stay
+// registered for the life of the process.
 func (s *Stream) LaunchHostFunc(fn func()) error {
 	if err := s.live(); err != nil {
 		return err

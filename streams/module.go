@@ -3,6 +3,7 @@ package streams
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"os"
 	"runtime"
 	"sync/atomic"
@@ -125,12 +126,10 @@ func (a *Args) Int64(v int64) *Args { return a.add(uint64(v)) }
 func (a *Args) Uint64(v uint64) *Args { return a.add(v) }
 
 // Float32 adds a float.
-func (a *Args) Float32(v float32) *Args {
-	return a.add(uint64(*(*uint32)(unsafe.Pointer(&v))))
-}
+func (a *Args) Float32(v float32) *Args { return a.add(uint64(math.Float32bits(v))) }
 
 // Float64 adds a double.
-func (a *Args) Float64(v float64) *Args { return a.add(*(*uint64)(unsafe.Pointer(&v))) }
+func (a *Args) Float64(v float64) *Args { return a.add(math.Float64bits(v)) }
 
 // Pointer adds a device pointer.
 func (a *Args) Pointer(p DevicePtr) *Args { return a.add(uint64(p)) }

@@ -103,6 +103,7 @@ func (s *Stream) Device() *Device { return s.ctx.dev }
 // Owned reports whether Close destroys the stream.
 func (s *Stream) Owned() bool { return s.owned }
 
+// String shows the handle, device, ownership and driver.
 func (s *Stream) String() string {
 	own := "borrowed"
 	if s.owned {

@@ -75,7 +75,10 @@ func load() error {
 // both ErrNoDriver and the driver's result.
 type initError struct{ r driver.Result }
 
-func (e *initError) Error() string   { return fmt.Sprintf("%v: cuInit: %v", ErrNoDriver, e.r) }
+// Error names the failed cuInit.
+func (e *initError) Error() string { return fmt.Sprintf("%v: cuInit: %v", ErrNoDriver, e.r) }
+
+// Unwrap makes the error match both ErrNoDriver and the driver's result.
 func (e *initError) Unwrap() []error { return []error{ErrNoDriver, e.r} }
 
 // resolver returns how to find a symbol: cuGetProcAddress with the symbol's ABI version
