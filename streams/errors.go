@@ -37,6 +37,13 @@ var ErrNoDriver = cuda.ErrNoDriver
 // ErrClosed is returned by a method called on an object after its Close.
 var ErrClosed = errors.New("streambridge: object is closed")
 
+// ErrNil is returned when a nil object is passed where one is needed.
+var ErrNil = errors.New("streambridge: nil object")
+
+// ErrWrongDriver is returned when objects of different drivers (the real one and the
+// software one) meet in one call: the driver would take the other's handles for its own.
+var ErrWrongDriver = errors.New("streambridge: objects belong to different drivers")
+
 // CallError is a driver entry point that failed.
 type CallError struct {
 	Call   string // the cuda.h name, such as "cuStreamQuery"

@@ -77,7 +77,7 @@ func (e *Event) String() string {
 
 func (e *Event) live() error {
 	if e == nil {
-		return fmt.Errorf("streambridge: nil event")
+		return ErrNil
 	}
 	if e.closed.Load() {
 		return ErrClosed
@@ -86,7 +86,12 @@ func (e *Event) live() error {
 }
 
 // Record records the event on s (cuEventRecord); see [Stream.Record].
-func (e *Event) Record(s *Stream) error { return s.Record(e) }
+func (e *Event) Record(s *Stream) error {
+	if s == nil {
+		return ErrNil
+	}
+	return s.Record(e)
+}
 
 // Query reports whether the work captured by the last record has completed
 // (cuEventQuery). An event never recorded is complete.
@@ -121,6 +126,9 @@ func (e *Event) ElapsedTime(end *Event) (time.Duration, error) {
 	}
 	if err := end.live(); err != nil {
 		return 0, err
+	}
+	if end.api != e.api {
+		return 0, ErrWrongDriver
 	}
 	ms, r := e.api.EventElapsedTime(e.handle, end.handle)
 	if err := e.ctx.drv.check("cuEventElapsedTime", r); err != nil {

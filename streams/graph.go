@@ -173,6 +173,9 @@ func (e *GraphExec) Launch(s *Stream) error {
 	if err := s.live(); err != nil {
 		return err
 	}
+	if s.api != e.graph.api {
+		return ErrWrongDriver
+	}
 	err := s.ctx.drv.check("cuGraphLaunch",
 		s.run(func() driver.Result { return s.api.GraphLaunch(e.handle, s.handle) }))
 	if err == nil && len(e.graph.hostFuncs) > 0 {
@@ -193,6 +196,9 @@ func (e *GraphExec) Upload(s *Stream) error {
 	}
 	if err := s.live(); err != nil {
 		return err
+	}
+	if s.api != e.graph.api {
+		return ErrWrongDriver
 	}
 	return s.ctx.drv.check("cuGraphUpload",
 		s.run(func() driver.Result { return s.api.GraphUpload(e.handle, s.handle) }))

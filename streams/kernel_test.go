@@ -85,6 +85,12 @@ func TestModuleErrors(t *testing.T) {
 	require.NoError(t, err)
 	_, err = m.Function("no_such_kernel")
 	assert.ErrorIs(t, err, ErrNotFound)
+	empty, err := m.Function("empty")
+	require.NoError(t, err)
+	simStream := newStream(t, primary(t, Sim(), 0), StreamOptions{})
+	assert.ErrorIs(t, empty.Launch(simStream, LaunchConfig{}, nil), ErrWrongDriver)
+	var nilStream *Stream
+	assert.ErrorIs(t, empty.Launch(nilStream, LaunchConfig{}, nil), ErrNil)
 	require.NoError(t, m.Close())
 	require.NoError(t, m.Close())
 	_, err = m.Function("empty")

@@ -46,6 +46,9 @@ func (b *Buffer) Close() error {
 }
 
 func hostSpan[T any](b *Buffer, host []T) (unsafe.Pointer, uint64, error) {
+	if b == nil {
+		return nil, 0, ErrNil
+	}
 	if b.closed.Load() {
 		return nil, 0, ErrClosed
 	}
@@ -93,6 +96,9 @@ func CopyToDeviceAsync[T any](b *Buffer, src []T, s *Stream) error {
 	if err := s.live(); err != nil {
 		return err
 	}
+	if s.api != b.ctx.api {
+		return ErrWrongDriver
+	}
 	r := s.run(func() driver.Result { return s.api.MemcpyHtoDAsync(b.ptr, p, n, s.handle) })
 	return s.ctx.drv.check("cuMemcpyHtoDAsync", r)
 }
@@ -106,6 +112,9 @@ func CopyFromDeviceAsync[T any](dst []T, b *Buffer, s *Stream) error {
 	}
 	if err := s.live(); err != nil {
 		return err
+	}
+	if s.api != b.ctx.api {
+		return ErrWrongDriver
 	}
 	r := s.run(func() driver.Result { return s.api.MemcpyDtoHAsync(p, b.ptr, n, s.handle) })
 	return s.ctx.drv.check("cuMemcpyDtoHAsync", r)

@@ -160,6 +160,9 @@ func (f *Function) Launch(s *Stream, cfg LaunchConfig, args *Args) error {
 		return err
 	}
 	c := f.module.ctx
+	if s.api != c.api {
+		return ErrWrongDriver
+	}
 	if s.ctx.handle != c.handle {
 		return fmt.Errorf("streambridge: launch of %s: stream is in context %#x, kernel in %#x",
 			f.name, s.ctx.handle, c.handle)

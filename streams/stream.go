@@ -133,8 +133,25 @@ func (s *Stream) run(fn func() driver.Result) driver.Result {
 }
 
 func (s *Stream) live() error {
+	if s == nil {
+		return ErrNil
+	}
 	if s.closed.Load() {
 		return ErrClosed
+	}
+	return nil
+}
+
+// with checks that s and an event can be used together: both open, of one driver.
+func (s *Stream) with(e *Event) error {
+	if err := s.live(); err != nil {
+		return err
+	}
+	if err := e.live(); err != nil {
+		return err
+	}
+	if e.api != s.api {
+		return ErrWrongDriver
 	}
 	return nil
 }
@@ -167,10 +184,7 @@ func (s *Stream) Synchronize() error {
 // Record records e on the stream (cuEventRecord): e completes when the work submitted so
 // far has.
 func (s *Stream) Record(e *Event) error {
-	if err := s.live(); err != nil {
-		return err
-	}
-	if err := e.live(); err != nil {
+	if err := s.with(e); err != nil {
 		return err
 	}
 	return s.ctx.drv.check("cuEventRecord", s.api.EventRecord(s.callCtx(), e.handle, s.handle))
@@ -179,10 +193,7 @@ func (s *Stream) Record(e *Event) error {
 // WaitEvent makes work submitted to the stream from now on wait for e's last record
 // (cuStreamWaitEvent). It does not block the caller.
 func (s *Stream) WaitEvent(e *Event) error {
-	if err := s.live(); err != nil {
-		return err
-	}
-	if err := e.live(); err != nil {
+	if err := s.with(e); err != nil {
 		return err
 	}
 	return s.ctx.drv.check("cuStreamWaitEvent", s.api.StreamWaitEvent(s.callCtx(), s.handle, e.handle, 0))
@@ -197,6 +208,9 @@ func (s *Stream) WaitStream(other *Stream) error {
 	}
 	if err := other.live(); err != nil {
 		return err
+	}
+	if other.api != s.api {
+		return ErrWrongDriver
 	}
 	fence, err := other.fenceEvent()
 	if err != nil {
