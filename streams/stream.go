@@ -55,12 +55,16 @@ func (c *Context) NewStream(opts StreamOptions) (*Stream, error) {
 
 // WrapStream borrows a stream handle that belongs to c. The special handles 0, 1 and 2
 // mean c's legacy default stream, CU_STREAM_LEGACY and c's per-thread default stream. Any
-// other handle must be a live stream of c: the driver dereferences it, so a garbage or
-// destroyed handle can crash the process. The bridge package validates handles first.
+// other handle must be a live stream of c; anything else (a garbage integer, a destroyed
+// stream, another kind of handle) fails with [ErrInvalidHandle] before the driver, which
+// would crash on it, sees it.
 func (c *Context) WrapStream(handle uintptr) (*Stream, error) {
 	s := &Stream{ctx: c, api: c.api, handle: driver.Stream(handle)}
 	if s.handle.IsSpecial() {
 		return s, nil
+	}
+	if err := c.drv.checkStream(s.handle); err != nil {
+		return nil, err
 	}
 	owner, r := c.api.StreamGetCtx(s.handle)
 	if err := c.drv.check("cuStreamGetCtx", r); err != nil {
@@ -74,11 +78,14 @@ func (c *Context) WrapStream(handle uintptr) (*Stream, error) {
 
 // WrapStream borrows a stream handle that some other code created, finding its context
 // (and so its device) from the handle itself with cuStreamGetCtx. Special handles (0, 1,
-// 2) name no context; wrap them with [Context.WrapStream]. As with that method, the
-// handle must be a live stream.
+// 2) name no context; wrap them with [Context.WrapStream]. Anything but a live stream
+// fails with [ErrInvalidHandle] before the driver sees it.
 func (d *Driver) WrapStream(handle uintptr) (*Stream, error) {
 	if driver.Stream(handle).IsSpecial() {
 		return nil, fmt.Errorf("streambridge: stream handle %d is a per-context default stream; wrap it with Context.WrapStream", handle)
+	}
+	if err := d.checkStream(driver.Stream(handle)); err != nil {
+		return nil, err
 	}
 	h, r := d.api.StreamGetCtx(driver.Stream(handle))
 	if err := d.check("cuStreamGetCtx", r); err != nil {
@@ -89,6 +96,20 @@ func (d *Driver) WrapStream(handle uintptr) (*Stream, error) {
 		return nil, err
 	}
 	return &Stream{ctx: c, api: d.api, handle: driver.Stream(handle)}, nil
+}
+
+// checkStream refuses a handle that is not a live stream, without the driver touching it.
+func (d *Driver) checkStream(h driver.Stream) error {
+	switch r := d.api.StreamCheck(h); r {
+	case driver.Success:
+		return nil
+	case driver.ErrorNotSupported:
+		return &CallError{Call: "stream check", Result: r,
+			Hint: "this driver's stream layout could not be learned, so a foreign handle cannot be proven live"}
+	default:
+		return &CallError{Call: "stream check", Result: r,
+			Hint: fmt.Sprintf("%#x is not a live CUDA stream; it was not passed to the driver", uintptr(h))}
+	}
 }
 
 // Handle is the CUstream, as other libraries take it.

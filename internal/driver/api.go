@@ -90,6 +90,10 @@ type API interface {
 
 	StreamCreateWithPriority(c Context, flags uint32, priority int) (Stream, Result)
 	StreamDestroy(s Stream) Result
+	// StreamCheck reports whether s is a live stream without letting the driver
+	// dereference it if not: Success, ErrorInvalidHandle, or ErrorNotSupported where the
+	// driver cannot tell. Special handles are the caller's to judge.
+	StreamCheck(s Stream) Result
 	StreamQuery(c Context, s Stream) Result
 	StreamSynchronize(c Context, s Stream) Result
 	StreamWaitEvent(c Context, s Stream, e Event, flags uint32) Result

@@ -348,6 +348,19 @@ func (d *Driver) streamIn(ch driver.Context, h driver.Stream) (*stream, driver.R
 	return s, driver.Success
 }
 
+// StreamCheck looks the handle up: the software driver knows every stream it made.
+func (d *Driver) StreamCheck(h driver.Stream) driver.Result {
+	if h.IsSpecial() {
+		return driver.Success
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := lookup[*stream](d, uintptr(h)); !ok {
+		return driver.ErrorInvalidHandle
+	}
+	return driver.Success
+}
+
 func (d *Driver) StreamDestroy(h driver.Stream) driver.Result {
 	d.mu.Lock()
 	defer d.mu.Unlock()
