@@ -71,3 +71,20 @@ func TestWrapStreamRefusesWhatIsNotALiveStream(t *testing.T) {
 		require.NoError(t, s.Synchronize())
 	})
 }
+
+// Every device's streams pass the check and are found on their own device.
+func TestWrapStreamOnEveryDevice(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		n, err := d.DeviceCount()
+		require.NoError(t, err)
+		for i := range n {
+			c := primary(t, d, i)
+			for _, opts := range []StreamOptions{{}, {NonBlocking: true, Priority: -1}} {
+				s := newStream(t, c, opts)
+				w, err := d.WrapStream(s.Handle())
+				require.NoError(t, err, "device %d", i)
+				assert.Equal(t, i, w.Device().Ordinal())
+			}
+		}
+	})
+}

@@ -17,6 +17,7 @@ var (
 	cuDeviceGetUuid             uintptr
 	cuDevicePrimaryCtxRetain    uintptr
 	cuDevicePrimaryCtxRelease   uintptr
+	cuDevicePrimaryCtxGetState  uintptr
 	cuCtxGetCurrent             uintptr
 	cuCtxSetCurrent             uintptr
 	cuCtxGetDevice              uintptr
@@ -81,6 +82,7 @@ var symbols = []symbol{
 	{"cuDeviceGetUuid", "cuDeviceGetUuid_v2", 11040, &cuDeviceGetUuid},
 	{"cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRetain", 7000, &cuDevicePrimaryCtxRetain},
 	{"cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease_v2", 11000, &cuDevicePrimaryCtxRelease},
+	{"cuDevicePrimaryCtxGetState", "cuDevicePrimaryCtxGetState", 7000, &cuDevicePrimaryCtxGetState},
 	{"cuCtxGetCurrent", "cuCtxGetCurrent", 4000, &cuCtxGetCurrent},
 	{"cuCtxSetCurrent", "cuCtxSetCurrent", 4000, &cuCtxSetCurrent},
 	{"cuCtxGetDevice", "cuCtxGetDevice", 2000, &cuCtxGetDevice},

@@ -25,15 +25,19 @@ import (
 
 type streamLayout struct {
 	ok            bool
-	backAt, ctxAt int       // word offsets in the stream object
-	ctxHeader     [2]uint64 // a context's first two words
+	backAt, ctxAt int // word offsets in the stream object
 	objWords      int
-	learnErr      driver.Result
 }
 
 var (
 	layoutOnce sync.Once
 	layout     streamLayout
+
+	// The first two words of every active primary context seen: a candidate's context
+	// must start like one. Learned from contexts that are already active, so validation
+	// never initializes a GPU; refreshed when a candidate's context is not among them.
+	headersMu sync.Mutex
+	headers   map[[2]uint64]bool
 )
 
 // peek reads len(words) words at addr; false where any of it is not mapped readable.
@@ -56,25 +60,24 @@ const layoutSearchWords = 64
 func (d *Driver) learnLayout() streamLayout {
 	dev, r := d.DeviceGet(0)
 	if r != driver.Success {
-		return streamLayout{learnErr: r}
+		return streamLayout{}
 	}
 	ctx, r := d.DevicePrimaryCtxRetain(dev)
 	if r != driver.Success {
-		return streamLayout{learnErr: r}
+		return streamLayout{}
 	}
 	defer d.DevicePrimaryCtxRelease(dev)
 	s, r := d.StreamCreateWithPriority(ctx, driver.StreamNonBlocking, 0)
 	if r != driver.Success {
-		return streamLayout{learnErr: r}
+		return streamLayout{}
 	}
 	defer d.StreamDestroy(s)
 	var head [1]uint64
 	obj := make([]uint64, layoutSearchWords)
-	var hdr [2]uint64
-	if !peek(uintptr(s), head[:]) || !peek(uintptr(head[0]), obj) || !peek(uintptr(ctx), hdr[:]) {
-		return streamLayout{learnErr: driver.ErrorNotSupported}
+	if !peek(uintptr(s), head[:]) || !peek(uintptr(head[0]), obj) {
+		return streamLayout{}
 	}
-	l := streamLayout{backAt: -1, ctxAt: -1, ctxHeader: hdr}
+	l := streamLayout{backAt: -1, ctxAt: -1}
 	for i, w := range obj {
 		if uintptr(w) == uintptr(s) && l.backAt < 0 {
 			l.backAt = i
@@ -83,12 +86,51 @@ func (d *Driver) learnLayout() streamLayout {
 			l.ctxAt = i
 		}
 	}
-	if l.backAt < 0 || l.ctxAt < 0 || hdr == [2]uint64{} {
-		return streamLayout{learnErr: driver.ErrorNotSupported}
+	if l.backAt < 0 || l.ctxAt < 0 {
+		return streamLayout{}
 	}
 	l.ok = true
 	l.objWords = max(l.backAt, l.ctxAt) + 1
 	return l
+}
+
+// learnHeaders reads the header of every device's primary context that is active.
+func (d *Driver) learnHeaders() map[[2]uint64]bool {
+	found := map[[2]uint64]bool{}
+	n, r := d.DeviceGetCount()
+	if r != driver.Success {
+		return found
+	}
+	for i := range n {
+		dev, r := d.DeviceGet(i)
+		if r != driver.Success {
+			continue
+		}
+		rs, _, active := callOut2In(0, cuDevicePrimaryCtxGetState, 1, uintptr(dev), 0, 0)
+		if res(rs) != driver.Success || uint32(active) == 0 {
+			continue
+		}
+		ctx, r := d.DevicePrimaryCtxRetain(dev) // active already: nothing is initialized
+		if r != driver.Success {
+			continue
+		}
+		var hdr [2]uint64
+		if peek(uintptr(ctx), hdr[:]) && hdr != [2]uint64{} {
+			found[hdr] = true
+		}
+		d.DevicePrimaryCtxRelease(dev)
+	}
+	return found
+}
+
+func (d *Driver) knownHeader(hdr [2]uint64) bool {
+	headersMu.Lock()
+	defer headersMu.Unlock()
+	if headers[hdr] {
+		return true
+	}
+	headers = d.learnHeaders()
+	return headers[hdr]
 }
 
 // StreamCheck reports whether h is a live stream of this driver: driver.Success, or
@@ -113,7 +155,7 @@ func (d *Driver) StreamCheck(h driver.Stream) driver.Result {
 		return driver.ErrorInvalidHandle
 	}
 	var hdr [2]uint64
-	if !peek(uintptr(obj[layout.ctxAt]), hdr[:]) || hdr != layout.ctxHeader {
+	if !peek(uintptr(obj[layout.ctxAt]), hdr[:]) || !d.knownHeader(hdr) {
 		return driver.ErrorInvalidHandle
 	}
 	return driver.Success
