@@ -170,11 +170,8 @@ func (e *GraphExec) Launch(s *Stream) error {
 	if e.closed.Load() {
 		return ErrClosed
 	}
-	if err := s.live(); err != nil {
+	if err := s.usableWith(e.graph.api); err != nil {
 		return err
-	}
-	if s.api != e.graph.api {
-		return ErrWrongDriver
 	}
 	err := s.ctx.drv.check("cuGraphLaunch",
 		s.run(func() driver.Result { return s.api.GraphLaunch(e.handle, s.handle) }))
@@ -194,11 +191,8 @@ func (e *GraphExec) Upload(s *Stream) error {
 	if e.closed.Load() {
 		return ErrClosed
 	}
-	if err := s.live(); err != nil {
+	if err := s.usableWith(e.graph.api); err != nil {
 		return err
-	}
-	if s.api != e.graph.api {
-		return ErrWrongDriver
 	}
 	return s.ctx.drv.check("cuGraphUpload",
 		s.run(func() driver.Result { return s.api.GraphUpload(e.handle, s.handle) }))

@@ -93,11 +93,8 @@ func CopyToDeviceAsync[T any](b *Buffer, src []T, s *Stream) error {
 	if err != nil || n == 0 {
 		return err
 	}
-	if err := s.live(); err != nil {
+	if err := s.usableWith(b.ctx.api); err != nil {
 		return err
-	}
-	if s.api != b.ctx.api {
-		return ErrWrongDriver
 	}
 	r := s.run(func() driver.Result { return s.api.MemcpyHtoDAsync(b.ptr, p, n, s.handle) })
 	return s.ctx.drv.check("cuMemcpyHtoDAsync", r)
@@ -110,11 +107,8 @@ func CopyFromDeviceAsync[T any](dst []T, b *Buffer, s *Stream) error {
 	if err != nil || n == 0 {
 		return err
 	}
-	if err := s.live(); err != nil {
+	if err := s.usableWith(b.ctx.api); err != nil {
 		return err
-	}
-	if s.api != b.ctx.api {
-		return ErrWrongDriver
 	}
 	r := s.run(func() driver.Result { return s.api.MemcpyDtoHAsync(p, b.ptr, n, s.handle) })
 	return s.ctx.drv.check("cuMemcpyDtoHAsync", r)

@@ -156,12 +156,9 @@ func (f *Function) Launch(s *Stream, cfg LaunchConfig, args *Args) error {
 	if f.module.closed.Load() {
 		return ErrClosed
 	}
-	if err := s.live(); err != nil {
-		return err
-	}
 	c := f.module.ctx
-	if s.api != c.api {
-		return ErrWrongDriver
+	if err := s.usableWith(c.api); err != nil {
+		return err
 	}
 	if s.ctx.handle != c.handle {
 		return fmt.Errorf("streambridge: launch of %s: stream is in context %#x, kernel in %#x",

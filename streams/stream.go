@@ -163,18 +163,24 @@ func (s *Stream) live() error {
 	return nil
 }
 
-// with checks that s and an event can be used together: both open, of one driver.
-func (s *Stream) with(e *Event) error {
+// usableWith checks that s is open and belongs to the driver behind api, so that an
+// object of api's can be used on it.
+func (s *Stream) usableWith(api driver.API) error {
 	if err := s.live(); err != nil {
 		return err
 	}
-	if err := e.live(); err != nil {
-		return err
-	}
-	if e.api != s.api {
+	if s.api != api {
 		return ErrWrongDriver
 	}
 	return nil
+}
+
+// with checks that s and an event can be used together: both open, of one driver.
+func (s *Stream) with(e *Event) error {
+	if err := e.live(); err != nil {
+		return err
+	}
+	return s.usableWith(e.api)
 }
 
 // Query reports whether all work submitted to the stream has completed (cuStreamQuery).
@@ -227,11 +233,8 @@ func (s *Stream) WaitStream(other *Stream) error {
 	if err := s.live(); err != nil {
 		return err
 	}
-	if err := other.live(); err != nil {
+	if err := other.usableWith(s.api); err != nil {
 		return err
-	}
-	if other.api != s.api {
-		return ErrWrongDriver
 	}
 	fence, err := other.fenceEvent()
 	if err != nil {
