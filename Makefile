@@ -22,6 +22,7 @@ gpu-build:
 	mkdir -p .device
 	CGO_ENABLED=0 $(GO) test -c -o .device/streams.test ./streams
 	CGO_ENABLED=1 $(GO) test -c -o .device/streams-cgo.test ./streams
+	CGO_ENABLED=0 $(GO) test -c -o .device/bridge.test ./bridge
 	CGO_ENABLED=0 $(GO) build -o .device/demo ./cmd/demo
 
 # Go beside C on this machine's GPU; prints the ratios.

@@ -15,8 +15,9 @@ if command -v nvcc >/dev/null; then
     nvcc -fatbin -arch=sm_90 -o "$images/kernels.fatbin" "$root/internal/kernels/kernels.ptx" &&
     export STREAMBRIDGE_TEST_IMAGES=$images
 fi
-for bin in streams.test streams-cgo.test; do
-  [ -x "$root/.device/$bin" ] || continue
+for path in "$root"/.device/*.test; do
+  [ -x "$path" ] || continue
+  bin=$(basename "$path")
   log=$out/${bin%.test}.log
   (cd "$root/streams" && STREAMBRIDGE_REQUIRE_GPU=1 timeout 300 "$root/.device/$bin" \
     -test.v -test.count=1 -test.timeout=280s "$@" >"$log" 2>&1)

@@ -1,0 +1,160 @@
+// Package bridge turns a stream handle from any framework (PyTorch, CuPy, cuda.core, a CUDA
+// Array Interface or DLPack producer, or Go) into a validated, borrowed [streams.Stream] on
+// the right device, and orders work between such streams.
+//
+// The special values 0, 1 and 2 mean different things to different conventions (see
+// [Convention]); every other integer must be a live stream, which the streams package
+// proves before the driver sees it, so a garbage or freed handle is an error, not a crash.
+// The device comes from the handle itself; a device the caller states must agree with it.
+package bridge
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/streambridge/streambridge/streams"
+)
+
+// Convention says what the special handle values mean where a handle came from.
+type Convention int
+
+const (
+	// Runtime is the CUDA runtime's reading, which PyTorch, CuPy, cuda.core and the
+	// __cuda_stream__ protocol use: 0 is the device's legacy default (NULL) stream, 1 is
+	// cudaStreamLegacy and 2 is cudaStreamPerThread.
+	Runtime Convention = iota
+	// ArrayInterface is the CUDA Array Interface v3 and DLPack reading: 1 is the legacy
+	// default stream, 2 the per-thread default stream, and 0 is not allowed, because it is
+	// ambiguous between them.
+	ArrayInterface
+)
+
+func (c Convention) String() string {
+	switch c {
+	case Runtime:
+		return "runtime"
+	case ArrayInterface:
+		return "array-interface"
+	}
+	return fmt.Sprintf("Convention(%d)", int(c))
+}
+
+// AnyDevice as Options.Device means: take the device from the handle (device 0 for the
+// special handles, which name no device of their own).
+const AnyDevice = -1
+
+// Options say how to read a handle.
+type Options struct {
+	Convention Convention
+	// Device is the device the caller says the stream is on, or AnyDevice. For a stream
+	// object it is checked against the handle's own device; for a special handle it picks
+	// the device whose default stream is meant.
+	Device int
+}
+
+// ErrAmbiguousHandle is returned for the handle 0 under [ArrayInterface].
+var ErrAmbiguousHandle = errors.New("bridge: stream 0 is ambiguous under the CUDA Array Interface and DLPack (use 1 for the legacy default stream, 2 for the per-thread one)")
+
+// DeviceMismatchError is a stream whose handle is on another device than the caller said.
+type DeviceMismatchError struct {
+	Handle         uintptr
+	Stated, Actual int
+}
+
+func (e *DeviceMismatchError) Error() string {
+	return fmt.Sprintf("bridge: stream %#x is on device %d, not device %d as stated", e.Handle, e.Actual, e.Stated)
+}
+
+// Bridge resolves handles for one driver. It holds a retain of the primary context of
+// each device whose default stream it has handed out, released by Close.
+type Bridge struct {
+	drv *streams.Driver
+
+	mu       sync.Mutex
+	contexts map[int]*streams.Context
+}
+
+// New returns a Bridge over drv.
+func New(drv *streams.Driver) *Bridge {
+	return &Bridge{drv: drv, contexts: map[int]*streams.Context{}}
+}
+
+// Driver is the driver the bridge resolves handles for.
+func (b *Bridge) Driver() *streams.Driver { return b.drv }
+
+// Stream resolves a handle to a borrowed stream: the stream object it names, found on its
+// own device, or the default stream a special value names under opts.Convention. A garbage
+// or destroyed handle fails with streams.ErrInvalidHandle, a stated device that disagrees
+// with the handle with *DeviceMismatchError.
+func (b *Bridge) Stream(handle uint64, opts Options) (*streams.Stream, error) {
+	if handle > uint64(streams.PerThreadStream) {
+		s, err := b.drv.WrapStream(uintptr(handle))
+		if err != nil {
+			return nil, err
+		}
+		if actual := s.Device().Ordinal(); opts.Device != AnyDevice && opts.Device != actual {
+			return nil, &DeviceMismatchError{Handle: uintptr(handle), Stated: opts.Device, Actual: actual}
+		}
+		return s, nil
+	}
+	special := uintptr(handle)
+	switch opts.Convention {
+	case Runtime:
+	case ArrayInterface:
+		if handle == 0 {
+			return nil, ErrAmbiguousHandle
+		}
+	default:
+		return nil, fmt.Errorf("bridge: unknown convention %d", int(opts.Convention))
+	}
+	c, err := b.context(opts.Device)
+	if err != nil {
+		return nil, err
+	}
+	return c.WrapStream(special)
+}
+
+// context returns the retained primary context of a device (device 0 for AnyDevice).
+func (b *Bridge) context(device int) (*streams.Context, error) {
+	if device == AnyDevice {
+		device = 0
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if c, ok := b.contexts[device]; ok {
+		return c, nil
+	}
+	dev, err := b.drv.Device(device)
+	if err != nil {
+		return nil, err
+	}
+	c, err := dev.PrimaryContext()
+	if err != nil {
+		return nil, err
+	}
+	b.contexts[device] = c
+	return c, nil
+}
+
+// Order makes work submitted to waiter from now on wait for everything submitted to
+// producer so far, whichever frameworks own them: one call into the driver for the record
+// and the wait.
+func (b *Bridge) Order(waiter, producer *streams.Stream) error {
+	return waiter.WaitStream(producer)
+}
+
+// Close releases the contexts the bridge retained. Streams it returned for special
+// handles should not be used after.
+func (b *Bridge) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var err error
+	for d, c := range b.contexts {
+		if e := c.Close(); e != nil {
+			err = e
+		}
+		delete(b.contexts, d)
+	}
+	return err
+}

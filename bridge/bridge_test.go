@@ -1,0 +1,135 @@
+package bridge
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/streambridge/streambridge/internal/testdrivers"
+	"github.com/streambridge/streambridge/streams"
+)
+
+func newBridge(t *testing.T, d *streams.Driver) *Bridge {
+	b := New(d)
+	t.Cleanup(func() { require.NoError(t, b.Close()) })
+	return b
+}
+
+func TestStreamFindsItsDeviceFromTheHandle(t *testing.T) {
+	testdrivers.Each(t, func(t *testing.T, d *streams.Driver) {
+		b := newBridge(t, d)
+		n, err := d.DeviceCount()
+		require.NoError(t, err)
+		for i := range n {
+			theirs := testdrivers.Stream(t, testdrivers.Primary(t, d, i), streams.StreamOptions{NonBlocking: true})
+			s, err := b.Stream(uint64(theirs.Handle()), Options{Device: AnyDevice})
+			require.NoError(t, err)
+			assert.Equal(t, i, s.Device().Ordinal(), "found without being told")
+			assert.False(t, s.Owned())
+
+			s, err = b.Stream(uint64(theirs.Handle()), Options{Device: i})
+			require.NoError(t, err, "the stated device agrees")
+			if n > 1 {
+				wrong := (i + 1) % n
+				_, err = b.Stream(uint64(theirs.Handle()), Options{Device: wrong})
+				var mismatch *DeviceMismatchError
+				require.True(t, errors.As(err, &mismatch), "%v", err)
+				assert.Equal(t, i, mismatch.Actual)
+				assert.Equal(t, wrong, mismatch.Stated)
+			}
+			require.NoError(t, s.Synchronize())
+		}
+	})
+}
+
+func TestSpecialHandlesFollowTheConvention(t *testing.T) {
+	testdrivers.Each(t, func(t *testing.T, d *streams.Driver) {
+		b := newBridge(t, d)
+		n, err := d.DeviceCount()
+		require.NoError(t, err)
+		last := n - 1
+		tests := []struct {
+			name       string
+			convention Convention
+			handle     uint64
+			want       uintptr
+			err        error
+		}{
+			{"runtime 0 is the NULL stream", Runtime, 0, streams.NullStream, nil},
+			{"runtime 1 is CU_STREAM_LEGACY", Runtime, 1, streams.LegacyStream, nil},
+			{"runtime 2 is CU_STREAM_PER_THREAD", Runtime, 2, streams.PerThreadStream, nil},
+			{"array interface 0 is refused", ArrayInterface, 0, 0, ErrAmbiguousHandle},
+			{"array interface 1 is legacy", ArrayInterface, 1, streams.LegacyStream, nil},
+			{"array interface 2 is per-thread", ArrayInterface, 2, streams.PerThreadStream, nil},
+		}
+		for _, tc := range tests {
+			t.Run(tc.name, func(t *testing.T) {
+				s, err := b.Stream(tc.handle, Options{Convention: tc.convention, Device: last})
+				if tc.err != nil {
+					require.ErrorIs(t, err, tc.err)
+					return
+				}
+				require.NoError(t, err)
+				assert.Equal(t, tc.want, s.Handle())
+				assert.Equal(t, last, s.Device().Ordinal(), "the stated device's default stream")
+				require.NoError(t, s.Synchronize())
+			})
+		}
+		_, err = b.Stream(0, Options{Device: n + 5})
+		assert.ErrorIs(t, err, streams.ErrInvalidDevice)
+		_, err = b.Stream(0, Options{Convention: Convention(9)})
+		assert.Error(t, err)
+	})
+}
+
+func TestHostileHandlesAreErrors(t *testing.T) {
+	testdrivers.Each(t, func(t *testing.T, d *streams.Driver) {
+		b := newBridge(t, d)
+		c := testdrivers.Primary(t, d, 0)
+		freed, err := c.NewStream(streams.StreamOptions{})
+		require.NoError(t, err)
+		freedHandle := freed.Handle()
+		require.NoError(t, freed.Close())
+		for _, h := range []uint64{3, 0xdeadbeef, 1 << 63, ^uint64(0), uint64(freedHandle)} {
+			_, err := b.Stream(h, Options{Device: AnyDevice})
+			assert.ErrorIs(t, err, streams.ErrInvalidHandle, "%#x", h)
+		}
+	})
+}
+
+// Work on one framework's stream ordered after another's: the consumer's host function
+// must not run before the producer's, however long the producer takes.
+func TestOrderAcrossStreams(t *testing.T) {
+	testdrivers.Each(t, func(t *testing.T, d *streams.Driver) {
+		b := newBridge(t, d)
+		c := testdrivers.Primary(t, d, 0)
+		p := testdrivers.Stream(t, c, streams.StreamOptions{NonBlocking: true})
+		q := testdrivers.Stream(t, c, streams.StreamOptions{NonBlocking: true})
+		producer, err := b.Stream(uint64(p.Handle()), Options{Device: AnyDevice})
+		require.NoError(t, err)
+		consumer, err := b.Stream(uint64(q.Handle()), Options{Device: AnyDevice})
+		require.NoError(t, err)
+
+		var mu sync.Mutex
+		var order []string
+		note := func(s string) func() {
+			return func() { mu.Lock(); order = append(order, s); mu.Unlock() }
+		}
+		gate := make(chan struct{})
+		require.NoError(t, producer.LaunchHostFunc(func() { <-gate }))
+		require.NoError(t, producer.LaunchHostFunc(note("produced")))
+		require.NoError(t, b.Order(consumer, producer))
+		require.NoError(t, consumer.LaunchHostFunc(note("consumed")))
+		time.Sleep(50 * time.Millisecond)
+		mu.Lock()
+		assert.Empty(t, order, "the consumer ran before the producer")
+		mu.Unlock()
+		close(gate)
+		require.NoError(t, consumer.Synchronize())
+		assert.Equal(t, []string{"produced", "consumed"}, order)
+	})
+}

@@ -1,0 +1,35 @@
+package bridge_test
+
+import (
+	"fmt"
+
+	"github.com/streambridge/streambridge/bridge"
+	"github.com/streambridge/streambridge/streams"
+)
+
+// A handle from another framework: its device comes from the handle, and a device stated
+// wrongly is an error. On the software driver, so that it runs everywhere.
+func ExampleBridge_Stream() {
+	d := streams.Sim()
+	b := bridge.New(d)
+	defer b.Close()
+	dev, _ := d.Device(1)
+	ctx, _ := dev.PrimaryContext()
+	defer ctx.Close()
+	theirs, _ := ctx.NewStream(streams.StreamOptions{}) // stands in for torch.cuda.Stream(device=1)
+	defer theirs.Close()
+
+	s, _ := b.Stream(uint64(theirs.Handle()), bridge.Options{Device: bridge.AnyDevice})
+	fmt.Println("device", s.Device().Ordinal())
+	_, err := b.Stream(uint64(theirs.Handle()), bridge.Options{Device: 0})
+	fmt.Println(err != nil)
+	_, err = b.Stream(0xdeadbeef, bridge.Options{Device: bridge.AnyDevice})
+	fmt.Println(err != nil)
+	_, err = b.Stream(0, bridge.Options{Convention: bridge.ArrayInterface})
+	fmt.Println(err == bridge.ErrAmbiguousHandle)
+	// Output:
+	// device 1
+	// true
+	// true
+	// true
+}
