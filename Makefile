@@ -1,12 +1,40 @@
 # The README's two commands are `make demo` and `make test`.
 GO ?= go
+# The Python that builds and tests the package: Debian's, which has pybindgen for gopy.
+PY ?= /usr/bin/python3
+PYTAG := $(shell $(PY) -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")' 2>/dev/null)
+# The GPU machine's Python 3.12 headers, for wheel-cp312.
+PY312_HEADERS ?= ../shared/device/python3.12-include.tgz
 
-.PHONY: test check demo gpu-build bench
+.PHONY: test check deps go-test pytest wheel wheel-cp312 demo gpu-build bench
 
-# Everything CI runs: formatting, vet, the core built without cgo, and the tests with the
-# race detector (on the software driver here; on the real one too where libcuda loads).
-test: check
+# Everything CI runs: formatting, vet, the core built without cgo, the Go tests with the
+# race detector, then the wheel built, installed into a fresh venv and tested with pytest
+# (on the software driver here; on the real one too where libcuda loads).
+test: deps check go-test pytest
+
+deps:
+	bash scripts/deps.sh
+
+go-test:
 	bash scripts/test.sh
+
+# The wheel for $(PY), installed into a fresh virtual environment with no network.
+pytest: wheel
+	rm -rf build/venv && $(PY) -m venv --system-site-packages build/venv
+	build/venv/bin/pip install -q --no-index --no-deps --force-reinstall dist/streambridge-*-$(PYTAG)-$(PYTAG)-*.whl
+	cd build && STREAMBRIDGE_DRIVER=$${STREAMBRIDGE_DRIVER:-sim} venv/bin/python -m pytest -q ../python/tests
+
+wheel:
+	rm -rf build/lib* build/bdist.* && mkdir -p build && $(PY) setup.py -q bdist_wheel -d dist >build/wheel.log 2>&1 || (cat build/wheel.log; exit 1)
+	@ls dist/*-$(PYTAG)-*.whl
+
+# A wheel for the GPU machine's CPython 3.12, from its headers.
+wheel-cp312:
+	rm -rf build/py312 build/lib* build/bdist.* && mkdir -p build/py312 && tar -xzf $(PY312_HEADERS) -C build/py312
+	STREAMBRIDGE_PY_TAG=cp312 STREAMBRIDGE_PY_INCLUDE="$(CURDIR)/build/py312/python3.12 $(CURDIR)/build/py312" \
+		$(PY) setup.py -q bdist_wheel -d dist >build/wheel.log 2>&1 || (cat build/wheel.log; exit 1)
+	@ls dist/*-cp312-*.whl
 
 check:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
@@ -18,8 +46,9 @@ demo:
 
 # Binaries for a GPU machine without Go: the test suite, built with and without cgo,
 # and the demo. Run them there with STREAMBRIDGE_REQUIRE_GPU=1 (see README).
-gpu-build:
+gpu-build: wheel-cp312
 	mkdir -p .device
+	cp dist/streambridge-*-cp312-*.whl .device/
 	CGO_ENABLED=0 $(GO) test -c -o .device/streams.test ./streams
 	CGO_ENABLED=1 $(GO) test -c -o .device/streams-cgo.test ./streams
 	CGO_ENABLED=0 $(GO) test -c -o .device/bridge.test ./bridge

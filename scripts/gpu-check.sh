@@ -26,6 +26,20 @@ for path in "$root"/.device/*.test; do
   echo "== $bin: exit $rc; top-level $(grep -c '^--- PASS' "$log") passed, $(grep -c '^--- FAIL' "$log") failed, $(grep -c '^--- SKIP' "$log") skipped; subtests $(grep -c '^    --- PASS' "$log") passed, $(grep -c '^    --- FAIL' "$log") failed, $(grep -c '^    --- SKIP' "$log") skipped"
   grep -E "^\s*--- (FAIL|SKIP)|SKIP:|Error:|device [0-9]+:" "$log" | sort | uniq | head -40
 done
+# The wheel `make gpu-build` cross-built for this machine's CPython 3.12, installed with no
+# network, then the Python tests and the cross-framework tests on the real driver.
+wheel=$(ls "$root"/.device/streambridge-*-cp312-*.whl 2>/dev/null | head -1)
+if [ -n "$wheel" ]; then
+  site=$(mktemp -d)
+  python3 -m pip install -q --no-deps --no-index --target "$site" "$wheel"
+  log=$out/pytest.log
+  (cd "$out" && PYTHONPATH="$site" STREAMBRIDGE_REQUIRE_GPU=1 timeout 300 python3 -m pytest -q -p no:cacheprovider \
+    "$root/python/tests" "$root/interop_test" >"$log" 2>&1)
+  rc=$?
+  [ $rc -eq 0 ] || status=1
+  echo "== pytest (wheel, real driver): exit $rc: $(tail -1 "$log")"
+  grep -E "FAILED|ERROR|SKIPPED" "$log" | head -20
+fi
 if [ -x "$root/.device/demo" ]; then
   echo "== demo"
   (cd "$root" && timeout 120 .device/demo) || status=1

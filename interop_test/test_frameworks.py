@@ -1,0 +1,83 @@
+"""Streams of PyTorch, CuPy and cuda.core through streambridge, on a GPU machine.
+
+Run there with the installed wheel: STREAMBRIDGE_REQUIRE_GPU=1 python3 -m pytest interop_test
+"""
+
+import gc
+import os
+
+import pytest
+
+import streambridge
+
+if os.environ.get("STREAMBRIDGE_REQUIRE_GPU") != "1":
+    try:
+        streambridge.driver()
+    except streambridge.NoDriverError as e:
+        pytest.skip(f"SKIP: no CUDA driver: {e}", allow_module_level=True)
+
+
+def torch_stream():
+    torch = pytest.importorskip("torch")
+    s = torch.cuda.Stream()
+    return s, s.cuda_stream
+
+
+def cupy_stream():
+    cupy = pytest.importorskip("cupy")
+    s = cupy.cuda.Stream(non_blocking=True)
+    return s, s.ptr
+
+
+def cuda_core_stream():
+    core = pytest.importorskip("cuda.core")
+    dev = core.Device(0)
+    dev.set_current()
+    s = dev.create_stream()
+    return s, int(s.handle)
+
+
+@pytest.mark.parametrize("make", [torch_stream, cupy_stream, cuda_core_stream], ids=["torch", "cupy", "cuda.core"])
+def test_each_frameworks_stream_wraps_on_its_device(make):
+    owner, handle = make()
+    s = streambridge.ExternalStream(handle)
+    assert s.device_id == 0
+    assert s.query() is True
+    s.synchronize()
+    assert s.__cuda_stream__() == (0, handle)
+    del owner
+
+
+def freed_cupy():
+    cupy = pytest.importorskip("cupy")
+    s = cupy.cuda.Stream(non_blocking=True)
+    h = s.ptr
+    del s
+    gc.collect()
+    return h
+
+
+def freed_cuda_core():
+    core = pytest.importorskip("cuda.core")
+    dev = core.Device(0)
+    dev.set_current()
+    s = dev.create_stream()
+    h = int(s.handle)
+    s.close()
+    return h
+
+
+def torch_tensor_pointer():
+    torch = pytest.importorskip("torch")
+    return torch.empty(16, device="cuda").data_ptr()
+
+
+@pytest.mark.parametrize(
+    "make",
+    [lambda: 0xDEADBEEF, lambda: 2**64 - 8, lambda: 0x7F0000000001, freed_cupy, freed_cuda_core, torch_tensor_pointer],
+    ids=["garbage", "near-2**64", "odd", "freed cupy stream", "freed cuda.core stream", "a tensor's data pointer"],
+)
+def test_hostile_handles_raise_and_the_process_lives(make):
+    # each of these kills the process when handed to the frameworks' own ExternalStream
+    with pytest.raises(streambridge.InvalidHandleError):
+        streambridge.ExternalStream(make())

@@ -1,0 +1,191 @@
+// Package pyshim is the Go package gopy exports to Python as streambridge's native module.
+// Its functions take and return plain integers, so that each Python operation is one
+// crossing into Go; streams live in a table here, named to Python by integer keys.
+//
+// Errors reach Python as "kind|code|message" (see errorf), which the hand-written package
+// (python/streambridge/_errors.py) turns into typed exceptions.
+package pyshim
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/streambridge/streambridge/bridge"
+	"github.com/streambridge/streambridge/streams"
+)
+
+var (
+	setupOnce sync.Once
+	drv       *streams.Driver
+	br        *bridge.Bridge
+	drvErr    error
+
+	mu      sync.RWMutex
+	table   = map[int64]*streams.Stream{}
+	nextKey int64
+)
+
+func driver() (*bridge.Bridge, error) {
+	setupOnce.Do(func() {
+		drv, drvErr = streams.Default()
+		if drvErr == nil {
+			br = bridge.New(drv)
+		}
+	})
+	return br, errorf(drvErr)
+}
+
+// errorf encodes err as "kind|code|message" for Python; nil stays nil.
+func errorf(err error) error {
+	if err == nil {
+		return nil
+	}
+	var r streams.Result
+	var mismatch *bridge.DeviceMismatchError
+	kind, code := "error", 0
+	switch {
+	case errors.Is(err, streams.ErrNoDriver):
+		kind = "nodriver"
+	case errors.As(err, &mismatch):
+		kind = "device"
+	case errors.Is(err, bridge.ErrAmbiguousHandle):
+		kind = "value"
+	case errors.Is(err, streams.ErrClosed):
+		kind = "closed"
+	case errors.As(err, &r):
+		kind, code = "cuda", int(r)
+	}
+	return fmt.Errorf("%s|%d|%s", kind, code, err.Error())
+}
+
+func store(s *streams.Stream) int64 {
+	mu.Lock()
+	defer mu.Unlock()
+	nextKey++
+	table[nextKey] = s
+	return nextKey
+}
+
+func lookup(key int64) (*streams.Stream, error) {
+	mu.RLock()
+	s, ok := table[key]
+	mu.RUnlock()
+	if !ok {
+		return nil, errorf(streams.ErrClosed)
+	}
+	return s, nil
+}
+
+// DriverName is the driver in use ("cuda" or "sim"); the error says why there is none.
+func DriverName() (string, error) {
+	if _, err := driver(); err != nil {
+		return "", err
+	}
+	return drv.Name(), nil
+}
+
+// WrapStream validates a foreign stream handle and returns its key. device is the stated
+// device or -1; convention is 0 for the runtime reading of 0/1/2, 1 for the CUDA Array
+// Interface and DLPack reading.
+func WrapStream(handle uint64, device int, convention int) (int64, error) {
+	b, err := driver()
+	if err != nil {
+		return 0, err
+	}
+	s, err := b.Stream(handle, bridge.Options{Device: device, Convention: bridge.Convention(convention)})
+	if err != nil {
+		return 0, errorf(err)
+	}
+	return store(s), nil
+}
+
+// NewStream creates a stream on device and returns its key; closing the key destroys it.
+func NewStream(device int, nonBlocking bool, priority int) (int64, error) {
+	if _, err := driver(); err != nil {
+		return 0, err
+	}
+	dev, err := drv.Device(device)
+	if err != nil {
+		return 0, errorf(err)
+	}
+	c, err := dev.PrimaryContext()
+	if err != nil {
+		return 0, errorf(err)
+	}
+	defer c.Close() // the stream keeps the context alive in the driver's eyes while it lives
+	s, err := c.NewStream(streams.StreamOptions{NonBlocking: nonBlocking, Priority: priority})
+	if err != nil {
+		return 0, errorf(err)
+	}
+	return store(s), nil
+}
+
+// StreamHandle is the CUstream of key.
+func StreamHandle(key int64) (uint64, error) {
+	s, err := lookup(key)
+	if err != nil {
+		return 0, err
+	}
+	return uint64(s.Handle()), nil
+}
+
+// StreamDevice is the device ordinal of key.
+func StreamDevice(key int64) (int, error) {
+	s, err := lookup(key)
+	if err != nil {
+		return 0, err
+	}
+	return s.Device().Ordinal(), nil
+}
+
+// StreamQuery reports whether key's work has completed (cuStreamQuery).
+func StreamQuery(key int64) (bool, error) {
+	s, err := lookup(key)
+	if err != nil {
+		return false, err
+	}
+	done, err := s.Query()
+	return done, errorf(err)
+}
+
+// StreamSynchronize waits for key's work (cuStreamSynchronize).
+func StreamSynchronize(key int64) error {
+	s, err := lookup(key)
+	if err != nil {
+		return err
+	}
+	return errorf(s.Synchronize())
+}
+
+// StreamWaitStream makes waiter wait for producer's work so far: one crossing.
+func StreamWaitStream(waiter, producer int64) error {
+	w, err := lookup(waiter)
+	if err != nil {
+		return err
+	}
+	p, err := lookup(producer)
+	if err != nil {
+		return err
+	}
+	return errorf(w.WaitStream(p))
+}
+
+// CloseStream forgets key, destroying the stream if streambridge created it.
+func CloseStream(key int64) error {
+	mu.Lock()
+	s, ok := table[key]
+	delete(table, key)
+	mu.Unlock()
+	if !ok {
+		return nil
+	}
+	return errorf(s.Close())
+}
+
+// LiveStreams counts the keys not yet closed.
+func LiveStreams() int {
+	mu.RLock()
+	defer mu.RUnlock()
+	return len(table)
+}

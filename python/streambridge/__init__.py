@@ -1,0 +1,21 @@
+"""streambridge: CUDA streams shared safely between PyTorch, CuPy, cuda.core and Go.
+
+Importing never needs a GPU; :func:`driver` says which driver is in use or raises
+:class:`NoDriverError` saying why there is none (STREAMBRIDGE_DRIVER=sim selects the
+software driver, which runs stream semantics and no kernels).
+"""
+
+from ._errors import ClosedError, CUDAError, DeviceMismatchError, InvalidHandleError, NoDriverError
+from ._core import driver_name as driver
+from ._stream import ExternalStream
+
+__all__ = [
+    "CUDAError",
+    "ClosedError",
+    "DeviceMismatchError",
+    "ExternalStream",
+    "InvalidHandleError",
+    "NoDriverError",
+    "driver",
+]
+__version__ = "0.1.0"

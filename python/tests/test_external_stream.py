@@ -1,0 +1,137 @@
+import inspect
+import os
+import subprocess
+import sys
+
+import pytest
+
+import streambridge
+from streambridge import _core
+
+
+def test_external_stream_signature_mirrors_cupy_and_torch():
+    params = inspect.signature(streambridge.ExternalStream).parameters
+    assert list(params)[:2] == ["ptr", "device_id"]  # cupy.cuda.ExternalStream(ptr, device_id=-1)
+    assert params["device_id"].default == -1
+    assert {"stream_ptr", "device"} <= set(params)  # torch.cuda.ExternalStream(stream_ptr, device=None)
+
+
+def test_external_stream_finds_its_device_from_the_handle(foreign_stream):
+    handle, device = foreign_stream
+    s = streambridge.ExternalStream(handle)
+    assert s.device_id == device
+    assert s.ptr == s.cuda_stream == s.handle == handle
+    assert s.query() is True and s.done is True
+    s.synchronize()
+    assert s.__cuda_stream__() == (0, handle)
+    assert "borrowed" in repr(s) and hex(handle) in repr(s)
+
+
+@pytest.mark.parametrize("form", ["cupy-positional", "torch-int", "torch-string", "torch-device-like"])
+def test_external_stream_device_forms(foreign_stream, form):
+    handle, device = foreign_stream
+
+    class TorchLikeDevice:
+        type, index = "cuda", device
+
+    make = {
+        "cupy-positional": lambda: streambridge.ExternalStream(handle, device),
+        "torch-int": lambda: streambridge.ExternalStream(stream_ptr=handle, device=device),
+        "torch-string": lambda: streambridge.ExternalStream(stream_ptr=handle, device=f"cuda:{device}"),
+        "torch-device-like": lambda: streambridge.ExternalStream(stream_ptr=handle, device=TorchLikeDevice()),
+    }[form]
+    assert make().device_id == device
+
+
+def test_a_wrong_device_is_an_error(driver_name, foreign_stream):
+    handle, device = foreign_stream
+    if driver_name != "sim":
+        pytest.skip("SKIP: needs two devices; the software driver has two")
+    with pytest.raises(streambridge.DeviceMismatchError, match=f"is on device {device}"):
+        streambridge.ExternalStream(handle, 1 - device)
+
+
+def test_streams_are_equal_by_handle_and_device(foreign_stream):
+    handle, _ = foreign_stream
+    a, b = streambridge.ExternalStream(handle), streambridge.ExternalStream(stream_ptr=handle)
+    assert a == b and hash(a) == hash(b)
+
+
+@pytest.mark.parametrize("handle", [3, 0xDEADBEEF, 0x7F0000000001, 2**47 - 8, 2**64 - 8])
+def test_garbage_handles_raise_invalid_handle(handle):
+    with pytest.raises(streambridge.InvalidHandleError, match="not a live CUDA stream") as info:
+        streambridge.ExternalStream(handle)
+    assert info.value.code == 400
+    assert info.value.name == "CUDA_ERROR_INVALID_HANDLE"
+    assert isinstance(info.value, streambridge.CUDAError) and isinstance(info.value, RuntimeError)
+
+
+def test_a_freed_handle_raises_invalid_handle(driver_name):
+    key = _core.new_stream(0, False, 0)
+    handle = _core.stream_handle(key)
+    _core.close_stream(key)
+    with pytest.raises(streambridge.InvalidHandleError):
+        streambridge.ExternalStream(handle)
+
+
+@pytest.mark.parametrize(
+    "args, kwargs, error, match",
+    [
+        (("12",), {}, TypeError, "must be an int, not str"),
+        ((1.5,), {}, TypeError, "must be an int, not float"),
+        ((True,), {}, TypeError, "must be an int, not bool"),
+        ((-1,), {}, ValueError, "out of range"),
+        ((2**64,), {}, ValueError, "out of range"),
+        ((), {}, TypeError, "give the stream pointer once"),
+        ((5,), {"stream_ptr": 5}, TypeError, "give the stream pointer once"),
+        ((), {"stream_ptr": 5, "device": "gpu:0"}, ValueError, "cuda:N"),
+        ((5, -2), {}, ValueError, "device must be -1 or a device ordinal"),
+        ((), {"stream_ptr": 5, "device": 1.0}, TypeError, "device must be"),
+    ],
+)
+def test_wrong_types_and_values(args, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        streambridge.ExternalStream(*args, **kwargs)
+
+
+def test_special_handles_name_the_stated_devices_default_streams(driver_name):
+    device = 1 if driver_name == "sim" else 0
+    for handle in (0, 1, 2):
+        s = streambridge.ExternalStream(handle, device)
+        assert s.device_id == device
+        s.synchronize()
+
+
+def test_close_is_idempotent_and_use_after_close_raises(foreign_stream):
+    handle, _ = foreign_stream
+    s = streambridge.ExternalStream(handle)
+    live = _core.live_streams()
+    s.close()
+    s.close()
+    assert _core.live_streams() == live - 1
+    with pytest.raises(streambridge.ClosedError):
+        s.query()
+    assert streambridge.ExternalStream(handle).query(), "the borrowed stream lives on"
+
+
+def test_wait_stream_between_two_streams(foreign_stream):
+    handle, device = foreign_stream
+    other = _core.new_stream(device, True, 0)
+    try:
+        a = streambridge.ExternalStream(handle)
+        b = streambridge.ExternalStream(_core.stream_handle(other))
+        b.wait_stream(a)
+        b.synchronize()
+        with pytest.raises(TypeError):
+            b.wait_stream(handle)
+    finally:
+        _core.close_stream(other)
+
+
+def test_import_without_a_driver_says_so():
+    env = {k: v for k, v in os.environ.items() if k != "STREAMBRIDGE_DRIVER"}
+    env["STREAMBRIDGE_LIBCUDA"] = "libcuda-that-does-not-exist.so.1"
+    code = "import streambridge\ntry:\n    streambridge.driver()\nexcept streambridge.NoDriverError as e:\n    print('NoDriverError:', e)"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "NoDriverError: no CUDA driver" in out.stdout

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Builds streambridge's native module into python/streambridge/_native/.
+#   scripts/build-native.sh INCLUDE_DIRS EXT_SUFFIX
+# gopy generates the Go and C glue for ./pyshim, running pybindgen under GOPY_PYTHON
+# (Debian's /usr/bin/python3 with python3-pybindgen); the generated code compiles against
+# any CPython 3's headers. It is then built for the target interpreter: INCLUDE_DIRS are
+# its header folders (space-separated), EXT_SUFFIX its extension suffix, such as
+# .cpython-312-x86_64-linux-gnu.so. No -lpython: an extension's symbols resolve at import.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+include=$1
+suffix=$2
+gen=build/gopy
+out=python/streambridge/_native
+rm -rf "$gen" && mkdir -p build/bin "$out"
+go build -o build/bin/goimports golang.org/x/tools/cmd/goimports
+PATH="$PWD/build/bin:$PATH" go tool gopy build -vm="${GOPY_PYTHON:-/usr/bin/python3}" \
+  -output="$gen" -name=sbnative ./pyshim >build/gopy.log 2>&1 || { cat build/gopy.log; exit 1; }
+cflags=""
+for dir in $include; do cflags="$cflags -I$dir"; done
+sed -i "s|^#cgo CFLAGS: .*|#cgo CFLAGS:$cflags -Wno-error -Wno-implicit-function-declaration -Wno-int-conversion|; s|^#cgo LDFLAGS: .*|#cgo LDFLAGS: -ldl -lm|" "$gen/sbnative.go"
+rm -f "$gen"/_sbnative*.so "$gen"/_sbnative*.h
+(cd "$gen" && go build -mod=mod -buildmode=c-shared -o "_sbnative$suffix" .)
+rm -f "$out"/_sbnative*.so
+cp "$gen/go.py" "$gen/pyshim.py" "$gen/_sbnative$suffix" "$out/"
+: >"$out/__init__.py"
+echo "built $out/_sbnative$suffix"
