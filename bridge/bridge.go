@@ -108,15 +108,17 @@ func (b *Bridge) Stream(handle uint64, opts Options) (*streams.Stream, error) {
 	default:
 		return nil, fmt.Errorf("bridge: unknown convention %d", int(opts.Convention))
 	}
-	c, err := b.context(opts.Device)
+	c, err := b.Context(opts.Device)
 	if err != nil {
 		return nil, err
 	}
 	return c.WrapStream(special)
 }
 
-// context returns the retained primary context of a device (device 0 for AnyDevice).
-func (b *Bridge) context(device int) (*streams.Context, error) {
+// Context returns the primary context of a device (device 0 for AnyDevice), retained by
+// the bridge until Close. Streams made in it stay valid that long: releasing a primary
+// context's last retain would reset it and destroy them.
+func (b *Bridge) Context(device int) (*streams.Context, error) {
 	if device == AnyDevice {
 		device = 0
 	}

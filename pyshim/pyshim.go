@@ -102,18 +102,14 @@ func WrapStream(handle uint64, device int, convention int) (int64, error) {
 
 // NewStream creates a stream on device and returns its key; closing the key destroys it.
 func NewStream(device int, nonBlocking bool, priority int) (int64, error) {
-	if _, err := driver(); err != nil {
+	b, err := driver()
+	if err != nil {
 		return 0, err
 	}
-	dev, err := drv.Device(device)
+	c, err := b.Context(device) // retained for the process: the stream lives in it
 	if err != nil {
 		return 0, errorf(err)
 	}
-	c, err := dev.PrimaryContext()
-	if err != nil {
-		return 0, errorf(err)
-	}
-	defer c.Close() // the stream keeps the context alive in the driver's eyes while it lives
 	s, err := c.NewStream(streams.StreamOptions{NonBlocking: nonBlocking, Priority: priority})
 	if err != nil {
 		return 0, errorf(err)

@@ -135,3 +135,14 @@ def test_import_without_a_driver_says_so():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert "NoDriverError: no CUDA driver" in out.stdout
+
+
+def test_a_stream_made_with_nothing_else_holding_the_context_stays_valid():
+    # with no framework holding the primary context, streambridge's own retain keeps it
+    key = _core.new_stream(0, True, 0)
+    try:
+        s = streambridge.ExternalStream(_core.stream_handle(key))
+        s.synchronize()
+        assert s.query()
+    finally:
+        _core.close_stream(key)
