@@ -76,3 +76,22 @@ func TestErrorsAreTypedAndWrapped(t *testing.T) {
 		assert.Contains(t, err.Error(), "cuDeviceGet: CUDA_ERROR_INVALID_DEVICE: ")
 	})
 }
+
+// Releasing a primary context's last retain resets it, as CUDA does: its streams are
+// destroyed. A handle to one is then refused, not dereferenced.
+func TestReleasingTheLastRetainResetsTheContext(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		dev, err := d.Device(0)
+		require.NoError(t, err)
+		c, err := dev.PrimaryContext()
+		require.NoError(t, err)
+		s, err := c.NewStream(StreamOptions{})
+		require.NoError(t, err)
+		h := s.Handle()
+		require.NoError(t, c.Close()) // the test holds the only retain
+		_, err = d.WrapStream(h)
+		require.Error(t, err, "the stream died with its context")
+		t.Logf("after the reset: %v", err)
+		_ = s.Close() // its destroy may fail (already gone); it must not crash
+	})
+}

@@ -239,7 +239,33 @@ func (d *Driver) DevicePrimaryCtxRelease(dev driver.Device) driver.Result {
 		return driver.ErrorInvalidContext
 	}
 	v.retains--
+	if v.retains == 0 {
+		d.resetContext(v.ctx)
+	}
 	return driver.Success
+}
+
+// resetContext is what releasing a primary context's last retain does in CUDA: every
+// stream, event, graph and allocation made in it is destroyed, and its handle is reused
+// by the next retain. Caller holds d.mu.
+func (d *Driver) resetContext(c *context) {
+	for h, o := range d.objects {
+		var in *context
+		switch o := o.(type) {
+		case *stream:
+			in = o.ctx
+		case *event:
+			in = o.ctx
+		case *allocation:
+			in = o.ctx
+		}
+		if in == c {
+			delete(d.objects, h)
+		}
+	}
+	c.legacy = &stream{ctx: c, legacy: true, id: d.streamID()}
+	c.ptds = &stream{ctx: c, id: d.streamID()}
+	c.blocking = map[*stream]struct{}{c.ptds: {}}
 }
 
 func (d *Driver) streamID() uint64 {
