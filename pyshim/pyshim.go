@@ -22,7 +22,7 @@ var (
 	drvErr    error
 
 	mu      sync.RWMutex
-	table   = map[int64]*streams.Stream{}
+	table   = map[int64]any{} // *streams.Stream and *streams.Event, by key
 	nextKey int64
 )
 
@@ -59,23 +59,25 @@ func errorf(err error) error {
 	return fmt.Errorf("%s|%d|%s", kind, code, err.Error())
 }
 
-func store(s *streams.Stream) int64 {
+func store(obj any) int64 {
 	mu.Lock()
 	defer mu.Unlock()
 	nextKey++
-	table[nextKey] = s
+	table[nextKey] = obj
 	return nextKey
 }
 
-func lookup(key int64) (*streams.Stream, error) {
+func find[T any](key int64) (T, error) {
 	mu.RLock()
-	s, ok := table[key]
+	obj, ok := table[key].(T)
 	mu.RUnlock()
 	if !ok {
-		return nil, errorf(streams.ErrClosed)
+		return obj, errorf(streams.ErrClosed)
 	}
-	return s, nil
+	return obj, nil
 }
+
+func lookup(key int64) (*streams.Stream, error) { return find[*streams.Stream](key) }
 
 // DriverName is the driver in use ("cuda" or "sim"); the error says why there is none.
 func DriverName() (string, error) {
@@ -167,19 +169,119 @@ func StreamWaitStream(waiter, producer int64) error {
 	return errorf(w.WaitStream(p))
 }
 
-// CloseStream forgets key, destroying the stream if streambridge created it.
-func CloseStream(key int64) error {
+// StreamPriority is cuStreamGetPriority of key.
+func StreamPriority(key int64) (int, error) {
+	s, err := lookup(key)
+	if err != nil {
+		return 0, err
+	}
+	p, err := s.Priority()
+	return p, errorf(err)
+}
+
+// StreamNonBlocking reports whether key was created non-blocking.
+func StreamNonBlocking(key int64) (bool, error) {
+	s, err := lookup(key)
+	if err != nil {
+		return false, err
+	}
+	nb, err := s.NonBlocking()
+	return nb, errorf(err)
+}
+
+// NewEvent creates an event on device and returns its key.
+func NewEvent(device int, blockingSync, disableTiming, interprocess bool) (int64, error) {
+	b, err := driver()
+	if err != nil {
+		return 0, err
+	}
+	c, err := b.Context(device)
+	if err != nil {
+		return 0, errorf(err)
+	}
+	e, err := c.NewEvent(streams.EventOptions{BlockingSync: blockingSync, DisableTiming: disableTiming, Interprocess: interprocess})
+	if err != nil {
+		return 0, errorf(err)
+	}
+	return store(e), nil
+}
+
+// EventRecord records event key e on stream key s (cuEventRecord).
+func EventRecord(e, s int64) error {
+	ev, err := find[*streams.Event](e)
+	if err != nil {
+		return err
+	}
+	st, err := lookup(s)
+	if err != nil {
+		return err
+	}
+	return errorf(st.Record(ev))
+}
+
+// StreamWaitEvent makes stream key s wait for event key e (cuStreamWaitEvent).
+func StreamWaitEvent(s, e int64) error {
+	ev, err := find[*streams.Event](e)
+	if err != nil {
+		return err
+	}
+	st, err := lookup(s)
+	if err != nil {
+		return err
+	}
+	return errorf(st.WaitEvent(ev))
+}
+
+// EventQuery reports whether event key e has completed (cuEventQuery).
+func EventQuery(e int64) (bool, error) {
+	ev, err := find[*streams.Event](e)
+	if err != nil {
+		return false, err
+	}
+	done, err := ev.Query()
+	return done, errorf(err)
+}
+
+// EventSynchronize waits for event key e (cuEventSynchronize).
+func EventSynchronize(e int64) error {
+	ev, err := find[*streams.Event](e)
+	if err != nil {
+		return err
+	}
+	return errorf(ev.Synchronize())
+}
+
+// EventElapsedTime is the milliseconds from start's completion to end's
+// (cuEventElapsedTime).
+func EventElapsedTime(start, end int64) (float64, error) {
+	a, err := find[*streams.Event](start)
+	if err != nil {
+		return 0, err
+	}
+	b, err := find[*streams.Event](end)
+	if err != nil {
+		return 0, err
+	}
+	d, err := a.ElapsedTime(b)
+	return float64(d.Nanoseconds()) / 1e6, errorf(err)
+}
+
+// Close forgets key, destroying the stream or event if streambridge created it.
+func Close(key int64) error {
 	mu.Lock()
-	s, ok := table[key]
+	obj, ok := table[key]
 	delete(table, key)
 	mu.Unlock()
 	if !ok {
 		return nil
 	}
-	return errorf(s.Close())
+	return errorf(obj.(interface{ Close() error }).Close())
 }
 
-// LiveStreams counts the keys not yet closed.
+// CloseStream is Close, kept for the stream wrappers.
+func CloseStream(key int64) error { return Close(key) }
+
+// LiveStreams counts the keys (streams and events) not yet closed.
 func LiveStreams() int {
 	mu.RLock()
 	defer mu.RUnlock()

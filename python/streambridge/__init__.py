@@ -7,15 +7,19 @@ software driver, which runs stream semantics and no kernels).
 
 from ._errors import ClosedError, CUDAError, DeviceMismatchError, InvalidHandleError, NoDriverError
 from ._core import driver_name as driver
-from ._stream import ExternalStream
+from ._event import Event, get_elapsed_time
+from ._stream import ExternalStream, Stream
 
 __all__ = [
     "CUDAError",
     "ClosedError",
     "DeviceMismatchError",
+    "Event",
     "ExternalStream",
     "InvalidHandleError",
     "NoDriverError",
+    "Stream",
     "driver",
+    "get_elapsed_time",
 ]
 __version__ = "0.1.0"

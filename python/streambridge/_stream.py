@@ -41,7 +41,120 @@ def _handle(ptr: Any) -> int:
     return ptr
 
 
-class ExternalStream:
+class _BaseStream:
+    """What every streambridge stream does; its driver object lives in Go under ``_key``."""
+
+    _key: int = 0
+    _ptr: int = 0
+    _device: int = 0
+    _owned: bool = False
+
+    @property
+    def ptr(self) -> int:
+        """The CUstream, as an int (CuPy's name)."""
+        return self._ptr
+
+    cuda_stream = ptr  # PyTorch's name
+    handle = ptr  # cuda.core's name
+
+    @property
+    def device_id(self) -> int:
+        """The device the stream is on, read from the handle."""
+        return self._device
+
+    @property
+    def priority(self) -> int:
+        """cuStreamGetPriority: lower is higher priority."""
+        return _core.stream_priority(self._key)
+
+    @property
+    def is_non_blocking(self) -> bool:
+        """Whether the stream does not synchronize with the legacy default stream."""
+        return _core.stream_non_blocking(self._key)
+
+    is_nonblocking = is_non_blocking
+
+    def query(self) -> bool:
+        """Whether all work submitted so far has completed (cuStreamQuery)."""
+        return _core.stream_query(self._key)
+
+    @property
+    def done(self) -> bool:
+        """``query()``, as CuPy spells it."""
+        return self.query()
+
+    def synchronize(self) -> None:
+        """Wait for all work submitted so far (cuStreamSynchronize)."""
+        _core.stream_synchronize(self._key)
+
+    sync = synchronize
+
+    def record(self, event: Optional["Event"] = None, options: Any = None) -> "Event":
+        """Record ``event`` (a new one if None) on the stream (cuEventRecord); return it."""
+        from ._event import Event
+
+        if event is None:
+            event = Event(device=self._device, **({} if options is None else dict(options)))
+        elif not isinstance(event, Event):
+            raise TypeError(f"record takes a streambridge Event, not {type(event).__name__}")
+        _core.event_record(event._key, self._key)
+        return event
+
+    def record_event(self, event: Optional["Event"] = None) -> "Event":
+        """PyTorch's name for :meth:`record`."""
+        return self.record(event)
+
+    def wait_event(self, event: "Event") -> None:
+        """Make work submitted from now on wait for ``event`` (cuStreamWaitEvent)."""
+        from ._event import Event
+
+        if not isinstance(event, Event):
+            raise TypeError(f"wait_event takes a streambridge Event, not {type(event).__name__}")
+        _core.stream_wait_event(self._key, event._key)
+
+    def wait_stream(self, other: "_BaseStream") -> None:
+        """Make work submitted from now on wait for ``other``'s work so far
+        (cuEventRecord + cuStreamWaitEvent, one call into Go)."""
+        if not isinstance(other, _BaseStream):
+            raise TypeError(f"wait_stream takes a streambridge stream, not {type(other).__name__}")
+        _core.stream_wait_stream(self._key, other._key)
+
+    def wait(self, event_or_stream: Any) -> None:
+        """cuda.core's spelling: wait for an Event or a stream."""
+        if isinstance(event_or_stream, _BaseStream):
+            self.wait_stream(event_or_stream)
+        else:
+            self.wait_event(event_or_stream)
+
+    def __cuda_stream__(self) -> Tuple[int, int]:
+        return (0, self._ptr)
+
+    def close(self) -> None:
+        """Destroy the stream if streambridge created it, else forget it. Idempotent."""
+        key, self._key = self._key, 0
+        if key:
+            _core.close(key)
+
+    def __del__(self) -> None:
+        if sys is None or sys.meta_path is None:  # interpreter shutdown
+            return
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _BaseStream) and (self._ptr, self._device) == (other._ptr, other._device)
+
+    def __hash__(self) -> int:
+        return hash((self._ptr, self._device))
+
+    def __repr__(self) -> str:
+        kind = "owned" if self._owned else "borrowed"
+        return f"<streambridge.{type(self).__name__} ptr={self._ptr:#x} device={self._device} {kind}>"
+
+
+class ExternalStream(_BaseStream):
     """A stream another library created, borrowed: streambridge never destroys it.
 
     ``ExternalStream(ptr, device_id=-1)`` as in CuPy, or ``ExternalStream(stream_ptr=...,
@@ -62,61 +175,33 @@ class ExternalStream:
         self._ptr = handle
         self._device = _core.stream_device(self._key)
 
-    @property
-    def ptr(self) -> int:
-        """The CUstream, as an int (CuPy's name)."""
-        return self._ptr
 
-    cuda_stream = ptr  # PyTorch's name
-    handle = ptr  # cuda.core's name
+class Stream(_BaseStream):
+    """A CUDA stream, as ``cupy.cuda.Stream(null=False, non_blocking=False, ptds=False,
+    priority=None)``: created and owned by streambridge (cuStreamCreateWithPriority), or,
+    with ``null`` or ``ptds``, the device's legacy or per-thread default stream. ``device``
+    (streambridge's addition) picks the device, 0 by default.
+    """
 
-    @property
-    def device_id(self) -> int:
-        """The device the stream is on, read from the handle."""
-        return self._device
+    def __init__(self, null: bool = False, non_blocking: bool = False, ptds: bool = False,
+                 priority: Optional[int] = None, *, device: Any = None) -> None:
+        for name, flag in (("null", null), ("non_blocking", non_blocking), ("ptds", ptds)):
+            if not isinstance(flag, bool):
+                raise TypeError(f"{name} must be a bool, not {type(flag).__name__}")
+        if null and ptds:
+            raise ValueError("a stream cannot be both the null stream and the per-thread one")
+        if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
+            raise TypeError(f"priority must be an int, not {type(priority).__name__}")
+        dev = max(_device_index(device), 0)
+        if null or ptds:
+            self._key = _core.wrap_stream(2 if ptds else 0, dev, RUNTIME)
+        else:
+            self._key = _core.new_stream(dev, non_blocking, priority or 0)
+            self._owned = True
+        self._ptr = _core.stream_handle(self._key)
+        self._device = _core.stream_device(self._key)
 
-    def query(self) -> bool:
-        """Whether all work submitted so far has completed (cuStreamQuery)."""
-        return _core.stream_query(self._key)
-
-    @property
-    def done(self) -> bool:
-        """``query()``, as CuPy spells it."""
-        return self.query()
-
-    def synchronize(self) -> None:
-        """Wait for all work submitted so far (cuStreamSynchronize)."""
-        _core.stream_synchronize(self._key)
-
-    def wait_stream(self, other: "ExternalStream") -> None:
-        """Make work submitted from now on wait for ``other``'s work so far
-        (cuEventRecord + cuStreamWaitEvent, one call into Go)."""
-        if not isinstance(other, ExternalStream):
-            raise TypeError(f"wait_stream takes a streambridge stream, not {type(other).__name__}")
-        _core.stream_wait_stream(self._key, other._key)
-
-    def __cuda_stream__(self) -> Tuple[int, int]:
-        return (0, self._ptr)
-
-    def close(self) -> None:
-        """Forget the stream (it stays alive for its owner). Idempotent."""
-        key, self._key = getattr(self, "_key", 0), 0
-        if key:
-            _core.close_stream(key)
-
-    def __del__(self) -> None:
-        if sys is None or sys.meta_path is None:  # interpreter shutdown
-            return
-        try:
-            self.close()
-        except Exception:
-            pass
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, ExternalStream) and (self._ptr, self._device) == (other._ptr, other._device)
-
-    def __hash__(self) -> int:
-        return hash((self._ptr, self._device))
-
-    def __repr__(self) -> str:
-        return f"<streambridge.ExternalStream ptr={self._ptr:#x} device={self._device} borrowed>"
+    @classmethod
+    def from_handle(cls, handle: int) -> ExternalStream:
+        """cuda.core's ``Stream.from_handle``: borrow a stream by its handle."""
+        return ExternalStream(handle)

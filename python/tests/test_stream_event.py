@@ -1,0 +1,103 @@
+import inspect
+
+import pytest
+
+import streambridge
+
+
+def test_signatures_mirror_cupy():
+    stream = inspect.signature(streambridge.Stream).parameters
+    assert list(stream)[:4] == ["null", "non_blocking", "ptds", "priority"]  # cupy.cuda.Stream
+    event = inspect.signature(streambridge.Event).parameters
+    assert list(event)[:3] == ["block", "disable_timing", "interprocess"]  # cupy.cuda.Event
+    assert {"enable_timing", "blocking"} <= set(event)  # torch.cuda.Event's names
+
+
+def test_created_stream_is_owned_and_destroyed_on_close():
+    s = streambridge.Stream(non_blocking=True)
+    assert "owned" in repr(s)
+    assert s.device_id == 0
+    assert s.is_non_blocking is True and s.is_nonblocking is True
+    assert s.priority == 0
+    assert s.query() is True
+    handle = s.ptr
+    assert streambridge.Stream.from_handle(handle) == s, "equal by handle and device"
+    s.close()
+    s.close()
+    with pytest.raises(streambridge.InvalidHandleError):
+        streambridge.ExternalStream(handle)
+
+
+def test_priority_is_kept_within_the_devices_range():
+    assert streambridge.Stream(priority=-1).priority == -1
+    greatest = streambridge.Stream(priority=-1000).priority
+    assert greatest < 0 and streambridge.Stream(priority=1000).priority == 0
+
+
+def test_null_and_per_thread_streams():
+    assert streambridge.Stream(null=True).ptr == 0
+    assert streambridge.Stream(ptds=True).ptr == 2
+    with pytest.raises(ValueError, match="both"):
+        streambridge.Stream(null=True, ptds=True)
+    with pytest.raises(TypeError, match="non_blocking must be a bool"):
+        streambridge.Stream(non_blocking="yes")
+    with pytest.raises(TypeError, match="priority must be an int"):
+        streambridge.Stream(priority=1.5)
+
+
+def test_record_query_and_elapsed_time():
+    s = streambridge.Stream()
+    start = s.record()
+    end = streambridge.Event()
+    s.record_event(end)
+    end.synchronize()
+    assert start.query() and end.done and end.is_done
+    ms = start.elapsed_time(end)
+    assert ms >= 0
+    assert end - start == pytest.approx(ms)
+    assert streambridge.get_elapsed_time(start, end) == pytest.approx(ms)
+
+
+def test_event_options():
+    untimed = streambridge.Event(enable_timing=False)
+    timed = streambridge.Event()
+    s = streambridge.Stream()
+    s.record(timed)
+    s.record(untimed)
+    s.synchronize()
+    with pytest.raises(streambridge.CUDAError) as info:
+        timed.elapsed_time(untimed)
+    assert info.value.name == "CUDA_ERROR_INVALID_HANDLE"
+    with pytest.raises(ValueError, match="interprocess"):
+        streambridge.Event(interprocess=True)
+    streambridge.Event(interprocess=True, disable_timing=True).close()
+    streambridge.Event(blocking=True).close()
+    with pytest.raises(TypeError, match="enable_timing must be a bool"):
+        streambridge.Event(enable_timing=1)
+
+
+def test_waits_between_streams_and_events():
+    a, b = streambridge.Stream(non_blocking=True), streambridge.Stream(non_blocking=True)
+    e = a.record()
+    b.wait_event(e)
+    b.wait(e)
+    b.wait(a)
+    b.wait_stream(a)
+    e.wait(b)
+    e.record()  # on the default stream
+    e.wait()
+    b.synchronize()
+    with pytest.raises(TypeError):
+        b.wait_event(a)
+    with pytest.raises(TypeError):
+        a.record(42)
+    with pytest.raises(TypeError):
+        e.record(42)
+
+
+def test_closed_event_raises():
+    e = streambridge.Event()
+    e.close()
+    e.close()
+    with pytest.raises(streambridge.ClosedError):
+        e.query()
