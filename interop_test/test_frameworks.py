@@ -81,3 +81,14 @@ def test_hostile_handles_raise_and_the_process_lives(make):
     # each of these kills the process when handed to the frameworks' own ExternalStream
     with pytest.raises(streambridge.InvalidHandleError):
         streambridge.ExternalStream(make())
+
+
+@pytest.mark.parametrize("make", [torch_stream, cupy_stream, cuda_core_stream], ids=["torch", "cupy", "cuda.core"])
+def test_as_stream_takes_each_frameworks_stream_object(make):
+    owner, handle = make()
+    s = streambridge.as_stream(owner)
+    assert s.ptr == handle and s.device_id == 0
+    s.synchronize()
+    if hasattr(type(owner), "__cuda_stream__"):
+        t = streambridge.Stream.from_external(owner)
+        assert t == s

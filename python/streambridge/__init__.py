@@ -8,7 +8,7 @@ software driver, which runs stream semantics and no kernels).
 from ._errors import ClosedError, CUDAError, DeviceMismatchError, InvalidHandleError, NoDriverError
 from ._core import driver_name as driver
 from ._event import Event, get_elapsed_time
-from ._stream import ExternalStream, Stream
+from ._stream import ExternalStream, Stream, as_stream, current_stream
 
 __all__ = [
     "CUDAError",
@@ -19,6 +19,8 @@ __all__ = [
     "InvalidHandleError",
     "NoDriverError",
     "Stream",
+    "as_stream",
+    "current_stream",
     "driver",
     "get_elapsed_time",
 ]

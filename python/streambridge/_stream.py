@@ -4,7 +4,8 @@ torch.cuda.ExternalStream."""
 from __future__ import annotations
 
 import sys
-from typing import Any, Optional, Tuple
+import threading
+from typing import Any, List, Optional, Tuple
 
 from . import _core
 
@@ -33,6 +34,17 @@ def _device_index(device: Any) -> int:
     raise TypeError(f"device must be an int, 'cuda:N' or a torch.device, not {type(device).__name__}")
 
 
+def _protocol_handle(obj: Any) -> int:
+    """The handle of an object speaking ``__cuda_stream__`` (version 0: ``(0, handle)``)."""
+    value = obj.__cuda_stream__()
+    if not isinstance(value, tuple) or len(value) != 2:
+        raise ValueError(f"__cuda_stream__ must return (version, handle), not {value!r}")
+    version, handle = value
+    if version != 0:
+        raise ValueError(f"__cuda_stream__ version {version!r} is not supported (streambridge speaks version 0)")
+    return _handle(handle)
+
+
 def _handle(ptr: Any) -> int:
     if isinstance(ptr, bool) or not isinstance(ptr, int):
         raise TypeError(f"stream pointer must be an int, not {type(ptr).__name__}")
@@ -48,6 +60,7 @@ class _BaseStream:
     _ptr: int = 0
     _device: int = 0
     _owned: bool = False
+    _owner: Any = None  # the object a borrowed stream came from, kept alive with it
 
     @property
     def ptr(self) -> int:
@@ -129,6 +142,21 @@ class _BaseStream:
     def __cuda_stream__(self) -> Tuple[int, int]:
         return (0, self._ptr)
 
+    def use(self) -> "_BaseStream":
+        """Make this streambridge's current stream for the calling thread (see
+        :func:`current_stream`); returns self."""
+        _current.stack = [self]
+        return self
+
+    def __enter__(self) -> "_BaseStream":
+        _current_stack().append(self)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        stack = _current_stack()
+        if stack and stack[-1] is self:
+            stack.pop()
+
     def close(self) -> None:
         """Destroy the stream if streambridge created it, else forget it. Idempotent."""
         key, self._key = self._key, 0
@@ -205,3 +233,56 @@ class Stream(_BaseStream):
     def from_handle(cls, handle: int) -> ExternalStream:
         """cuda.core's ``Stream.from_handle``: borrow a stream by its handle."""
         return ExternalStream(handle)
+
+    @classmethod
+    def from_external(cls, obj: Any) -> ExternalStream:
+        """CuPy 14's ``Stream.from_external``: borrow the stream of any object speaking the
+        ``__cuda_stream__`` protocol, keeping the object alive as long as the stream."""
+        if not hasattr(type(obj), "__cuda_stream__"):
+            raise TypeError(f"{type(obj).__name__} does not speak the __cuda_stream__ protocol")
+        s = ExternalStream(_protocol_handle(obj))
+        s._owner = obj
+        return s
+
+
+_current = threading.local()
+
+
+def _current_stack() -> List[_BaseStream]:
+    stack = getattr(_current, "stack", None)
+    if stack is None:
+        stack = _current.stack = []
+    return stack
+
+
+def current_stream() -> Optional[_BaseStream]:
+    """The stream made current on this thread by ``use()`` or ``with``, or None."""
+    stack = _current_stack()
+    return stack[-1] if stack else None
+
+
+def as_stream(obj: Any, device: Any = None) -> _BaseStream:
+    """A streambridge stream for anything stream-like: a streambridge stream (returned as
+    is); an int handle; an object speaking ``__cuda_stream__`` (cuda.core, CuPy 14, recent
+    PyTorch); a ``torch.cuda.Stream`` (``.cuda_stream``), a ``cupy.cuda.Stream`` (``.ptr``)
+    or a Numba stream (``.handle.value``). The object is kept alive with the stream; its
+    device is read from the handle and checked against ``device`` if given.
+    """
+    if isinstance(obj, _BaseStream):
+        return obj
+    if isinstance(obj, int) and not isinstance(obj, bool):
+        return ExternalStream(obj, -1 if device is None else device)
+    if hasattr(type(obj), "__cuda_stream__"):
+        handle = _protocol_handle(obj)
+    elif isinstance(getattr(obj, "cuda_stream", None), int):  # torch.cuda.Stream
+        handle = obj.cuda_stream
+    elif isinstance(getattr(obj, "ptr", None), int):  # cupy.cuda.Stream
+        handle = obj.ptr
+    elif hasattr(getattr(obj, "handle", None), "value") and isinstance(obj.handle.value, (int, type(None))):
+        handle = obj.handle.value or 0  # numba: a ctypes c_void_p, whose None is the NULL stream
+    else:
+        raise TypeError(f"{type(obj).__name__} is not stream-like (an int, a __cuda_stream__ object, "
+                        "or a torch, CuPy, cuda.core or Numba stream)")
+    s = ExternalStream(handle, -1 if device is None else device)
+    s._owner = obj
+    return s
