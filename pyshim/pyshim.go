@@ -79,6 +79,17 @@ func find[T any](key int64) (T, error) {
 
 func lookup(key int64) (*streams.Stream, error) { return find[*streams.Stream](key) }
 
+// both finds the objects under two keys.
+func both[A, B any](a, b int64) (A, B, error) {
+	x, err := find[A](a)
+	if err != nil {
+		var y B
+		return x, y, err
+	}
+	y, err := find[B](b)
+	return x, y, err
+}
+
 // DriverName is the driver in use ("cuda" or "sim"); the error says why there is none.
 func DriverName() (string, error) {
 	if _, err := driver(); err != nil {
@@ -158,11 +169,7 @@ func StreamSynchronize(key int64) error {
 
 // StreamWaitStream makes waiter wait for producer's work so far: one crossing.
 func StreamWaitStream(waiter, producer int64) error {
-	w, err := lookup(waiter)
-	if err != nil {
-		return err
-	}
-	p, err := lookup(producer)
+	w, p, err := both[*streams.Stream, *streams.Stream](waiter, producer)
 	if err != nil {
 		return err
 	}
@@ -208,11 +215,7 @@ func NewEvent(device int, blockingSync, disableTiming, interprocess bool) (int64
 
 // EventRecord records event key e on stream key s (cuEventRecord).
 func EventRecord(e, s int64) error {
-	ev, err := find[*streams.Event](e)
-	if err != nil {
-		return err
-	}
-	st, err := lookup(s)
+	ev, st, err := both[*streams.Event, *streams.Stream](e, s)
 	if err != nil {
 		return err
 	}
@@ -221,11 +224,7 @@ func EventRecord(e, s int64) error {
 
 // StreamWaitEvent makes stream key s wait for event key e (cuStreamWaitEvent).
 func StreamWaitEvent(s, e int64) error {
-	ev, err := find[*streams.Event](e)
-	if err != nil {
-		return err
-	}
-	st, err := lookup(s)
+	ev, st, err := both[*streams.Event, *streams.Stream](e, s)
 	if err != nil {
 		return err
 	}
@@ -254,11 +253,7 @@ func EventSynchronize(e int64) error {
 // EventElapsedTime is the milliseconds from start's completion to end's
 // (cuEventElapsedTime).
 func EventElapsedTime(start, end int64) (float64, error) {
-	a, err := find[*streams.Event](start)
-	if err != nil {
-		return 0, err
-	}
-	b, err := find[*streams.Event](end)
+	a, b, err := both[*streams.Event, *streams.Event](start, end)
 	if err != nil {
 		return 0, err
 	}
@@ -277,9 +272,6 @@ func Close(key int64) error {
 	}
 	return errorf(obj.(interface{ Close() error }).Close())
 }
-
-// CloseStream is Close, kept for the stream wrappers.
-func CloseStream(key int64) error { return Close(key) }
 
 // LiveStreams counts the keys (streams and events) not yet closed.
 func LiveStreams() int {

@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 include=$1
 suffix=$2
-gen=build/gopy
+gen=build/_gopy # "_": outside ./..., so go vet and go test skip generated code
 out=python/streambridge/_native
 rm -rf "$gen" && mkdir -p build/bin "$out"
 go build -o build/bin/goimports golang.org/x/tools/cmd/goimports

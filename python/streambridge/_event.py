@@ -3,10 +3,21 @@
 from __future__ import annotations
 
 import sys
-from typing import Any, Optional
+from typing import Any, Dict, Optional
 
 from . import _core
 from ._stream import RUNTIME, _BaseStream, _device_index
+
+
+_default_keys: Dict[int, int] = {}
+
+
+def _default_stream_key(device: int) -> int:
+    """The key of a device's legacy default stream, wrapped once for the process."""
+    key = _default_keys.get(device)
+    if key is None:
+        key = _default_keys.setdefault(device, _core.wrap_stream(0, device, RUNTIME))
+    return key
 
 
 def _flag(name: str, value: Any) -> bool:
@@ -37,28 +48,18 @@ class Event:
 
     def _stream_key(self, stream: Optional[_BaseStream]) -> int:
         if stream is None:  # the device's legacy default stream, as CuPy and PyTorch take None
-            return _core.wrap_stream(0, self._device, RUNTIME)
+            return _default_stream_key(self._device)
         if not isinstance(stream, _BaseStream):
             raise TypeError(f"expected a streambridge stream, not {type(stream).__name__}")
         return stream._key
 
     def record(self, stream: Optional[_BaseStream] = None) -> None:
         """Record on ``stream`` (the default stream if None) (cuEventRecord)."""
-        key = self._stream_key(stream)
-        try:
-            _core.event_record(self._key, key)
-        finally:
-            if stream is None:
-                _core.close(key)
+        _core.event_record(self._key, self._stream_key(stream))
 
     def wait(self, stream: Optional[_BaseStream] = None) -> None:
         """Make ``stream`` (the default stream if None) wait for this event (cuStreamWaitEvent)."""
-        key = self._stream_key(stream)
-        try:
-            _core.stream_wait_event(key, self._key)
-        finally:
-            if stream is None:
-                _core.close(key)
+        _core.stream_wait_event(self._stream_key(stream), self._key)
 
     def query(self) -> bool:
         """Whether the last record's work has completed (cuEventQuery)."""

@@ -18,4 +18,4 @@ def foreign_stream(driver_name):
     device = 1 if driver_name == "sim" else 0
     key = _core.new_stream(device, True, 0)
     yield _core.stream_handle(key), device
-    _core.close_stream(key)
+    _core.close(key)

@@ -69,7 +69,7 @@ def test_garbage_handles_raise_invalid_handle(handle):
 def test_a_freed_handle_raises_invalid_handle(driver_name):
     key = _core.new_stream(0, False, 0)
     handle = _core.stream_handle(key)
-    _core.close_stream(key)
+    _core.close(key)
     with pytest.raises(streambridge.InvalidHandleError):
         streambridge.ExternalStream(handle)
 
@@ -125,7 +125,7 @@ def test_wait_stream_between_two_streams(foreign_stream):
         with pytest.raises(TypeError):
             b.wait_stream(handle)
     finally:
-        _core.close_stream(other)
+        _core.close(other)
 
 
 def test_import_without_a_driver_says_so():
@@ -145,4 +145,4 @@ def test_a_stream_made_with_nothing_else_holding_the_context_stays_valid():
         s.synchronize()
         assert s.query()
     finally:
-        _core.close_stream(key)
+        _core.close(key)
