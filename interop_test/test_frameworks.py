@@ -4,33 +4,27 @@ Run there with the installed wheel: STREAMBRIDGE_REQUIRE_GPU=1 python3 -m pytest
 """
 
 import gc
-import os
 
 import pytest
+from _interop import framework
 
 import streambridge
 
-if os.environ.get("STREAMBRIDGE_REQUIRE_GPU") != "1":
-    try:
-        streambridge.driver()
-    except streambridge.NoDriverError as e:
-        pytest.skip(f"SKIP: no CUDA driver: {e}", allow_module_level=True)
-
 
 def torch_stream():
-    torch = pytest.importorskip("torch")
+    torch = framework("torch")
     s = torch.cuda.Stream()
     return s, s.cuda_stream
 
 
 def cupy_stream():
-    cupy = pytest.importorskip("cupy")
+    cupy = framework("cupy")
     s = cupy.cuda.Stream(non_blocking=True)
     return s, s.ptr
 
 
 def cuda_core_stream():
-    core = pytest.importorskip("cuda.core")
+    core = framework("cuda.core")
     dev = core.Device(0)
     dev.set_current()
     s = dev.create_stream()
@@ -49,7 +43,7 @@ def test_each_frameworks_stream_wraps_on_its_device(make):
 
 
 def freed_cupy():
-    cupy = pytest.importorskip("cupy")
+    cupy = framework("cupy")
     s = cupy.cuda.Stream(non_blocking=True)
     h = s.ptr
     del s
@@ -58,7 +52,7 @@ def freed_cupy():
 
 
 def freed_cuda_core():
-    core = pytest.importorskip("cuda.core")
+    core = framework("cuda.core")
     dev = core.Device(0)
     dev.set_current()
     s = dev.create_stream()
@@ -68,7 +62,7 @@ def freed_cuda_core():
 
 
 def torch_tensor_pointer():
-    torch = pytest.importorskip("torch")
+    torch = framework("torch")
     return torch.empty(16, device="cuda").data_ptr()
 
 

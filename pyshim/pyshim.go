@@ -4,9 +4,16 @@
 //
 // Errors reach Python as "kind|code|message" (see errorf), which the hand-written package
 // (python/streambridge/_errors.py) turns into typed exceptions.
+//
+// gopy's generated code releases the GIL around every call, which costs two more crossings
+// than a cuStreamQuery takes. Functions marked //streambridge:keepgil keep it
+// (scripts/gopy-keep-gil.py edits the generated code): they never block, never call back
+// into Python, and take nanoseconds to microseconds. The others (synchronize, create,
+// first use of the driver) release it.
 package pyshim
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync"
@@ -49,7 +56,7 @@ func errorf(err error) error {
 		kind = "nodriver"
 	case errors.As(err, &mismatch):
 		kind = "device"
-	case errors.Is(err, bridge.ErrAmbiguousHandle):
+	case errors.Is(err, bridge.ErrAmbiguousHandle), errors.Is(err, errValue):
 		kind = "value"
 	case errors.Is(err, streams.ErrClosed):
 		kind = "closed"
@@ -58,6 +65,9 @@ func errorf(err error) error {
 	}
 	return fmt.Errorf("%s|%d|%s", kind, code, err.Error())
 }
+
+// errValue marks a bad argument value (Python's ValueError).
+var errValue = errors.New("bad value")
 
 func store(obj any) int64 {
 	mu.Lock()
@@ -101,6 +111,8 @@ func DriverName() (string, error) {
 // WrapStream validates a foreign stream handle and returns its key. device is the stated
 // device or -1; convention is 0 for the runtime reading of 0/1/2, 1 for the CUDA Array
 // Interface and DLPack reading.
+//
+//streambridge:keepgil
 func WrapStream(handle uint64, device int, convention int) (int64, error) {
 	b, err := driver()
 	if err != nil {
@@ -131,6 +143,8 @@ func NewStream(device int, nonBlocking bool, priority int) (int64, error) {
 }
 
 // StreamHandle is the CUstream of key.
+//
+//streambridge:keepgil
 func StreamHandle(key int64) (uint64, error) {
 	s, err := lookup(key)
 	if err != nil {
@@ -140,6 +154,8 @@ func StreamHandle(key int64) (uint64, error) {
 }
 
 // StreamDevice is the device ordinal of key.
+//
+//streambridge:keepgil
 func StreamDevice(key int64) (int, error) {
 	s, err := lookup(key)
 	if err != nil {
@@ -149,6 +165,8 @@ func StreamDevice(key int64) (int, error) {
 }
 
 // StreamQuery reports whether key's work has completed (cuStreamQuery).
+//
+//streambridge:keepgil
 func StreamQuery(key int64) (bool, error) {
 	s, err := lookup(key)
 	if err != nil {
@@ -168,6 +186,8 @@ func StreamSynchronize(key int64) error {
 }
 
 // StreamWaitStream makes waiter wait for producer's work so far: one crossing.
+//
+//streambridge:keepgil
 func StreamWaitStream(waiter, producer int64) error {
 	w, p, err := both[*streams.Stream, *streams.Stream](waiter, producer)
 	if err != nil {
@@ -177,6 +197,8 @@ func StreamWaitStream(waiter, producer int64) error {
 }
 
 // StreamPriority is cuStreamGetPriority of key.
+//
+//streambridge:keepgil
 func StreamPriority(key int64) (int, error) {
 	s, err := lookup(key)
 	if err != nil {
@@ -187,6 +209,8 @@ func StreamPriority(key int64) (int, error) {
 }
 
 // StreamNonBlocking reports whether key was created non-blocking.
+//
+//streambridge:keepgil
 func StreamNonBlocking(key int64) (bool, error) {
 	s, err := lookup(key)
 	if err != nil {
@@ -214,6 +238,8 @@ func NewEvent(device int, blockingSync, disableTiming, interprocess bool) (int64
 }
 
 // EventRecord records event key e on stream key s (cuEventRecord).
+//
+//streambridge:keepgil
 func EventRecord(e, s int64) error {
 	ev, st, err := both[*streams.Event, *streams.Stream](e, s)
 	if err != nil {
@@ -223,6 +249,8 @@ func EventRecord(e, s int64) error {
 }
 
 // StreamWaitEvent makes stream key s wait for event key e (cuStreamWaitEvent).
+//
+//streambridge:keepgil
 func StreamWaitEvent(s, e int64) error {
 	ev, st, err := both[*streams.Event, *streams.Stream](e, s)
 	if err != nil {
@@ -232,6 +260,8 @@ func StreamWaitEvent(s, e int64) error {
 }
 
 // EventQuery reports whether event key e has completed (cuEventQuery).
+//
+//streambridge:keepgil
 func EventQuery(e int64) (bool, error) {
 	ev, err := find[*streams.Event](e)
 	if err != nil {
@@ -252,6 +282,8 @@ func EventSynchronize(e int64) error {
 
 // EventElapsedTime is the milliseconds from start's completion to end's
 // (cuEventElapsedTime).
+//
+//streambridge:keepgil
 func EventElapsedTime(start, end int64) (float64, error) {
 	a, b, err := both[*streams.Event, *streams.Event](start, end)
 	if err != nil {
@@ -261,7 +293,46 @@ func EventElapsedTime(start, end int64) (float64, error) {
 	return float64(d.Nanoseconds()) / 1e6, errorf(err)
 }
 
+// EventIPCHandle exports interprocess event key e (cuIpcGetEventHandle), as hex.
+func EventIPCHandle(e int64) (string, error) {
+	ev, err := find[*streams.Event](e)
+	if err != nil {
+		return "", err
+	}
+	h, err := ev.IPCHandle()
+	if err != nil {
+		return "", errorf(err)
+	}
+	return hex.EncodeToString(h[:]), nil
+}
+
+// OpenIPCEvent opens an event another process exported (cuIpcOpenEventHandle) on device
+// and returns its key. The driver refuses a handle from this same process.
+func OpenIPCEvent(device int, handle string) (int64, error) {
+	var h streams.IPCEventHandle
+	raw, err := hex.DecodeString(handle)
+	if err != nil || len(raw) != len(h) {
+		return 0, errorf(fmt.Errorf("%w: an event IPC handle is %d bytes", errValue, len(h)))
+	}
+	copy(h[:], raw)
+	b, err := driver()
+	if err != nil {
+		return 0, err
+	}
+	c, err := b.Context(device)
+	if err != nil {
+		return 0, errorf(err)
+	}
+	ev, err := c.OpenIPCEvent(h)
+	if err != nil {
+		return 0, errorf(err)
+	}
+	return store(ev), nil
+}
+
 // Close forgets key, destroying the stream or event if streambridge created it.
+//
+//streambridge:keepgil
 func Close(key int64) error {
 	mu.Lock()
 	obj, ok := table[key]
@@ -274,8 +345,16 @@ func Close(key int64) error {
 }
 
 // LiveStreams counts the keys (streams and events) not yet closed.
+//
+//streambridge:keepgil
 func LiveStreams() int {
 	mu.RLock()
 	defer mu.RUnlock()
 	return len(table)
 }
+
+// Nop does nothing: bench/python_bench.py times it to measure the cost of one call from
+// Python into Go (gopy's generated layer and the cgo crossing).
+//
+//streambridge:keepgil
+func Nop() {}

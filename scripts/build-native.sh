@@ -16,6 +16,7 @@ rm -rf "$gen" && mkdir -p build/bin "$out"
 go build -o build/bin/goimports golang.org/x/tools/cmd/goimports
 PATH="$PWD/build/bin:$PATH" go tool gopy build -vm="${GOPY_PYTHON:-/usr/bin/python3}" \
   -output="$gen" -name=sbnative ./pyshim >build/gopy.log 2>&1 || { cat build/gopy.log; exit 1; }
+"${GOPY_PYTHON:-/usr/bin/python3}" scripts/gopy-keep-gil.py "$gen/sbnative.go" pyshim
 cflags=""
 for dir in $include; do cflags="$cflags -I$dir"; done
 sed -i "s|^#cgo CFLAGS: .*|#cgo CFLAGS:$cflags -Wno-error -Wno-implicit-function-declaration -Wno-int-conversion|; s|^#cgo LDFLAGS: .*|#cgo LDFLAGS: -ldl -lm|" "$gen/sbnative.go"

@@ -206,3 +206,28 @@ func BenchmarkHostFuncLatency(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkWrapStream is a foreign handle proven live and wrapped, then forgotten: what
+// Python's ExternalStream(ptr) costs below the crossing.
+func BenchmarkWrapStream(b *testing.B) {
+	env := setupBench(b)
+	d, h := env.c.drv, env.a.Handle()
+	env.loop(b, func() {
+		s, err := d.WrapStream(h)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_ = s.Close()
+	})
+}
+
+// BenchmarkStreamCheck is the validation alone (see internal/cuda/validate.go).
+func BenchmarkStreamCheck(b *testing.B) {
+	env := setupBench(b)
+	api, h := env.c.api, driver.Stream(env.a.Handle())
+	env.loop(b, func() {
+		if r := api.StreamCheck(h); r != driver.Success {
+			b.Fatal(r)
+		}
+	})
+}

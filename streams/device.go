@@ -3,6 +3,7 @@ package streams
 import (
 	"fmt"
 	"runtime"
+	"sync"
 	"sync/atomic"
 
 	"github.com/streambridge/streambridge/internal/driver"
@@ -58,12 +59,16 @@ func (d *Device) PrimaryContext() (*Context, error) {
 	if err := d.drv.check("cuDevicePrimaryCtxRetain", r); err != nil {
 		return nil, err
 	}
-	return &Context{drv: d.drv, api: d.drv.api, handle: h, dev: d, primary: true}, nil
+	c := &Context{drv: d.drv, api: d.drv.api, handle: h, dev: d, primary: true}
+	c.refs.Store(1)
+	return c, nil
 }
 
 // Context is a CUDA context. One made by [Device.PrimaryContext] holds a retain of the
-// primary context, released by Close; one met through a wrapped stream is borrowed and its
-// Close does nothing.
+// primary context, released once it is closed and every stream, event, buffer, module and
+// graph made in it is closed too: releasing the last retain resets the context, which
+// would destroy them under their owners (and a later destroy of a dead handle crashes the
+// driver). One met through a wrapped stream is borrowed and its Close does nothing.
 type Context struct {
 	drv     *Driver
 	api     driver.API
@@ -71,6 +76,74 @@ type Context struct {
 	dev     *Device
 	primary bool
 	closed  atomic.Bool
+	refs    atomic.Int64 // 1 until Close, plus one per live object made in the context
+
+	fenceMu sync.Mutex
+	fences  []*Event // idle fence events of closed streams (see Stream.WaitStream)
+}
+
+// maxIdleFences bounds the fence events a context keeps for reuse.
+const maxIdleFences = 16
+
+// takeFence returns an idle fence event of c's, or a new one.
+func (c *Context) takeFence() (*Event, error) {
+	c.fenceMu.Lock()
+	if n := len(c.fences); n > 0 {
+		e := c.fences[n-1]
+		c.fences = c.fences[:n-1]
+		c.fenceMu.Unlock()
+		return e, nil
+	}
+	c.fenceMu.Unlock()
+	return c.NewEvent(EventOptions{DisableTiming: true})
+}
+
+// putFence keeps a closed stream's fence for the next stream that needs one. Destroying it
+// at once was seen, on an H200, to block until its last record completed (a stream made
+// to wait on it then closes while the producer still runs, as Python's temporary wrappers
+// do), and reuse saves an event create per wrapper. Re-recording a fence does not change
+// the waits already made on it.
+func (c *Context) putFence(e *Event) error {
+	c.fenceMu.Lock()
+	if c.closed.Load() || len(c.fences) >= maxIdleFences {
+		c.fenceMu.Unlock()
+		return e.Close()
+	}
+	c.fences = append(c.fences, e)
+	c.fenceMu.Unlock()
+	return nil
+}
+
+// acquire counts a new object made in c; ErrClosed once c is closed.
+func (c *Context) acquire() error {
+	if !c.primary {
+		return nil
+	}
+	for {
+		n := c.refs.Load()
+		if n == 0 || c.closed.Load() {
+			return ErrClosed
+		}
+		if c.refs.CompareAndSwap(n, n+1) {
+			return nil
+		}
+	}
+}
+
+// hold counts an object made from a live object of c's, whose own count keeps c's above
+// zero.
+func (c *Context) hold() {
+	if c.primary {
+		c.refs.Add(1)
+	}
+}
+
+// release drops a count taken by PrimaryContext or acquire; the last releases the retain.
+func (c *Context) release() error {
+	if !c.primary || c.refs.Add(-1) != 0 {
+		return nil
+	}
+	return c.drv.check("cuDevicePrimaryCtxRelease", c.api.DevicePrimaryCtxRelease(c.dev.dev))
 }
 
 // Handle is the CUcontext.
@@ -82,13 +155,31 @@ func (c *Context) Device() *Device { return c.dev }
 // Driver is the driver the context belongs to.
 func (c *Context) Driver() *Driver { return c.drv }
 
-// Close releases a retained primary context (cuDevicePrimaryCtxRelease). It is idempotent,
-// and does nothing for a borrowed context.
+// Close releases a retained primary context (cuDevicePrimaryCtxRelease), at once or, while
+// objects made in it are open, when the last of them closes. Nothing new can be made in it
+// after. It is idempotent, and does nothing for a borrowed context.
 func (c *Context) Close() error {
-	if !c.primary || c.closed.Swap(true) {
+	if !c.primary {
 		return nil
 	}
-	return c.drv.check("cuDevicePrimaryCtxRelease", c.api.DevicePrimaryCtxRelease(c.dev.dev))
+	c.fenceMu.Lock()
+	if c.closed.Swap(true) {
+		c.fenceMu.Unlock()
+		return nil
+	}
+	fences := c.fences
+	c.fences = nil
+	c.fenceMu.Unlock()
+	var err error
+	for _, e := range fences {
+		if e2 := e.Close(); err == nil {
+			err = e2
+		}
+	}
+	if e2 := c.release(); err == nil {
+		err = e2
+	}
+	return err
 }
 
 // Do runs fn on a locked OS thread with c current, and restores the thread's previous

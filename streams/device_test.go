@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/streambridge/streambridge/internal/driver"
 )
 
 func TestDeviceAttributes(t *testing.T) {
@@ -77,9 +79,12 @@ func TestErrorsAreTypedAndWrapped(t *testing.T) {
 	})
 }
 
-// Releasing a primary context's last retain resets it, as CUDA does: its streams are
-// destroyed. A handle to one is then refused, not dereferenced.
-func TestReleasingTheLastRetainResetsTheContext(t *testing.T) {
+// Closing a context while objects made in it are open keeps its retain until the last of
+// them closes: releasing the last retain resets the context and destroys every object in
+// it under its owner, and a later cuStreamDestroy of such a dead handle crashes the driver
+// (seen on an H200). Once all are closed the retain goes, and the reset takes what the
+// driver made there behind the package's back.
+func TestContextLivesUntilItsObjectsClose(t *testing.T) {
 	eachDriver(t, func(t *testing.T, d *Driver) {
 		dev, err := d.Device(0)
 		require.NoError(t, err)
@@ -87,11 +92,23 @@ func TestReleasingTheLastRetainResetsTheContext(t *testing.T) {
 		require.NoError(t, err)
 		s, err := c.NewStream(StreamOptions{})
 		require.NoError(t, err)
-		h := s.Handle()
-		require.NoError(t, c.Close()) // the test holds the only retain
-		_, err = d.WrapStream(h)
-		require.Error(t, err, "the stream died with its context")
-		t.Logf("after the reset: %v", err)
-		_ = s.Close() // its destroy may fail (already gone); it must not crash
+		e, err := c.NewEvent(EventOptions{})
+		require.NoError(t, err)
+		raw, r := d.api.StreamCreateWithPriority(c.handle, driver.StreamNonBlocking, 0)
+		require.Equal(t, driver.Success, r)
+
+		require.NoError(t, c.Close())
+		_, err = c.NewStream(StreamOptions{})
+		require.ErrorIs(t, err, ErrClosed, "nothing new in a closed context")
+		require.NoError(t, s.Record(e), "objects made before Close still work")
+		require.NoError(t, e.Synchronize())
+		w, err := d.WrapStream(uintptr(raw))
+		require.NoError(t, err, "the context is still alive")
+		require.NoError(t, w.Close())
+
+		require.NoError(t, s.Close())
+		require.NoError(t, e.Close()) // the last one: the retain is released, the context resets
+		_, err = d.WrapStream(uintptr(raw))
+		require.ErrorIs(t, err, ErrInvalidHandle, "the reset destroyed the stream made behind our back")
 	})
 }

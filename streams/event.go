@@ -43,8 +43,12 @@ type Event struct {
 
 // NewEvent creates an event in c (cuEventCreate).
 func (c *Context) NewEvent(opts EventOptions) (*Event, error) {
+	if err := c.acquire(); err != nil {
+		return nil, err
+	}
 	h, r := c.api.EventCreate(c.handle, opts.flags())
 	if err := c.drv.check("cuEventCreate", r); err != nil {
+		c.release()
 		return nil, err
 	}
 	return &Event{ctx: c, api: c.api, handle: h}, nil
@@ -53,12 +57,16 @@ func (c *Context) NewEvent(opts EventOptions) (*Event, error) {
 // OpenIPCEvent opens an event another process exported with [Event.IPCHandle]
 // (cuIpcOpenEventHandle). Recording it in either process orders work in both.
 func (c *Context) OpenIPCEvent(h IPCEventHandle) (*Event, error) {
+	if err := c.acquire(); err != nil {
+		return nil, err
+	}
 	var e driver.Event
 	r := c.do(func() (r driver.Result) {
 		e, r = c.api.IpcOpenEventHandle(h)
 		return r
 	})
 	if err := c.drv.check("cuIpcOpenEventHandle", r); err != nil {
+		c.release()
 		return nil, err
 	}
 	return &Event{ctx: c, api: c.api, handle: e}, nil
@@ -155,5 +163,9 @@ func (e *Event) Close() error {
 	if e.closed.Swap(true) {
 		return nil
 	}
-	return e.ctx.drv.check("cuEventDestroy", e.api.EventDestroy(e.handle))
+	err := e.ctx.drv.check("cuEventDestroy", e.api.EventDestroy(e.handle))
+	if e2 := e.ctx.release(); err == nil {
+		err = e2
+	}
+	return err
 }

@@ -65,6 +65,7 @@ func (s *Stream) EndCapture() (*Graph, error) {
 	}
 	graph := &Graph{ctx: s.ctx, api: s.api, handle: g, hostFuncs: keys}
 	graph.refs.Store(1)
+	s.ctx.hold() // until the graph, its executables and their launches are done
 	return graph, nil
 }
 
@@ -136,6 +137,8 @@ func (g *Graph) unref() {
 			for _, k := range g.hostFuncs {
 				driver.ReleaseHostFunc(k)
 			}
+			// This may run in a host function, where no CUDA call is allowed.
+			go g.ctx.release()
 		})
 	}
 }

@@ -22,9 +22,13 @@ type Buffer struct {
 
 // Alloc allocates size bytes of device memory in c (cuMemAlloc).
 func (c *Context) Alloc(size uint64) (*Buffer, error) {
+	if err := c.acquire(); err != nil {
+		return nil, err
+	}
 	var p DevicePtr
 	r := c.do(func() (r driver.Result) { p, r = c.api.MemAlloc(size); return r })
 	if err := c.drv.check("cuMemAlloc", r); err != nil {
+		c.release()
 		return nil, err
 	}
 	return &Buffer{ctx: c, ptr: p, size: size}, nil
@@ -42,7 +46,11 @@ func (b *Buffer) Close() error {
 		return nil
 	}
 	r := b.ctx.do(func() driver.Result { return b.ctx.api.MemFree(b.ptr) })
-	return b.ctx.drv.check("cuMemFree", r)
+	err := b.ctx.drv.check("cuMemFree", r)
+	if e := b.ctx.release(); err == nil {
+		err = e
+	}
+	return err
 }
 
 func hostSpan[T any](b *Buffer, host []T) (unsafe.Pointer, uint64, error) {

@@ -34,6 +34,9 @@ func (c *Context) LoadModule(image []byte) (*Module, error) {
 		image[len(image)-1] != 0 {
 		image = append(append(make([]byte, 0, len(image)+1), image...), 0) // PTX is a C string
 	}
+	if err := c.acquire(); err != nil {
+		return nil, err
+	}
 	var m driver.Module
 	r := c.do(func() (r driver.Result) {
 		m, r = c.api.ModuleLoadData(unsafe.Pointer(&image[0]))
@@ -41,6 +44,7 @@ func (c *Context) LoadModule(image []byte) (*Module, error) {
 	})
 	runtime.KeepAlive(image)
 	if err := c.drv.check("cuModuleLoadData", r); err != nil {
+		c.release()
 		return nil, err
 	}
 	return &Module{ctx: c, handle: m}, nil
@@ -74,7 +78,11 @@ func (m *Module) Close() error {
 		return nil
 	}
 	r := m.ctx.do(func() driver.Result { return m.ctx.api.ModuleUnload(m.handle) })
-	return m.ctx.drv.check("cuModuleUnload", r)
+	err := m.ctx.drv.check("cuModuleUnload", r)
+	if e := m.ctx.release(); err == nil {
+		err = e
+	}
+	return err
 }
 
 // Function is a kernel of a loaded [Module], valid until the module is closed.

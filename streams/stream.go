@@ -46,8 +46,12 @@ func (c *Context) NewStream(opts StreamOptions) (*Stream, error) {
 	if opts.NonBlocking {
 		flags = driver.StreamNonBlocking
 	}
+	if err := c.acquire(); err != nil {
+		return nil, err
+	}
 	h, r := c.api.StreamCreateWithPriority(c.handle, flags, opts.Priority)
 	if err := c.drv.check("cuStreamCreateWithPriority", r); err != nil {
+		c.release()
 		return nil, err
 	}
 	return &Stream{ctx: c, api: c.api, handle: h, owned: true}, nil
@@ -59,6 +63,17 @@ func (c *Context) NewStream(opts StreamOptions) (*Stream, error) {
 // stream, another kind of handle) fails with [ErrInvalidHandle] before the driver, which
 // would crash on it, sees it.
 func (c *Context) WrapStream(handle uintptr) (*Stream, error) {
+	if err := c.acquire(); err != nil {
+		return nil, err
+	}
+	s, err := c.wrapStream(handle)
+	if err != nil {
+		c.release()
+	}
+	return s, err
+}
+
+func (c *Context) wrapStream(handle uintptr) (*Stream, error) {
 	s := &Stream{ctx: c, api: c.api, handle: driver.Stream(handle)}
 	if s.handle.IsSpecial() {
 		return s, nil
@@ -267,7 +282,7 @@ func (s *Stream) fenceEvent() (*Event, error) {
 	if e := s.fence.Load(); e != nil {
 		return e, nil
 	}
-	e, err := s.ctx.NewEvent(EventOptions{DisableTiming: true})
+	e, err := s.ctx.takeFence()
 	if err != nil {
 		return nil, err
 	}
@@ -316,12 +331,15 @@ func (s *Stream) Close() error {
 	}
 	var err error
 	if f := s.fence.Load(); f != nil {
-		err = f.Close()
+		err = s.ctx.putFence(f)
 	}
 	if s.owned {
 		if e := s.ctx.drv.check("cuStreamDestroy", s.api.StreamDestroy(s.handle)); e != nil {
 			err = e
 		}
+	}
+	if e := s.ctx.release(); e != nil { // a no-op for a borrowed context
+		err = e
 	}
 	return err
 }

@@ -181,6 +181,30 @@ func TestWaitStreamOrdersWork(t *testing.T) {
 	})
 }
 
+// A borrowed wrapper closed right after WaitStream takes its fence event with it; the
+// wait already enqueued must hold (Python drops such wrappers as soon as the call returns).
+func TestWaitStreamHoldsAfterTheProducerWrapperCloses(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		c := primary(t, d, 0)
+		producer := newStream(t, c, StreamOptions{NonBlocking: true})
+		consumer := newStream(t, c, StreamOptions{NonBlocking: true})
+		slowWork(t, producer, 300*time.Millisecond)
+		wrapper, err := d.WrapStream(producer.Handle())
+		require.NoError(t, err)
+		require.NoError(t, consumer.WaitStream(wrapper))
+		require.NoError(t, wrapper.Close())
+		marker := newEvent(t, c, EventOptions{DisableTiming: true})
+		require.NoError(t, consumer.Record(marker))
+		done, err := marker.Query()
+		require.NoError(t, err)
+		assert.False(t, done, "the consumer must wait for the producer's slow work")
+		require.NoError(t, marker.Synchronize())
+		done, err = producer.Query()
+		require.NoError(t, err)
+		assert.True(t, done, "the producer finished first")
+	})
+}
+
 func TestLegacyStreamSynchronizesWithBlockingStreams(t *testing.T) {
 	eachDriver(t, func(t *testing.T, d *Driver) {
 		c := primary(t, d, 0)

@@ -90,3 +90,8 @@ func callPairIn(ctx, fn1, a1, a2, fn2, b1, b2, b3 uintptr) (uintptr, int) {
 	runtime_cgocall(trampolineABI0, unsafe.Pointer(&f))
 	return f.r, int(f.calls)
 }
+
+// load64 returns the word at addr, which may be unmapped (see reader in validate.go).
+func load64(addr uintptr) uint64
+
+const canLoadUnmapped = true

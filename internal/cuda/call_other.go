@@ -83,3 +83,8 @@ func callPairIn(ctx, fn1, a1, a2, fn2, b1, b2, b3 uintptr) (uintptr, int) {
 	})
 	return r, calls
 }
+
+// Reading possibly unmapped memory with loads is done in assembly on amd64 only.
+func load64(addr uintptr) uint64 { panic("cuda: load64 on this architecture") }
+
+const canLoadUnmapped = false

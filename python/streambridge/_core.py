@@ -1,14 +1,21 @@
-"""The Go core, through the gopy-built module, with its errors made typed."""
+"""The Go core, through the gopy-built module.
+
+Each name here is one call into Go (pyshim/pyshim.go). The frequent ones are the generated
+C functions themselves (``_sbnative.pyshim_*``, not gopy's Python wrappers around them:
+one Python frame less per call) and raise ``RuntimeError("kind|code|message")``; their
+callers catch that and raise :func:`translate`'s typed exception, in a ``try`` that costs
+nothing when no error is raised. The rest are wrapped here to raise typed errors.
+"""
 
 from __future__ import annotations
 
 import functools
 from typing import Any, Callable
 
-from . import _errors
+from ._errors import translate
 
 try:
-    from ._native import pyshim as _shim
+    from ._native import _sbnative as _native
 except ImportError as e:  # pragma: no cover - a broken install
     raise ImportError(f"streambridge: the native module is missing or was built for another Python: {e}") from e
 
@@ -19,26 +26,32 @@ def _typed(fn: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return fn(*args)
         except RuntimeError as e:
-            raise _errors.translate(e) from None
+            raise translate(e) from None
 
     return call
 
 
-driver_name = _typed(_shim.DriverName)
-wrap_stream = _typed(_shim.WrapStream)
-new_stream = _typed(_shim.NewStream)
-stream_handle = _typed(_shim.StreamHandle)
-stream_device = _typed(_shim.StreamDevice)
-stream_query = _typed(_shim.StreamQuery)
-stream_synchronize = _typed(_shim.StreamSynchronize)
-stream_wait_stream = _typed(_shim.StreamWaitStream)
-close = _typed(_shim.Close)
-stream_priority = _typed(_shim.StreamPriority)
-stream_non_blocking = _typed(_shim.StreamNonBlocking)
-stream_wait_event = _typed(_shim.StreamWaitEvent)
-new_event = _typed(_shim.NewEvent)
-event_record = _typed(_shim.EventRecord)
-event_query = _typed(_shim.EventQuery)
-event_synchronize = _typed(_shim.EventSynchronize)
-event_elapsed_time = _typed(_shim.EventElapsedTime)
-live_streams = _shim.LiveStreams
+# Frequent: raw, the caller translates errors.
+wrap_stream = _native.pyshim_WrapStream
+stream_query = _native.pyshim_StreamQuery
+stream_wait_stream = _native.pyshim_StreamWaitStream
+stream_wait_event = _native.pyshim_StreamWaitEvent
+event_record = _native.pyshim_EventRecord
+event_query = _native.pyshim_EventQuery
+close = _native.pyshim_Close
+nop = _native.pyshim_Nop  # bench/python_bench.py: the cost of one call into Go
+
+# The rest: typed errors here.
+driver_name = _typed(_native.pyshim_DriverName)
+new_stream = _typed(_native.pyshim_NewStream)
+stream_handle = _typed(_native.pyshim_StreamHandle)
+stream_device = _typed(_native.pyshim_StreamDevice)
+stream_synchronize = _typed(_native.pyshim_StreamSynchronize)
+stream_priority = _typed(_native.pyshim_StreamPriority)
+stream_non_blocking = _typed(_native.pyshim_StreamNonBlocking)
+new_event = _typed(_native.pyshim_NewEvent)
+event_synchronize = _typed(_native.pyshim_EventSynchronize)
+event_elapsed_time = _typed(_native.pyshim_EventElapsedTime)
+live_streams = _native.pyshim_LiveStreams
+event_ipc_handle = _typed(_native.pyshim_EventIPCHandle)
+open_ipc_event = _typed(_native.pyshim_OpenIPCEvent)

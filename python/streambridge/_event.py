@@ -1,13 +1,16 @@
-"""Events: Event with CuPy's signature, PyTorch's keyword names accepted too."""
+"""Events: Event with CuPy's signature; PyTorch's keyword names and cuda.core's
+EventOptions accepted too."""
 
 from __future__ import annotations
 
 import sys
 from typing import Any, Dict, Optional
 
-from . import _core
+from . import _core, _stream
+from ._core import close as _close, event_query as _event_query, event_record as _event_record
+from ._core import stream_wait_event as _stream_wait_event
+from ._errors import translate
 from ._stream import RUNTIME, _BaseStream, _device_index
-
 
 _default_keys: Dict[int, int] = {}
 
@@ -16,7 +19,7 @@ def _default_stream_key(device: int) -> int:
     """The key of a device's legacy default stream, wrapped once for the process."""
     key = _default_keys.get(device)
     if key is None:
-        key = _default_keys.setdefault(device, _core.wrap_stream(0, device, RUNTIME))
+        key = _default_keys.setdefault(device, _core._typed(_core.wrap_stream)(0, device, RUNTIME))
     return key
 
 
@@ -27,14 +30,34 @@ def _flag(name: str, value: Any) -> bool:
 
 
 class Event:
-    """A CUDA event: ``Event(block=False, disable_timing=False, interprocess=False)`` as in
-    CuPy, or with PyTorch's ``enable_timing`` and ``blocking``. Owned: destroyed on close.
+    """A CUDA event (cuEventCreate), owned: destroyed on close.
+
+    ``Event(block=False, disable_timing=False, interprocess=False)`` as in CuPy; PyTorch's
+    ``enable_timing`` and ``blocking`` keywords are accepted too, and ``options`` takes a
+    cuda.core ``EventOptions`` (or anything with its ``timing_enabled``, ``blocking_sync``
+    and ``ipc_enabled``, or a dict of them). With no options timing is enabled, as in CuPy
+    (cuda.core's default is off, PyTorch's too: pass ``disable_timing`` or the options
+    to get their behaviour). ``device`` picks the device, 0 by default.
     """
 
     _key: int = 0
+    _device: int = 0
+    _timing: bool = False
+    _interprocess: bool = False
 
     def __init__(self, block: bool = False, disable_timing: bool = False, interprocess: bool = False, *,
-                 enable_timing: Optional[bool] = None, blocking: Optional[bool] = None, device: Any = None) -> None:
+                 enable_timing: Optional[bool] = None, blocking: Optional[bool] = None,
+                 options: Any = None, device: Any = None) -> None:
+        if options is not None:
+            opts = options if isinstance(options, dict) else {
+                name: getattr(options, name) for name in ("timing_enabled", "blocking_sync", "ipc_enabled")
+                if getattr(options, name, None) is not None}
+            unknown = set(opts) - {"timing_enabled", "blocking_sync", "ipc_enabled"}
+            if unknown:
+                raise TypeError(f"unknown event options {sorted(unknown)}")
+            enable_timing = opts.get("timing_enabled", False)
+            blocking = opts.get("blocking_sync", blocking)
+            interprocess = opts.get("ipc_enabled", interprocess)
         block = _flag("blocking" if blocking is not None else "block", blocking if blocking is not None else block)
         if enable_timing is not None:
             disable_timing = not _flag("enable_timing", enable_timing)
@@ -45,34 +68,69 @@ class Event:
         self._device = max(_device_index(device), 0)
         self._key = _core.new_event(self._device, block, disable_timing, interprocess)
         self._timing = not disable_timing
+        self._interprocess = interprocess
 
-    def _stream_key(self, stream: Optional[_BaseStream]) -> int:
-        if stream is None:  # the device's legacy default stream, as CuPy and PyTorch take None
-            return _default_stream_key(self._device)
-        if not isinstance(stream, _BaseStream):
-            raise TypeError(f"expected a streambridge stream, not {type(stream).__name__}")
-        return stream._key
+    @classmethod
+    def _from_options(cls, options: Any, device: int) -> "Event":
+        """The event ``Stream.record(options=...)`` makes."""
+        return cls(device=device) if options is None else cls(options=options, device=device)
+
+    @property
+    def device_id(self) -> int:
+        """The device the event was created on."""
+        return self._device
+
+    @property
+    def is_timing_enabled(self) -> bool:
+        return self._timing
+
+    @property
+    def is_ipc_enabled(self) -> bool:
+        return self._interprocess
 
     def record(self, stream: Optional[_BaseStream] = None) -> None:
-        """Record on ``stream`` (the default stream if None) (cuEventRecord)."""
-        _core.event_record(self._key, self._stream_key(stream))
+        """Record on ``stream`` (the device's legacy default stream if None, as CuPy and
+        PyTorch take it) (cuEventRecord)."""
+        if stream is None:
+            skey = _default_stream_key(self._device)
+        elif isinstance(stream, _BaseStream):
+            skey = stream._key
+        else:
+            raise TypeError(f"record takes a streambridge stream, not {type(stream).__name__}")
+        try:
+            _event_record(self._key, skey)
+        except RuntimeError as e:
+            raise translate(e) from None
 
     def wait(self, stream: Optional[_BaseStream] = None) -> None:
         """Make ``stream`` (the default stream if None) wait for this event (cuStreamWaitEvent)."""
-        _core.stream_wait_event(self._stream_key(stream), self._key)
+        if stream is None:
+            skey = _default_stream_key(self._device)
+        elif isinstance(stream, _BaseStream):
+            skey = stream._key
+        else:
+            raise TypeError(f"wait takes a streambridge stream, not {type(stream).__name__}")
+        try:
+            _stream_wait_event(skey, self._key)
+        except RuntimeError as e:
+            raise translate(e) from None
 
     def query(self) -> bool:
         """Whether the last record's work has completed (cuEventQuery)."""
-        return _core.event_query(self._key)
+        try:
+            return _event_query(self._key)
+        except RuntimeError as e:
+            raise translate(e) from None
 
     @property
     def done(self) -> bool:
+        """``query()``, as CuPy spells it."""
         return self.query()
 
-    is_done = done
+    is_done = done  # cuda.core's name
 
     def synchronize(self) -> None:
-        """Wait for the last record's work (cuEventSynchronize)."""
+        """Wait for the last record's work (cuEventSynchronize); other Python threads run."""
         _core.event_synchronize(self._key)
 
     sync = synchronize
@@ -89,14 +147,34 @@ class Event:
             return NotImplemented
         return start.elapsed_time(self)
 
+    def ipc_handle(self) -> bytes:
+        """The 64-byte handle another process opens with :meth:`from_ipc_handle`
+        (cuIpcGetEventHandle). The event must be ``interprocess``."""
+        return bytes.fromhex(_core.event_ipc_handle(self._key))
+
+    @classmethod
+    def from_ipc_handle(cls, device: Any, handle: bytes) -> "Event":
+        """Open an event another process exported (cuIpcOpenEventHandle), with PyTorch's
+        signature. The driver refuses a handle exported by this same process."""
+        if not isinstance(handle, (bytes, bytearray)):
+            raise TypeError(f"handle must be bytes, not {type(handle).__name__}")
+        self = cls.__new__(cls)
+        self._device = max(_device_index(device), 0)
+        self._key = _core.open_ipc_event(self._device, bytes(handle).hex())
+        self._interprocess = True
+        return self
+
     def close(self) -> None:
-        """Destroy the event. Idempotent."""
+        """Destroy the event (cuEventDestroy). Idempotent."""
         key, self._key = self._key, 0
         if key:
-            _core.close(key)
+            try:
+                _close(key)
+            except RuntimeError as e:
+                raise translate(e) from None
 
     def __del__(self) -> None:
-        if sys is None or sys.meta_path is None:
+        if sys is None or sys.meta_path is None:  # interpreter shutdown
             return
         try:
             self.close()
@@ -105,6 +183,9 @@ class Event:
 
     def __repr__(self) -> str:
         return f"<streambridge.Event device={self._device} timing={self._timing}>"
+
+
+_stream.Event = Event
 
 
 def get_elapsed_time(start: Event, end: Event) -> float:

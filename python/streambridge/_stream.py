@@ -8,6 +8,12 @@ import threading
 from typing import Any, List, Optional, Tuple
 
 from . import _core
+from ._core import close as _close, event_record as _event_record, stream_query as _stream_query
+from ._core import stream_wait_event as _stream_wait_event, stream_wait_stream as _stream_wait_stream
+from ._core import wrap_stream as _wrap_stream
+from ._errors import translate
+
+Event: Any = None  # ._event.Event, set when that module loads (it imports this one)
 
 RUNTIME = 0  # 0/1/2 as the CUDA runtime reads them (PyTorch, CuPy, cuda.core)
 
@@ -58,7 +64,7 @@ class _BaseStream:
 
     _key: int = 0
     _ptr: int = 0
-    _device: int = 0
+    _device: int = -1  # read from Go on first use
     _owned: bool = False
     _owner: Any = None  # the object a borrowed stream came from, kept alive with it
 
@@ -72,7 +78,9 @@ class _BaseStream:
 
     @property
     def device_id(self) -> int:
-        """The device the stream is on, read from the handle."""
+        """The device the stream is on, read from the handle (cuStreamGetCtx, cuCtxGetDevice)."""
+        if self._device < 0:
+            self._device = _core.stream_device(self._key)
         return self._device
 
     @property
@@ -89,7 +97,10 @@ class _BaseStream:
 
     def query(self) -> bool:
         """Whether all work submitted so far has completed (cuStreamQuery)."""
-        return _core.stream_query(self._key)
+        try:
+            return _stream_query(self._key)
+        except RuntimeError as e:
+            raise translate(e) from None
 
     @property
     def done(self) -> bool:
@@ -103,14 +114,16 @@ class _BaseStream:
     sync = synchronize
 
     def record(self, event: Optional["Event"] = None, options: Any = None) -> "Event":
-        """Record ``event`` (a new one if None) on the stream (cuEventRecord); return it."""
-        from ._event import Event
-
+        """Record ``event`` (a new one if None, made with ``options``) on the stream
+        (cuEventRecord); return it."""
         if event is None:
-            event = Event(device=self._device, **({} if options is None else dict(options)))
+            event = Event._from_options(options, self.device_id)
         elif not isinstance(event, Event):
             raise TypeError(f"record takes a streambridge Event, not {type(event).__name__}")
-        _core.event_record(event._key, self._key)
+        try:
+            _event_record(event._key, self._key)
+        except RuntimeError as e:
+            raise translate(e) from None
         return event
 
     def record_event(self, event: Optional["Event"] = None) -> "Event":
@@ -119,18 +132,22 @@ class _BaseStream:
 
     def wait_event(self, event: "Event") -> None:
         """Make work submitted from now on wait for ``event`` (cuStreamWaitEvent)."""
-        from ._event import Event
-
         if not isinstance(event, Event):
             raise TypeError(f"wait_event takes a streambridge Event, not {type(event).__name__}")
-        _core.stream_wait_event(self._key, event._key)
+        try:
+            _stream_wait_event(self._key, event._key)
+        except RuntimeError as e:
+            raise translate(e) from None
 
     def wait_stream(self, other: "_BaseStream") -> None:
         """Make work submitted from now on wait for ``other``'s work so far
         (cuEventRecord + cuStreamWaitEvent, one call into Go)."""
         if not isinstance(other, _BaseStream):
             raise TypeError(f"wait_stream takes a streambridge stream, not {type(other).__name__}")
-        _core.stream_wait_stream(self._key, other._key)
+        try:
+            _stream_wait_stream(self._key, other._key)
+        except RuntimeError as e:
+            raise translate(e) from None
 
     def wait(self, event_or_stream: Any) -> None:
         """cuda.core's spelling: wait for an Event or a stream."""
@@ -161,7 +178,10 @@ class _BaseStream:
         """Destroy the stream if streambridge created it, else forget it. Idempotent."""
         key, self._key = self._key, 0
         if key:
-            _core.close(key)
+            try:
+                _close(key)
+            except RuntimeError as e:
+                raise translate(e) from None
 
     def __del__(self) -> None:
         if sys is None or sys.meta_path is None:  # interpreter shutdown
@@ -172,14 +192,99 @@ class _BaseStream:
             pass
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, _BaseStream) and (self._ptr, self._device) == (other._ptr, other._device)
+        """The same stream: the same handle (and for 0/1/2, the same device)."""
+        if not isinstance(other, _BaseStream) or self._ptr != other._ptr:
+            return False
+        return self._ptr > 2 or self._device == other._device
 
     def __hash__(self) -> int:
-        return hash((self._ptr, self._device))
+        return hash(self._ptr)  # equal streams have equal handles
 
     def __repr__(self) -> str:
         kind = "owned" if self._owned else "borrowed"
-        return f"<streambridge.{type(self).__name__} ptr={self._ptr:#x} device={self._device} {kind}>"
+        device = self.device_id if self._key else "?"
+        return f"<streambridge.{type(self).__name__} ptr={self._ptr:#x} device={device} {kind}>"
+
+    @property
+    def device(self) -> "Device":
+        """The stream's device as a :class:`Device`: an ``int`` (CuPy's ``device_id``) that
+        also has PyTorch's ``type`` and ``index`` and cuda.core's ``device_id``."""
+        return Device(self.device_id)
+
+    # Conversions. Each returns the framework's own object for this same CUstream, which
+    # keeps this stream alive; the framework is imported only here.
+
+    def to_torch(self) -> Any:
+        """A ``torch.cuda.Stream`` for this stream. 0 and 1 become
+        ``torch.cuda.default_stream`` (the legacy default stream): ``torch.cuda.ExternalStream(0)``
+        would silently make a new stream, and torch rejects 1."""
+        import torch
+
+        dev = torch.device("cuda", self.device_id)
+        if self._ptr in (0, 1):  # torch reads 1 as a stream ID; its default stream is the legacy one
+            return torch.cuda.default_stream(dev)
+        ts = torch.cuda.ExternalStream(self._ptr, device=dev)
+        ts._streambridge = self
+        return ts
+
+    def to_cupy(self) -> Any:
+        """A ``cupy.cuda`` stream for this stream (0 is ``cupy.cuda.Stream.null``)."""
+        import cupy
+
+        with cupy.cuda.Device(self.device_id):
+            if self._ptr == 0:
+                return cupy.cuda.Stream.null
+            from_external = getattr(cupy.cuda.Stream, "from_external", None)
+            if from_external is not None:  # CuPy 14: keeps this object alive itself
+                return from_external(self)
+            cs = cupy.cuda.ExternalStream(self._ptr, self.device_id)
+            cs._streambridge = self
+            return cs
+
+    def to_cuda_core(self) -> Any:
+        """A ``cuda.core.Stream`` for this stream, through ``Device.create_stream(self)``,
+        which speaks ``__cuda_stream__`` and keeps this object alive."""
+        from cuda.core import Device as CoreDevice
+
+        dev = CoreDevice(self.device_id)
+        dev.set_current()
+        return dev.create_stream(self)
+
+    def to_numba(self) -> Any:
+        """A Numba stream for this stream (``numba.cuda.external_stream``; 0, 1 and 2 are
+        Numba's default, legacy and per-thread default streams)."""
+        from numba import cuda
+
+        with cuda.gpus[self.device_id]:
+            if self._ptr == 0:
+                return cuda.default_stream()
+            if self._ptr == 1:
+                return cuda.legacy_default_stream()
+            if self._ptr == 2:
+                return cuda.per_thread_default_stream()
+            ns = cuda.external_stream(self._ptr)
+            ns._streambridge = self
+            return ns
+
+
+class Device(int):
+    """A device ordinal that reads as each framework expects: an ``int`` (CuPy), with
+    ``type == "cuda"`` and ``index`` (PyTorch's ``torch.device``; ``str()`` is
+    ``"cuda:N"``, which ``torch.device`` takes) and ``device_id`` (cuda.core)."""
+
+    type = "cuda"
+
+    @property
+    def index(self) -> int:
+        return int(self)
+
+    device_id = index
+
+    def __str__(self) -> str:
+        return f"cuda:{int(self)}"
+
+    def __repr__(self) -> str:
+        return f"streambridge.Device({int(self)})"
 
 
 class ExternalStream(_BaseStream):
@@ -195,13 +300,24 @@ class ExternalStream(_BaseStream):
 
     def __init__(self, ptr: Optional[int] = None, device_id: Any = -1, *,
                  stream_ptr: Optional[int] = None, device: Any = None) -> None:
-        if (ptr is None) == (stream_ptr is None):
+        if stream_ptr is None:
+            if ptr is None:
+                raise TypeError("give the stream pointer once: ptr (CuPy) or stream_ptr (PyTorch)")
+        elif ptr is None:
+            ptr, device_id = stream_ptr, device
+        else:
             raise TypeError("give the stream pointer once: ptr (CuPy) or stream_ptr (PyTorch)")
-        handle = _handle(ptr if ptr is not None else stream_ptr)
-        dev = _device_index(device if stream_ptr is not None else device_id)
-        self._key = _core.wrap_stream(handle, dev, RUNTIME)
-        self._ptr = handle
-        self._device = _core.stream_device(self._key)
+        if type(ptr) is not int or not 0 <= ptr < 1 << 64:
+            ptr = _handle(ptr)  # raises the TypeError or ValueError
+        if type(device_id) is not int or device_id < -1:
+            device_id = _device_index(device_id)
+        try:
+            self._key = _wrap_stream(ptr, device_id, RUNTIME)
+        except RuntimeError as e:
+            raise translate(e) from None
+        self._ptr = ptr
+        if ptr <= 2:  # a default stream: its device is the stated one, known now
+            self._device = _core.stream_device(self._key)
 
 
 class Stream(_BaseStream):
@@ -261,6 +377,22 @@ def current_stream() -> Optional[_BaseStream]:
     return stack[-1] if stack else None
 
 
+def _numba_handle(obj: Any) -> Optional[int]:
+    """A Numba stream's handle: a ctypes ``c_void_p`` (None is the NULL stream) or, in
+    numba-cuda with cuda-python bindings, a ``CUstream`` that converts with ``int``."""
+    h = getattr(obj, "handle", None)
+    if h is None:
+        return None
+    if hasattr(h, "value"):
+        return h.value or 0 if isinstance(h.value, (int, type(None))) else None
+    if type(obj).__module__.split(".")[0] != "numba":
+        return None
+    try:
+        return int(h)
+    except TypeError:
+        return None
+
+
 def as_stream(obj: Any, device: Any = None) -> _BaseStream:
     """A streambridge stream for anything stream-like: a streambridge stream (returned as
     is); an int handle; an object speaking ``__cuda_stream__`` (cuda.core, CuPy 14, recent
@@ -278,8 +410,8 @@ def as_stream(obj: Any, device: Any = None) -> _BaseStream:
         handle = obj.cuda_stream
     elif isinstance(getattr(obj, "ptr", None), int):  # cupy.cuda.Stream
         handle = obj.ptr
-    elif hasattr(getattr(obj, "handle", None), "value") and isinstance(obj.handle.value, (int, type(None))):
-        handle = obj.handle.value or 0  # numba: a ctypes c_void_p, whose None is the NULL stream
+    elif _numba_handle(obj) is not None:
+        handle = _numba_handle(obj)
     else:
         raise TypeError(f"{type(obj).__name__} is not stream-like (an int, a __cuda_stream__ object, "
                         "or a torch, CuPy, cuda.core or Numba stream)")

@@ -1,4 +1,6 @@
 import inspect
+import subprocess
+import sys
 
 import pytest
 
@@ -101,3 +103,76 @@ def test_closed_event_raises():
     e.close()
     with pytest.raises(streambridge.ClosedError):
         e.query()
+
+
+def test_device_reads_as_int_torch_device_and_cuda_core_device():
+    s = streambridge.Stream()
+    dev = s.device
+    assert dev == 0 and isinstance(dev, int)  # CuPy: an int ordinal
+    assert (dev.type, dev.index) == ("cuda", 0) and str(dev) == "cuda:0"  # torch.device
+    assert dev.device_id == 0  # cuda.core.Device
+    if streambridge.driver() == "sim":  # two software devices; interop_test covers two GPUs
+        assert streambridge.ExternalStream(0, 1).device == 1
+
+
+class _CoreEventOptions:  # the shape of cuda.core.EventOptions
+    def __init__(self, timing_enabled=False, blocking_sync=False, ipc_enabled=False):
+        self.timing_enabled, self.blocking_sync, self.ipc_enabled = timing_enabled, blocking_sync, ipc_enabled
+
+
+def test_event_takes_cuda_core_options():
+    s = streambridge.Stream()
+    assert streambridge.Event(options=_CoreEventOptions()).is_timing_enabled is False
+    timed = s.record(options=_CoreEventOptions(timing_enabled=True))
+    assert timed.is_timing_enabled is True
+    ipc = streambridge.Event(options={"ipc_enabled": True})
+    assert ipc.is_ipc_enabled and not ipc.is_timing_enabled
+    with pytest.raises(TypeError, match="unknown event options"):
+        streambridge.Event(options={"timing": True})
+    with pytest.raises(TypeError, match="enable_timing must be a bool"):
+        streambridge.Event(options=_CoreEventOptions(timing_enabled="yes"))
+
+
+_CHILD_OPENS = """
+import sys, streambridge
+e = streambridge.Event.from_ipc_handle(0, bytes.fromhex(sys.argv[1]))
+e.synchronize()
+print("opened", e.query())
+"""
+
+
+def test_ipc_handle_round_trip():
+    e = streambridge.Event(interprocess=True, disable_timing=True)
+    handle = e.ipc_handle()
+    assert isinstance(handle, bytes) and len(handle) == 64
+    s = streambridge.Stream()
+    e.record(s)
+    if streambridge.driver() == "sim":  # its IPC reaches only this process
+        opened = streambridge.Event.from_ipc_handle(0, handle)
+        opened.synchronize()
+        assert opened.query() is True
+    else:  # the real driver refuses a handle from the same process: open it in a child
+        child = subprocess.run([sys.executable, "-c", _CHILD_OPENS, handle.hex()],
+                               capture_output=True, text=True, timeout=120)
+        assert child.returncode == 0, child.stderr
+        assert child.stdout.strip() == "opened True"
+    with pytest.raises(ValueError, match="64 bytes"):
+        streambridge.Event.from_ipc_handle(0, b"short")
+    with pytest.raises(TypeError):
+        streambridge.Event.from_ipc_handle(0, "not bytes")
+    with pytest.raises(streambridge.CUDAError):
+        streambridge.Event().ipc_handle()  # not interprocess
+
+
+def test_many_streams_and_events_leave_the_table_as_it_was():
+    # bench/memory.py does a million, with RSS, on the GPU; this is the same loop, smaller
+    from streambridge import _core
+
+    live = _core.live_streams()
+    for _ in range(2000):
+        streambridge.Stream().close()
+        streambridge.Event().close()
+        s = streambridge.Stream()
+        streambridge.ExternalStream(s.ptr).close()
+        del s  # closed by its finalizer
+    assert _core.live_streams() == live

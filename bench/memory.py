@@ -1,0 +1,52 @@
+"""Creates and closes streams and events from Python many times; prints process RSS and
+the Go handle table's size as it goes, to show both stay flat.
+
+    python3 bench/memory.py [--count 1000000]
+"""
+
+import argparse
+import gc
+import os
+import sys
+import time
+
+import streambridge
+from streambridge import _core
+
+
+def rss_mib():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--count", type=int, default=1_000_000)
+    args = ap.parse_args()
+    print(f"driver {streambridge.driver()}, {args.count} streams and {args.count} events, created and closed")
+    step = max(args.count // 10, 1)
+    for what, make in (("streams", lambda: streambridge.Stream(non_blocking=True)),
+                       ("events", lambda: streambridge.Event(disable_timing=True)),
+                       ("wrapped (borrowed) streams", None)):
+        if make is None:
+            keep = streambridge.Stream()
+            make = lambda: streambridge.ExternalStream(keep.ptr)  # noqa: E731
+        base_live = _core.live_streams()
+        start = time.perf_counter()
+        samples = []
+        for i in range(1, args.count + 1):
+            make().close()
+            if i % step == 0:
+                gc.collect()
+                samples.append((i, rss_mib(), _core.live_streams() - base_live))
+        per = (time.perf_counter() - start) / args.count * 1e6
+        print(f"\n{what}: {per:.2f} us per create+close")
+        for i, rss, live in samples:
+            print(f"  after {i:>8}: RSS {rss:7.1f} MiB, live handles {live}")
+        growth = samples[-1][1] - samples[0][1]
+        print(f"  RSS from first to last sample: {growth:+.1f} MiB; table back to {samples[-1][2]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

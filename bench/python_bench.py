@@ -1,0 +1,160 @@
+"""streambridge beside PyTorch, CuPy and cuda.core, in one process, on one device.
+
+    python3 bench/python_bench.py [--rounds 7] [--n 20000]
+
+Operations (each framework's own spelling):
+  wrap         borrow an existing stream handle (streambridge validates it first)
+  record+wait  record an event on stream A, make stream B wait for it
+  query        ask whether a stream's work has completed
+  event record record an event on a stream
+Rounds interleave the frameworks; each number is the median over rounds of the mean
+ns per operation. Ratios are streambridge over the fastest peer. A profile of
+streambridge's layers (Python wrapper, gopy's generated layer + cgo crossing + Go) follows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import sys
+import time
+
+
+def per_op(fn, n):
+    gc.disable()
+    try:
+        t = time.perf_counter_ns()
+        fn(n)
+        return (time.perf_counter_ns() - t) / n
+    finally:
+        gc.enable()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--n", type=int, default=20000)
+    args = ap.parse_args()
+
+    import warnings
+    warnings.simplefilter("ignore", DeprecationWarning)
+    import cupy
+    import torch
+    from cuda.core import Device, EventOptions
+
+    import streambridge as sb
+    from streambridge import _core
+
+    dev = Device(0)
+    dev.set_current()
+    torch.cuda.init()
+    ts_a, ts_b = torch.cuda.Stream(), torch.cuda.Stream()
+    cs_a, cs_b = cupy.cuda.Stream(non_blocking=False), cupy.cuda.Stream()
+    ks_a, ks_b = dev.create_stream(), dev.create_stream()
+    ss_a, ss_b = sb.Stream(), sb.Stream()
+    te = torch.cuda.Event()
+    ce = cupy.cuda.Event(disable_timing=True)
+    ke = ks_a.record(options=EventOptions(timing_enabled=False))
+    se = sb.Event(disable_timing=True)
+    te = torch.cuda.Event(enable_timing=False)
+    handle = ts_a.cuda_stream  # the same foreign handle for every wrapper
+
+    def loop(body):
+        def run(n):
+            for _ in range(n):
+                body()
+        return run
+
+    def sb_wrap():
+        sb.ExternalStream(handle).close()
+
+    def sb_rw():
+        ss_a.record(se)
+        ss_b.wait_event(se)
+
+    def t_rw():
+        te.record(ts_a)
+        ts_b.wait_event(te)
+
+    def c_rw():
+        ce.record(cs_a)
+        cs_b.wait_event(ce)
+
+    def k_rw():
+        ks_a.record(ke)
+        ks_b.wait(ke)
+
+    ops = {
+        "wrap": {
+            "streambridge": loop(sb_wrap),
+            "streambridge.from_external": loop(lambda: sb.Stream.from_external(ks_a).close()),
+            "torch": loop(lambda: torch.cuda.ExternalStream(handle)),
+            "cupy": loop(lambda: cupy.cuda.ExternalStream(handle)),
+            "cupy.from_external": loop(lambda: cupy.cuda.Stream.from_external(ks_a)),
+            "cuda.core": loop(lambda: type(ks_a).from_handle(handle)),
+        },
+        "record+wait": {
+            "streambridge": loop(sb_rw),
+            "streambridge.wait_stream": loop(lambda: ss_b.wait_stream(ss_a)),
+            "torch": loop(t_rw),
+            "cupy": loop(c_rw),
+            "cuda.core": loop(k_rw),
+        },
+        "query": {
+            "streambridge": loop(ss_a.query),
+            "torch": loop(ts_a.query),
+            "cupy": loop(lambda: cs_a.done),
+            "cuda.core": loop(lambda: ke.is_done),
+        },
+        "event record": {
+            "streambridge": loop(lambda: se.record(ss_a)),
+            "torch": loop(lambda: te.record(ts_a)),
+            "cupy": loop(lambda: ce.record(cs_a)),
+            "cuda.core": loop(lambda: ks_a.record(ke)),
+        },
+    }
+    # Where streambridge's time goes: the same query through each layer.
+    key = ss_a._key
+    raw, nop = _core.stream_query, _core.nop
+    gopy_py = _core._native  # gopy's own Python wrappers (pyshim.py), which _core skips
+    from streambridge._native import pyshim as gopy_wrappers
+    profile = {
+        "s.query() (public API)": loop(ss_a.query),
+        "_sbnative.pyshim_StreamQuery(key) (generated C + cgo + Go + driver)": loop(lambda: raw(key)),
+        "pyshim.StreamQuery(key) (gopy's Python wrapper over it, not used)": loop(lambda: gopy_wrappers.StreamQuery(key)),
+        "_sbnative.pyshim_Nop(False) (generated C + cgo, nothing in Go)": loop(lambda: nop(False)),
+        "_sbnative.pyshim_LiveStreams() (+ a Go read lock)": loop(gopy_py.pyshim_LiveStreams),
+        "empty Python lambda (the loop itself)": loop(lambda: None),
+        "wrap: _sbnative.pyshim_WrapStream + pyshim_Close (two crossings, no Python object)":
+            loop(lambda: _core.close(_core.wrap_stream(handle, -1, 0))),
+        "wrap: ExternalStream.__new__ + object teardown (Python only)": loop(lambda: sb.ExternalStream.__new__(sb.ExternalStream)),
+    }
+
+    results = {}
+    for _ in range(args.rounds):
+        for op, impls in list(ops.items()) + [("profile", profile)]:
+            for name, fn in impls.items():
+                fn(args.n // 10)  # warm
+                results.setdefault((op, name), []).append(per_op(fn, args.n))
+    torch.cuda.synchronize()
+
+    print(f"python {sys.version.split()[0]}, torch {torch.__version__}, cupy {cupy.__version__}, "
+          f"streambridge driver {sb.driver()}, {args.rounds} rounds x {args.n}")
+    for op, impls in ops.items():
+        med = {name: statistics.median(results[(op, name)]) for name in impls}
+        peers = {k: v for k, v in med.items() if not k.startswith("streambridge")}
+        best_name = min(peers, key=peers.get)
+        print(f"\n{op}:")
+        for name, ns in sorted(med.items(), key=lambda kv: kv[1]):
+            print(f"  {name:28s} {ns:8.0f} ns")
+        for name in (k for k in impls if k.startswith("streambridge")):
+            print(f"  ratio {name} / fastest peer ({best_name}): {med[name] / peers[best_name]:.2f}  [bar 1.5]")
+    print("\nprofile (streambridge query, layer by layer):")
+    for name in profile:
+        print(f"  {name:70s} {statistics.median(results[('profile', name)]):8.0f} ns")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

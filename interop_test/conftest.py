@@ -1,0 +1,29 @@
+"""Shared for the cross-framework tests: they need the real driver and the frameworks.
+
+Without a driver they skip, loudly; under STREAMBRIDGE_REQUIRE_GPU=1 that is a failure.
+"""
+
+from pathlib import Path
+
+import pytest
+from _interop import REQUIRE_GPU
+
+import streambridge
+
+
+def pytest_collection_modifyitems(config, items):
+    try:
+        name = streambridge.driver()
+    except streambridge.NoDriverError as e:
+        name, why = None, f"no CUDA driver: {e}"
+    else:
+        why = f"the {name} driver runs no framework's work" if name != "cuda" else None
+    if why is None:
+        return
+    if REQUIRE_GPU:
+        raise pytest.UsageError(f"STREAMBRIDGE_REQUIRE_GPU=1 but {why}")
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(item.path).parents:
+            item.add_marker(pytest.mark.skip(reason=f"SKIP: {why}"))
+

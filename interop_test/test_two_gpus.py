@@ -1,0 +1,45 @@
+"""On a machine with two GPUs: a stream's device is read from its handle."""
+
+import pytest
+from _interop import framework
+
+import streambridge
+
+
+def two_devices(torch):
+    if torch.cuda.device_count() < 2:
+        pytest.skip(f"SKIP: needs two GPUs, this machine has {torch.cuda.device_count()}")
+
+
+def test_a_stream_on_device_1_is_found_there_without_being_told():
+    torch, cupy = framework("torch"), framework("cupy")
+    two_devices(torch)
+    ts = torch.cuda.Stream(device=1)
+    with cupy.cuda.Device(1):
+        cs = cupy.cuda.Stream(non_blocking=True)
+    for handle in (ts.cuda_stream, cs.ptr):
+        s = streambridge.ExternalStream(handle)
+        assert s.device_id == 1 and s.device.index == 1
+        assert streambridge.ExternalStream(handle, 1).device_id == 1
+        with pytest.raises(streambridge.DeviceMismatchError, match="device 1, not device 0"):
+            streambridge.ExternalStream(handle, 0)  # CuPy would accept this silently
+        with pytest.raises(streambridge.DeviceMismatchError):
+            streambridge.ExternalStream(stream_ptr=handle, device=torch.device("cuda:0"))
+    back = streambridge.as_stream(ts).to_torch()
+    assert back.device == torch.device("cuda:1") and back.cuda_stream == ts.cuda_stream
+
+
+def test_ordering_across_devices():
+    torch = framework("torch")
+    two_devices(torch)
+    a = streambridge.Stream(device=1)
+    b = streambridge.Stream(device=0)
+    assert (a.device_id, b.device_id) == (1, 0)
+    x = torch.zeros(1 << 20, device="cuda:1")
+    with torch.cuda.stream(a.to_torch()):
+        torch.cuda._sleep(int(0.2 * 2e9))
+        x.fill_(1)
+    b.wait_stream(a)  # an event on device 1 waited on by a stream on device 0
+    assert b.query() is False
+    b.synchronize()
+    assert a.query() is True and x.sum().item() == x.numel()
