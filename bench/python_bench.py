@@ -53,6 +53,11 @@ def main() -> int:
     cs_a, cs_b = cupy.cuda.Stream(non_blocking=False), cupy.cuda.Stream()
     ks_a, ks_b = dev.create_stream(), dev.create_stream()
     ss_a, ss_b = sb.Stream(), sb.Stream()
+    # The same calls through Go (gopy's generated layer, a cgo crossing each), for the profile:
+    # objects with the fast calls (python/native/fastcall.c) turned off.
+    gs_a, gs_b, ge = sb.Stream(), sb.Stream(), sb.Event(disable_timing=True)
+    for obj in (gs_a, gs_b, ge):
+        obj._fast = False
     te = torch.cuda.Event()
     ce = cupy.cuda.Event(disable_timing=True)
     ke = ks_a.record(options=EventOptions(timing_enabled=False))
@@ -72,6 +77,10 @@ def main() -> int:
     def sb_rw():
         ss_a.record(se)
         ss_b.wait_event(se)
+
+    def g_rw():
+        gs_a.record(ge)
+        gs_b.wait_event(ge)
 
     def t_rw():
         te.record(ts_a)
@@ -97,30 +106,39 @@ def main() -> int:
         "record+wait": {
             "streambridge": loop(sb_rw),
             "streambridge.wait_stream": loop(lambda: ss_b.wait_stream(ss_a)),
+            "streambridge through Go": loop(g_rw),
+            "streambridge.wait_stream through Go": loop(lambda: gs_b.wait_stream(gs_a)),
             "torch": loop(t_rw),
             "cupy": loop(c_rw),
             "cuda.core": loop(k_rw),
         },
         "query": {
             "streambridge": loop(ss_a.query),
+            "streambridge through Go": loop(gs_a.query),
+            "streambridge event query": loop(se.query),
             "torch": loop(ts_a.query),
             "cupy": loop(lambda: cs_a.done),
-            "cuda.core": loop(lambda: ke.is_done),
+            "cuda.core Event.is_done (it has no stream query)": loop(lambda: ke.is_done),
         },
         "event record": {
             "streambridge": loop(lambda: se.record(ss_a)),
+            "streambridge through Go": loop(lambda: ge.record(gs_a)),
             "torch": loop(lambda: te.record(ts_a)),
             "cupy": loop(lambda: ce.record(cs_a)),
             "cuda.core": loop(lambda: ks_a.record(ke)),
         },
     }
     # Where streambridge's time goes: the same query through each layer.
-    key = ss_a._key
+    key = gs_a._key
     raw, nop = _core.stream_query, _core.nop
     gopy_py = _core._native  # gopy's own Python wrappers (pyshim.py), which _core skips
     from streambridge._native import pyshim as gopy_wrappers
+    fq = _core.fastcall.stream_query
+    ptr = ss_a.ptr
     profile = {
-        "s.query() (public API)": loop(ss_a.query),
+        "s.query() (public API, fast call)": loop(ss_a.query),
+        "s.query() (public API, through Go)": loop(gs_a.query),
+        "fastcall.stream_query(ptr) (C, then the driver)": loop(lambda: fq(ptr)),
         "_sbnative.pyshim_StreamQuery(key) (generated C + cgo + Go + driver)": loop(lambda: raw(key)),
         "pyshim.StreamQuery(key) (gopy's Python wrapper over it, not used)": loop(lambda: gopy_wrappers.StreamQuery(key)),
         "_sbnative.pyshim_Nop(False) (generated C + cgo, nothing in Go)": loop(lambda: nop(False)),
@@ -147,7 +165,7 @@ def main() -> int:
         best_name = min(peers, key=peers.get)
         print(f"\n{op}:")
         for name, ns in sorted(med.items(), key=lambda kv: kv[1]):
-            print(f"  {name:28s} {ns:8.0f} ns")
+            print(f"  {name:48s} {ns:8.0f} ns")
         for name in (k for k in impls if k.startswith("streambridge")):
             print(f"  ratio {name} / fastest peer ({best_name}): {med[name] / peers[best_name]:.2f}  [bar 1.5]")
     print("\nprofile (streambridge query, layer by layer):")

@@ -58,6 +58,9 @@ def test_torch_producer_cupy_consumer(ordered, keep):
     x = torch.zeros(N, device="cuda")
     torch.cuda.synchronize()
     xc = cupy.asarray(x)  # a view of the same memory
+    with consumer:  # compile the kernel now: its first launch takes longer than SLOW_MS
+        (xc * 2).sum()
+    consumer.synchronize()
     torch_slow_fill(torch, producer, x, 1.0)
     kept = order(consumer, producer, ordered, keep)
     with consumer:
@@ -81,7 +84,11 @@ def test_cupy_producer_torch_consumer(ordered, keep):
     torch, cupy = framework("torch"), framework("cupy")
     producer, consumer = cupy.cuda.Stream(non_blocking=True), torch.cuda.Stream()
     x = torch.zeros(N, device="cuda")
+    cupy_slow_fill(cupy, producer, cupy.asarray(x), 0.0)  # compiles the kernel, off the clock
+    with torch.cuda.stream(consumer):
+        (x + 1).sum()
     torch.cuda.synchronize()
+    producer.synchronize()
     cupy_slow_fill(cupy, producer, cupy.asarray(x), 3.0)
     kept = order(consumer, producer, ordered, keep)
     with torch.cuda.stream(consumer):

@@ -69,6 +69,11 @@ func errorf(err error) error {
 // errValue marks a bad argument value (Python's ValueError).
 var errValue = errors.New("bad value")
 
+// done is the (true, nil) or (false, err) of a call with nothing else to return. No
+// exported function returns only an error: for those gopy v0.5.0 returns a C string it
+// never frees (32 bytes a call, seen in bench/memory.py).
+func done(err error) (bool, error) { return err == nil, err }
+
 func store(obj any) int64 {
 	mu.Lock()
 	defer mu.Unlock()
@@ -177,23 +182,23 @@ func StreamQuery(key int64) (bool, error) {
 }
 
 // StreamSynchronize waits for key's work (cuStreamSynchronize).
-func StreamSynchronize(key int64) error {
+func StreamSynchronize(key int64) (bool, error) {
 	s, err := lookup(key)
 	if err != nil {
-		return err
+		return false, err
 	}
-	return errorf(s.Synchronize())
+	return done(errorf(s.Synchronize()))
 }
 
 // StreamWaitStream makes waiter wait for producer's work so far: one crossing.
 //
 //streambridge:keepgil
-func StreamWaitStream(waiter, producer int64) error {
+func StreamWaitStream(waiter, producer int64) (bool, error) {
 	w, p, err := both[*streams.Stream, *streams.Stream](waiter, producer)
 	if err != nil {
-		return err
+		return false, err
 	}
-	return errorf(w.WaitStream(p))
+	return done(errorf(w.WaitStream(p)))
 }
 
 // StreamPriority is cuStreamGetPriority of key.
@@ -240,23 +245,23 @@ func NewEvent(device int, blockingSync, disableTiming, interprocess bool) (int64
 // EventRecord records event key e on stream key s (cuEventRecord).
 //
 //streambridge:keepgil
-func EventRecord(e, s int64) error {
+func EventRecord(e, s int64) (bool, error) {
 	ev, st, err := both[*streams.Event, *streams.Stream](e, s)
 	if err != nil {
-		return err
+		return false, err
 	}
-	return errorf(st.Record(ev))
+	return done(errorf(st.Record(ev)))
 }
 
 // StreamWaitEvent makes stream key s wait for event key e (cuStreamWaitEvent).
 //
 //streambridge:keepgil
-func StreamWaitEvent(s, e int64) error {
+func StreamWaitEvent(s, e int64) (bool, error) {
 	ev, st, err := both[*streams.Event, *streams.Stream](e, s)
 	if err != nil {
-		return err
+		return false, err
 	}
-	return errorf(st.WaitEvent(ev))
+	return done(errorf(st.WaitEvent(ev)))
 }
 
 // EventQuery reports whether event key e has completed (cuEventQuery).
@@ -272,12 +277,12 @@ func EventQuery(e int64) (bool, error) {
 }
 
 // EventSynchronize waits for event key e (cuEventSynchronize).
-func EventSynchronize(e int64) error {
+func EventSynchronize(e int64) (bool, error) {
 	ev, err := find[*streams.Event](e)
 	if err != nil {
-		return err
+		return false, err
 	}
-	return errorf(ev.Synchronize())
+	return done(errorf(ev.Synchronize()))
 }
 
 // EventElapsedTime is the milliseconds from start's completion to end's
@@ -330,18 +335,19 @@ func OpenIPCEvent(device int, handle string) (int64, error) {
 	return store(ev), nil
 }
 
-// Close forgets key, destroying the stream or event if streambridge created it.
+// Close forgets key, destroying the stream or event if streambridge created it; false if
+// key was not open.
 //
 //streambridge:keepgil
-func Close(key int64) error {
+func Close(key int64) (bool, error) {
 	mu.Lock()
 	obj, ok := table[key]
 	delete(table, key)
 	mu.Unlock()
 	if !ok {
-		return nil
+		return false, nil
 	}
-	return errorf(obj.(interface{ Close() error }).Close())
+	return done(errorf(obj.(interface{ Close() error }).Close()))
 }
 
 // LiveStreams counts the keys (streams and events) not yet closed.
@@ -352,6 +358,48 @@ func LiveStreams() int {
 	defer mu.RUnlock()
 	return len(table)
 }
+
+// Entry is the address of the C function for a cuda.h entry point the Python package calls
+// without crossing into Go (see streams.Driver.Entry and python/native/fastcall.c); 0 for
+// one not offered.
+func Entry(name string) (uint64, error) {
+	if _, err := driver(); err != nil {
+		return 0, err
+	}
+	return uint64(drv.Entry(name)), nil
+}
+
+// StreamFence is the CUevent stream key s records for others to wait on (see
+// streams.Stream.WaitStream), made in the stream's context on first use and kept by it.
+//
+//streambridge:keepgil
+func StreamFence(key int64) (uint64, error) {
+	s, err := lookup(key)
+	if err != nil {
+		return 0, err
+	}
+	e, err := s.Fence()
+	if err != nil {
+		return 0, errorf(err)
+	}
+	return uint64(e.Handle()), nil
+}
+
+// EventHandle is the CUevent of event key e.
+//
+//streambridge:keepgil
+func EventHandle(e int64) (uint64, error) {
+	ev, err := find[*streams.Event](e)
+	if err != nil {
+		return 0, err
+	}
+	return uint64(ev.Handle()), nil
+}
+
+// ResultName is the CUDA_ERROR_* name of a CUresult.
+//
+//streambridge:keepgil
+func ResultName(code int) string { return streams.Result(code).Name() }
 
 // Nop does nothing: bench/python_bench.py times it to measure the cost of one call from
 // Python into Go (gopy's generated layer and the cgo crossing).

@@ -98,11 +98,10 @@ func (c *Context) takeFence() (*Event, error) {
 	return c.NewEvent(EventOptions{DisableTiming: true})
 }
 
-// putFence keeps a closed stream's fence for the next stream that needs one. Destroying it
-// at once was seen, on an H200, to block until its last record completed (a stream made
-// to wait on it then closes while the producer still runs, as Python's temporary wrappers
-// do), and reuse saves an event create per wrapper. Re-recording a fence does not change
-// the waits already made on it.
+// putFence keeps a closed stream's fence for the next stream that needs one: Python wraps a
+// framework's stream afresh for each as_stream(...).wait_stream(...), and reuse saves an
+// event create and destroy per wrapper. Re-recording a fence does not change the waits
+// already made on it.
 func (c *Context) putFence(e *Event) error {
 	c.fenceMu.Lock()
 	if c.closed.Load() || len(c.fences) >= maxIdleFences {

@@ -110,3 +110,10 @@ func (d *Driver) borrowedContext(h driver.Context) (*Context, error) {
 	d.contexts[h] = c
 	return c, nil
 }
+
+// Entry is the address of a C function with the signature and meaning of the cuda.h entry
+// point name (one of cuStreamQuery, cuEventRecord, cuStreamWaitEvent, cuEventQuery), for
+// bindings that call the driver without a crossing into Go for their most frequent calls
+// (the Python package does). On the software driver these are callbacks into it. 0 for
+// any other name. Such callers must pass only handles this package has validated or made.
+func (d *Driver) Entry(name string) uintptr { return d.api.Entry(name) }

@@ -273,6 +273,16 @@ func (s *Stream) WaitStream(other *Stream) error {
 	return s.ctx.drv.check("cuEventRecord", r)
 }
 
+// Fence is the event WaitStream records on s for other streams to wait on, made in s's
+// context on first use. It belongs to s: valid until s is closed, and not to be closed by
+// the caller. Bindings that record and wait without Go use it (see Driver.Entry).
+func (s *Stream) Fence() (*Event, error) {
+	if err := s.live(); err != nil {
+		return nil, err
+	}
+	return s.fenceEvent()
+}
+
 func (s *Stream) fenceEvent() (*Event, error) {
 	if e := s.fence.Load(); e != nil {
 		return e, nil

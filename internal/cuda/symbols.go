@@ -1,5 +1,11 @@
 package cuda
 
+import (
+	"slices"
+
+	"github.com/streambridge/streambridge/internal/driver"
+)
+
 // The one table of driver entry points this project calls. Each is named as in cuda.h,
 // with the exported symbol that carries the ABI we call (the _v2 of cuda.h's #defines) and
 // the oldest CUDA version with that ABI, which is what cuGetProcAddress is asked for, the
@@ -125,4 +131,17 @@ var symbols = []symbol{
 	{"cuMemcpyDtoH", "cuMemcpyDtoH_v2", 3020, &cuMemcpyDtoH},
 	{"cuMemcpyHtoDAsync", "cuMemcpyHtoDAsync_v2", 3020, &cuMemcpyHtoDAsync},
 	{"cuMemcpyDtoHAsync", "cuMemcpyDtoHAsync_v2", 3020, &cuMemcpyDtoHAsync},
+}
+
+// Entry is the resolved address of one of driver.EntryNames.
+func (*Driver) Entry(name string) uintptr {
+	if !slices.Contains(driver.EntryNames, name) {
+		return 0
+	}
+	for _, s := range symbols {
+		if s.name == name {
+			return *s.addr
+		}
+	}
+	return 0
 }

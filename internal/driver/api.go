@@ -90,6 +90,11 @@ type API interface {
 
 	StreamCreateWithPriority(c Context, flags uint32, priority int) (Stream, Result)
 	StreamDestroy(s Stream) Result
+	// Entry is the address of a C function with the signature and meaning of the cuda.h
+	// entry point name, for code outside Go that calls the driver itself (the Python
+	// binding's most frequent calls); 0 where the driver has none. Only the names in
+	// EntryNames are offered.
+	Entry(name string) uintptr
 	// StreamCheck reports whether s is a live stream without letting the driver
 	// dereference it if not: Success, ErrorInvalidHandle, or ErrorNotSupported where the
 	// driver cannot tell. Special handles are the caller's to judge.
@@ -141,3 +146,7 @@ type API interface {
 	MemcpyHtoDAsync(dst DevicePtr, src unsafe.Pointer, bytes uint64, s Stream) Result
 	MemcpyDtoHAsync(dst unsafe.Pointer, src DevicePtr, bytes uint64, s Stream) Result
 }
+
+// EntryNames are the entry points API.Entry offers: calls on stream and event objects
+// that need no current context.
+var EntryNames = []string{"cuStreamQuery", "cuEventRecord", "cuStreamWaitEvent", "cuEventQuery"}

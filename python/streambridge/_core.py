@@ -9,10 +9,12 @@ nothing when no error is raised. The rest are wrapped here to raise typed errors
 
 from __future__ import annotations
 
+import ctypes
 import functools
+import os
 from typing import Any, Callable
 
-from ._errors import translate
+from ._errors import cuda_error, translate
 
 try:
     from ._native import _sbnative as _native
@@ -29,6 +31,39 @@ def _typed(fn: Callable[..., Any]) -> Callable[..., Any]:
             raise translate(e) from None
 
     return call
+
+
+def _fastcall_module() -> Any:
+    """The fast-call functions built into the extension (python/native/fastcall.c)."""
+    make = ctypes.PyDLL(_native.__file__).sb_fastcall_module
+    make.restype = ctypes.py_object
+    return make()
+
+
+# The most frequent calls skip Go: direct driver calls for handles the Go core validated or
+# made, with entry points the Go core resolved (see fastcall.c for why). Objects use them
+# once fast_calls() is true; each returns the CUresult. STREAMBRIDGE_FASTCALL=0 turns them
+# off (everything then goes through Go), for comparison.
+fastcall = _fastcall_module()
+_fast_state: Any = None
+
+
+def fast_calls() -> bool:
+    """Whether the fast calls are ready: the driver loaded and offers their entry points."""
+    global _fast_state
+    if _fast_state is None:
+        names = ("cuStreamQuery", "cuEventRecord", "cuStreamWaitEvent", "cuEventQuery")
+        addresses = [_native.pyshim_Entry(n) for n in names]
+        _fast_state = os.environ.get("STREAMBRIDGE_FASTCALL", "1") != "0" and all(addresses)
+        if _fast_state:
+            fastcall.init(*addresses)
+    return _fast_state
+
+
+def check(call: str, result: int) -> None:
+    """Raises the typed error for a fast call's failed CUresult."""
+    if result:
+        raise cuda_error(call, result, _native.pyshim_ResultName(result))
 
 
 # Frequent: raw, the caller translates errors.
@@ -53,5 +88,7 @@ new_event = _typed(_native.pyshim_NewEvent)
 event_synchronize = _typed(_native.pyshim_EventSynchronize)
 event_elapsed_time = _typed(_native.pyshim_EventElapsedTime)
 live_streams = _native.pyshim_LiveStreams
+event_handle = _typed(_native.pyshim_EventHandle)
+stream_fence = _typed(_native.pyshim_StreamFence)
 event_ipc_handle = _typed(_native.pyshim_EventIPCHandle)
 open_ipc_event = _typed(_native.pyshim_OpenIPCEvent)

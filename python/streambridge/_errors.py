@@ -41,6 +41,12 @@ def _name(message: str) -> str:
     return ""
 
 
+def cuda_error(call: str, code: int, name: str) -> CUDAError:
+    """The typed error for a driver call that returned ``code`` (named ``name``)."""
+    cls = InvalidHandleError if code == _INVALID_HANDLE else CUDAError
+    return cls(f"{call}: {name}", code, name)
+
+
 def translate(err: BaseException) -> BaseException:
     """The typed exception for an error raised by the native module."""
     kind, sep, rest = str(err).partition("|")

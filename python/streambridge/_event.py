@@ -9,8 +9,14 @@ from typing import Any, Dict, Optional
 from . import _core, _stream
 from ._core import close as _close, event_query as _event_query, event_record as _event_record
 from ._core import stream_wait_event as _stream_wait_event
+from ._core import check as _check, fast_calls as _fast_calls, fastcall as _fc
 from ._errors import translate
 from ._stream import RUNTIME, _BaseStream, _device_index
+
+_fc_event_record = _fc.event_record
+_fc_stream_wait_event = _fc.stream_wait_event
+_fc_event_query = _fc.event_query
+_NOT_READY = 600  # CUDA_ERROR_NOT_READY
 
 _default_keys: Dict[int, int] = {}
 
@@ -44,6 +50,8 @@ class Event:
     _device: int = 0
     _timing: bool = False
     _interprocess: bool = False
+    _eptr: int = 0  # the CUevent, for the fast calls
+    _fast: bool = False  # open, and fast calls are ready
 
     def __init__(self, block: bool = False, disable_timing: bool = False, interprocess: bool = False, *,
                  enable_timing: Optional[bool] = None, blocking: Optional[bool] = None,
@@ -69,6 +77,12 @@ class Event:
         self._key = _core.new_event(self._device, block, disable_timing, interprocess)
         self._timing = not disable_timing
         self._interprocess = interprocess
+        self._enable_fast()
+
+    def _enable_fast(self) -> None:
+        if _fast_calls():
+            self._eptr = _core.event_handle(self._key)
+            self._fast = True
 
     @classmethod
     def _from_options(cls, options: Any, device: int) -> "Event":
@@ -94,6 +108,9 @@ class Event:
         if stream is None:
             skey = _default_stream_key(self._device)
         elif isinstance(stream, _BaseStream):
+            if self._fast and stream._fast:
+                _check("cuEventRecord", _fc_event_record(self._eptr, stream._ptr))
+                return
             skey = stream._key
         else:
             raise TypeError(f"record takes a streambridge stream, not {type(stream).__name__}")
@@ -107,6 +124,9 @@ class Event:
         if stream is None:
             skey = _default_stream_key(self._device)
         elif isinstance(stream, _BaseStream):
+            if self._fast and stream._fast:
+                _check("cuStreamWaitEvent", _fc_stream_wait_event(stream._ptr, self._eptr))
+                return
             skey = stream._key
         else:
             raise TypeError(f"wait takes a streambridge stream, not {type(stream).__name__}")
@@ -117,6 +137,13 @@ class Event:
 
     def query(self) -> bool:
         """Whether the last record's work has completed (cuEventQuery)."""
+        if self._fast:
+            r = _fc_event_query(self._eptr)
+            if r == 0:
+                return True
+            if r == _NOT_READY:
+                return False
+            _check("cuEventQuery", r)
         try:
             return _event_query(self._key)
         except RuntimeError as e:
@@ -162,10 +189,12 @@ class Event:
         self._device = max(_device_index(device), 0)
         self._key = _core.open_ipc_event(self._device, bytes(handle).hex())
         self._interprocess = True
+        self._enable_fast()
         return self
 
     def close(self) -> None:
         """Destroy the event (cuEventDestroy). Idempotent."""
+        self._fast = False
         key, self._key = self._key, 0
         if key:
             try:

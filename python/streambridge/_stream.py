@@ -10,8 +10,15 @@ from typing import Any, List, Optional, Tuple
 from . import _core
 from ._core import close as _close, event_record as _event_record, stream_query as _stream_query
 from ._core import stream_wait_event as _stream_wait_event, stream_wait_stream as _stream_wait_stream
+from ._core import check as _check, fast_calls as _fast_calls, fastcall as _fc
 from ._core import wrap_stream as _wrap_stream
 from ._errors import translate
+
+_fc_stream_query = _fc.stream_query
+_fc_event_record = _fc.event_record
+_fc_stream_wait_event = _fc.stream_wait_event
+_fc_record_and_wait = _fc.record_and_wait
+_NOT_READY = 600  # CUDA_ERROR_NOT_READY
 
 Event: Any = None  # ._event.Event, set when that module loads (it imports this one)
 
@@ -67,6 +74,8 @@ class _BaseStream:
     _device: int = -1  # read from Go on first use
     _owned: bool = False
     _owner: Any = None  # the object a borrowed stream came from, kept alive with it
+    _fast: bool = False  # a stream object (not 0/1/2), open, and fast calls are ready
+    _fence: int = 0  # the CUevent wait_stream records here, the Go stream's (StreamFence)
 
     @property
     def ptr(self) -> int:
@@ -97,6 +106,13 @@ class _BaseStream:
 
     def query(self) -> bool:
         """Whether all work submitted so far has completed (cuStreamQuery)."""
+        if self._fast:
+            r = _fc_stream_query(self._ptr)
+            if r == 0:
+                return True
+            if r == _NOT_READY:
+                return False
+            _check("cuStreamQuery", r)
         try:
             return _stream_query(self._key)
         except RuntimeError as e:
@@ -120,6 +136,9 @@ class _BaseStream:
             event = Event._from_options(options, self.device_id)
         elif not isinstance(event, Event):
             raise TypeError(f"record takes a streambridge Event, not {type(event).__name__}")
+        if self._fast and event._fast:
+            _check("cuEventRecord", _fc_event_record(event._eptr, self._ptr))
+            return event
         try:
             _event_record(event._key, self._key)
         except RuntimeError as e:
@@ -134,6 +153,9 @@ class _BaseStream:
         """Make work submitted from now on wait for ``event`` (cuStreamWaitEvent)."""
         if not isinstance(event, Event):
             raise TypeError(f"wait_event takes a streambridge Event, not {type(event).__name__}")
+        if self._fast and event._fast:
+            _check("cuStreamWaitEvent", _fc_stream_wait_event(self._ptr, event._eptr))
+            return
         try:
             _stream_wait_event(self._key, event._key)
         except RuntimeError as e:
@@ -144,10 +166,20 @@ class _BaseStream:
         (cuEventRecord + cuStreamWaitEvent, one call into Go)."""
         if not isinstance(other, _BaseStream):
             raise TypeError(f"wait_stream takes a streambridge stream, not {type(other).__name__}")
+        if self._fast and other._fast:
+            fence = other._fence or other._make_fence()
+            r = _fc_record_and_wait(fence, other._ptr, self._ptr)
+            if r:
+                _check("cuEventRecord" if r < 0 else "cuStreamWaitEvent", abs(r))
+            return
         try:
             _stream_wait_stream(self._key, other._key)
         except RuntimeError as e:
             raise translate(e) from None
+
+    def _make_fence(self) -> int:
+        self._fence = _core.stream_fence(self._key)
+        return self._fence
 
     def wait(self, event_or_stream: Any) -> None:
         """cuda.core's spelling: wait for an Event or a stream."""
@@ -176,6 +208,7 @@ class _BaseStream:
 
     def close(self) -> None:
         """Destroy the stream if streambridge created it, else forget it. Idempotent."""
+        self._fast = False
         key, self._key = self._key, 0
         if key:
             try:
@@ -318,6 +351,8 @@ class ExternalStream(_BaseStream):
         self._ptr = ptr
         if ptr <= 2:  # a default stream: its device is the stated one, known now
             self._device = _core.stream_device(self._key)
+        else:
+            self._fast = _fast_calls()
 
 
 class Stream(_BaseStream):
@@ -344,6 +379,7 @@ class Stream(_BaseStream):
             self._owned = True
         self._ptr = _core.stream_handle(self._key)
         self._device = _core.stream_device(self._key)
+        self._fast = self._ptr > 2 and _fast_calls()
 
     @classmethod
     def from_handle(cls, handle: int) -> ExternalStream:

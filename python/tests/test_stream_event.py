@@ -176,3 +176,29 @@ def test_many_streams_and_events_leave_the_table_as_it_was():
         streambridge.ExternalStream(s.ptr).close()
         del s  # closed by its finalizer
     assert _core.live_streams() == live
+
+
+def test_frequent_calls_skip_go_unless_turned_off():
+    import os
+
+    from streambridge import _core
+
+    s, t = streambridge.Stream(), streambridge.Stream()
+    e = streambridge.Event(disable_timing=True)
+    fast = os.environ.get("STREAMBRIDGE_FASTCALL", "1") != "0"
+    assert _core.fast_calls() is fast and s._fast is fast and e._fast is fast
+    assert streambridge.Stream(null=True)._fast is False, "0/1/2 need a context: through Go"
+    s.record(e)
+    t.wait_event(e)
+    t.wait_stream(s)
+    e.synchronize()
+    assert e.query() is True and s.query() is True
+    s.close()
+    assert s._fast is False
+    with pytest.raises(streambridge.ClosedError):
+        s.query()
+    with pytest.raises(streambridge.ClosedError):
+        t.wait_stream(s)
+    e.close()
+    with pytest.raises(streambridge.ClosedError):
+        t.wait_event(e)

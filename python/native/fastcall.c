@@ -1,0 +1,149 @@
+/*
+ * streambridge._native fast calls: the Python package's most frequent operations (stream
+ * query, event record, stream wait, event query, and record+wait fused) as CPython
+ * functions that call the driver's entry points directly.
+ *
+ * Why: every call through gopy's generated layer is a C-to-Go crossing (cgocallback),
+ * about 130-160 ns on an H200 before any work; the driver call itself is 150-300 ns. With
+ * the crossing, these calls cost 1.8-2.6x the fastest framework (bench/python_bench.py);
+ * without it they cost what CuPy's and cuda.core's do.
+ *
+ * What stays in Go: loading the driver and resolving these entry points (the Go core hands
+ * their addresses over, streams.Driver.Entry), validating every foreign handle, creating
+ * and destroying streams and events, and everything else. These functions are only ever
+ * given handles the Go core validated or made, by the package's own objects
+ * (python/streambridge/_stream.py, _event.py), which stop using them when closed.
+ *
+ * gopy builds this file into the extension with its generated code (scripts/build-native.sh);
+ * sb_fastcall_module returns the module object.
+ */
+#include <Python.h>
+#include <stdint.h>
+
+typedef int (*stream_fn)(uintptr_t);                           /* cuStreamQuery */
+typedef int (*event_fn)(uintptr_t);                            /* cuEventQuery */
+typedef int (*record_fn)(uintptr_t, uintptr_t);                /* cuEventRecord(event, stream) */
+typedef int (*wait_fn)(uintptr_t, uintptr_t, unsigned int);    /* cuStreamWaitEvent(stream, event, flags) */
+
+static stream_fn stream_query;
+static event_fn event_query;
+static record_fn event_record;
+static wait_fn stream_wait_event;
+
+static int handle_of(PyObject *o, uintptr_t *out) {
+    unsigned long long v = PyLong_AsUnsignedLongLong(o);
+    if (v == (unsigned long long)-1 && PyErr_Occurred())
+        return 0;
+    *out = (uintptr_t)v;
+    return 1;
+}
+
+static int ready(void) {
+    if (stream_query == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "streambridge fast calls used before init");
+        return 0;
+    }
+    return 1;
+}
+
+/* init(cuStreamQuery, cuEventRecord, cuStreamWaitEvent, cuEventQuery): the addresses. */
+static PyObject *fc_init(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    uintptr_t a[4];
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "init takes 4 entry point addresses");
+        return NULL;
+    }
+    for (int i = 0; i < 4; i++) {
+        if (!handle_of(args[i], &a[i]))
+            return NULL;
+        if (a[i] == 0) {
+            PyErr_SetString(PyExc_ValueError, "init: an entry point address is 0");
+            return NULL;
+        }
+    }
+    stream_query = (stream_fn)a[0];
+    event_record = (record_fn)a[1];
+    stream_wait_event = (wait_fn)a[2];
+    event_query = (event_fn)a[3];
+    Py_RETURN_NONE;
+}
+
+/* stream_query(stream) -> CUresult */
+static PyObject *fc_stream_query(PyObject *self, PyObject *arg) {
+    uintptr_t s;
+    if (!ready() || !handle_of(arg, &s))
+        return NULL;
+    return PyLong_FromLong(stream_query(s));
+}
+
+/* event_query(event) -> CUresult */
+static PyObject *fc_event_query(PyObject *self, PyObject *arg) {
+    uintptr_t e;
+    if (!ready() || !handle_of(arg, &e))
+        return NULL;
+    return PyLong_FromLong(event_query(e));
+}
+
+/* event_record(event, stream) -> CUresult */
+static PyObject *fc_event_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    uintptr_t e, s;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "event_record takes (event, stream)");
+        return NULL;
+    }
+    if (!ready() || !handle_of(args[0], &e) || !handle_of(args[1], &s))
+        return NULL;
+    return PyLong_FromLong(event_record(e, s));
+}
+
+/* stream_wait_event(stream, event) -> CUresult */
+static PyObject *fc_stream_wait_event(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    uintptr_t s, e;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "stream_wait_event takes (stream, event)");
+        return NULL;
+    }
+    if (!ready() || !handle_of(args[0], &s) || !handle_of(args[1], &e))
+        return NULL;
+    return PyLong_FromLong(stream_wait_event(s, e, 0));
+}
+
+/* record_and_wait(event, producer, waiter) -> CUresult: record event on producer, and if
+ * that succeeded make waiter wait for it. A failed record returns its result negated, so
+ * that the caller can name the call that failed. */
+static PyObject *fc_record_and_wait(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    uintptr_t e, from, to;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "record_and_wait takes (event, producer, waiter)");
+        return NULL;
+    }
+    if (!ready() || !handle_of(args[0], &e) || !handle_of(args[1], &from) || !handle_of(args[2], &to))
+        return NULL;
+    int r = event_record(e, from);
+    if (r != 0)
+        return PyLong_FromLong(-r);
+    return PyLong_FromLong(stream_wait_event(to, e, 0));
+}
+
+static PyMethodDef methods[] = {
+    {"init", (PyCFunction)(void (*)(void))fc_init, METH_FASTCALL, "init(query, record, wait, event_query)"},
+    {"stream_query", fc_stream_query, METH_O, "cuStreamQuery(stream) -> CUresult"},
+    {"event_query", fc_event_query, METH_O, "cuEventQuery(event) -> CUresult"},
+    {"event_record", (PyCFunction)(void (*)(void))fc_event_record, METH_FASTCALL, "cuEventRecord(event, stream) -> CUresult"},
+    {"stream_wait_event", (PyCFunction)(void (*)(void))fc_stream_wait_event, METH_FASTCALL,
+     "cuStreamWaitEvent(stream, event, 0) -> CUresult"},
+    {"record_and_wait", (PyCFunction)(void (*)(void))fc_record_and_wait, METH_FASTCALL,
+     "cuEventRecord(event, producer), then cuStreamWaitEvent(waiter, event, 0) -> CUresult (-r if the record failed)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "streambridge._native.fastcall",
+                                    "Direct driver calls for validated handles (see fastcall.c).", -1, methods};
+
+__attribute__((visibility("default"))) PyObject *sb_fastcall_module(void) {
+    static PyObject *m;
+    if (m == NULL)
+        m = PyModule_Create(&module);
+    Py_XINCREF(m);
+    return m;
+}

@@ -1,0 +1,44 @@
+package streams
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ebitengine/purego"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/streambridge/streambridge/internal/driver"
+)
+
+// The C entry points a binding calls without Go (Driver.Entry) order work as the methods
+// do, on both drivers.
+func TestEntryPointsOrderWork(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		entry := map[string]uintptr{}
+		for _, name := range driver.EntryNames {
+			entry[name] = d.Entry(name)
+			require.NotZero(t, entry[name], name)
+		}
+		assert.Zero(t, d.Entry("cuMemAlloc"), "only the listed calls are offered")
+		call := func(name string, args ...uintptr) driver.Result {
+			r, _, _ := purego.SyscallN(entry[name], args...)
+			return driver.Result(int32(r))
+		}
+		c := primary(t, d, 0)
+		producer := newStream(t, c, StreamOptions{NonBlocking: true})
+		consumer := newStream(t, c, StreamOptions{NonBlocking: true})
+		e := newEvent(t, c, EventOptions{DisableTiming: true})
+		marker := newEvent(t, c, EventOptions{DisableTiming: true})
+
+		slowWork(t, producer, 300*time.Millisecond)
+		require.Equal(t, driver.Success, call("cuEventRecord", e.Handle(), producer.Handle()))
+		require.Equal(t, driver.Success, call("cuStreamWaitEvent", consumer.Handle(), e.Handle(), 0))
+		require.Equal(t, driver.Success, call("cuEventRecord", marker.Handle(), consumer.Handle()))
+		assert.Equal(t, driver.ErrorNotReady, call("cuEventQuery", marker.Handle()), "the consumer waits")
+		assert.Equal(t, driver.ErrorNotReady, call("cuStreamQuery", consumer.Handle()))
+		require.NoError(t, marker.Synchronize())
+		assert.Equal(t, driver.Success, call("cuStreamQuery", producer.Handle()), "the producer finished first")
+		assert.Equal(t, driver.Success, call("cuEventQuery", e.Handle()))
+	})
+}
