@@ -130,6 +130,24 @@ func WrapStream(handle uint64, device int, convention int) (int64, error) {
 	return store(s), nil
 }
 
+// CheckStream validates a foreign stream handle as WrapStream does and returns its device,
+// keeping nothing: the Python package checks each borrowed handle when it is wrapped, and
+// wraps it (WrapStream, which checks it again) only for a call that goes through Go.
+//
+//streambridge:keepgil
+func CheckStream(handle uint64, device int, convention int) (int, error) {
+	b, err := driver()
+	if err != nil {
+		return 0, err
+	}
+	s, err := b.Stream(handle, bridge.Options{Device: device, Convention: bridge.Convention(convention)})
+	if err != nil {
+		return 0, errorf(err)
+	}
+	defer s.Close() // nothing to free for a stream object; a default stream's context count
+	return s.Device().Ordinal(), nil
+}
+
 // NewStream creates a stream on device and returns its key; closing the key destroys it.
 func NewStream(device int, nonBlocking bool, priority int) (int64, error) {
 	b, err := driver()

@@ -33,15 +33,16 @@ if [ -n "$wheel" ]; then
   site=$(mktemp -d)
   python3 -m pip install -q --no-deps --no-index --target "$site" "$wheel"
   log=$out/pytest.log
-  (cd "$out" && PYTHONPATH="$site" STREAMBRIDGE_REQUIRE_GPU=1 timeout 300 python3 -m pytest -q -p no:cacheprovider \
-    "$root/python/tests" "$root/interop_test" >"$log" 2>&1)
+  (cd "$out" && PYTHONPATH="$site" STREAMBRIDGE_REQUIRE_GPU=1 STREAMBRIDGE_REPORT="$out/hostile.txt" timeout 300 \
+    python3 -m pytest -q -rs -p no:cacheprovider "$root/python/tests" "$root/interop_test" >"$log" 2>&1)
   rc=$?
   [ $rc -eq 0 ] || status=1
   echo "== pytest (wheel, real driver): exit $rc: $(tail -1 "$log")"
   grep -E "FAILED|ERROR|SKIPPED" "$log" | head -20
+  cat "$out/hostile.txt" 2>/dev/null
   log=$out/pytest-nofastcall.log
   (cd "$out" && PYTHONPATH="$site" STREAMBRIDGE_REQUIRE_GPU=1 STREAMBRIDGE_FASTCALL=0 timeout 300 python3 -m pytest -q \
-    -p no:cacheprovider "$root/python/tests" "$root/interop_test" >"$log" 2>&1)
+    -rs -p no:cacheprovider "$root/python/tests" "$root/interop_test" >"$log" 2>&1)
   rc=$?
   [ $rc -eq 0 ] || status=1
   echo "== pytest, fast calls off (everything through Go): exit $rc: $(tail -1 "$log")"

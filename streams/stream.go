@@ -78,11 +78,8 @@ func (c *Context) wrapStream(handle uintptr) (*Stream, error) {
 	if s.handle.IsSpecial() {
 		return s, nil
 	}
-	if err := c.drv.checkStream(s.handle); err != nil {
-		return nil, err
-	}
-	owner, r := c.api.StreamGetCtx(s.handle)
-	if err := c.drv.check("cuStreamGetCtx", r); err != nil {
+	owner, err := c.drv.checkStream(s.handle)
+	if err != nil {
 		return nil, err
 	}
 	if owner != c.handle {
@@ -99,11 +96,8 @@ func (d *Driver) WrapStream(handle uintptr) (*Stream, error) {
 	if driver.Stream(handle).IsSpecial() {
 		return nil, fmt.Errorf("streambridge: stream handle %d is a per-context default stream; wrap it with Context.WrapStream", handle)
 	}
-	if err := d.checkStream(driver.Stream(handle)); err != nil {
-		return nil, err
-	}
-	h, r := d.api.StreamGetCtx(driver.Stream(handle))
-	if err := d.check("cuStreamGetCtx", r); err != nil {
+	h, err := d.checkStream(driver.Stream(handle))
+	if err != nil {
 		return nil, err
 	}
 	c, err := d.borrowedContext(h)
@@ -113,16 +107,17 @@ func (d *Driver) WrapStream(handle uintptr) (*Stream, error) {
 	return &Stream{ctx: c, api: d.api, handle: driver.Stream(handle)}, nil
 }
 
-// checkStream refuses a handle that is not a live stream, without the driver touching it.
-func (d *Driver) checkStream(h driver.Stream) error {
-	switch r := d.api.StreamCheck(h); r {
+// checkStream refuses a handle that is not a live stream, without the driver touching it,
+// and returns a live one's context.
+func (d *Driver) checkStream(h driver.Stream) (driver.Context, error) {
+	switch ctx, r := d.api.StreamCheck(h); r {
 	case driver.Success:
-		return nil
+		return ctx, nil
 	case driver.ErrorNotSupported:
-		return &CallError{Call: "stream check", Result: r,
+		return 0, &CallError{Call: "stream check", Result: r,
 			Hint: "this driver's stream layout could not be learned, so a foreign handle cannot be proven live"}
 	default:
-		return &CallError{Call: "stream check", Result: r,
+		return 0, &CallError{Call: "stream check", Result: r,
 			Hint: fmt.Sprintf("%#x is not a live CUDA stream; it was not passed to the driver", uintptr(h))}
 	}
 }

@@ -314,3 +314,23 @@ func TestWaitStreamWithDefaultStream(t *testing.T) {
 		require.NoError(t, s.Synchronize())
 	})
 }
+
+// The context the check reads from a stream object is the one the driver reports.
+func TestStreamCheckFindsTheDriversContext(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		n, err := d.DeviceCount()
+		require.NoError(t, err)
+		for dev := range n {
+			c := primary(t, d, dev)
+			s := newStream(t, c, StreamOptions{NonBlocking: true})
+			got, r := d.api.StreamCheck(driver.Stream(s.Handle()))
+			require.Equal(t, driver.Success, r)
+			want, r := d.api.StreamGetCtx(driver.Stream(s.Handle()))
+			require.Equal(t, driver.Success, r)
+			assert.Equal(t, want, got, "device %d", dev)
+			w, err := d.WrapStream(s.Handle())
+			require.NoError(t, err)
+			assert.Equal(t, dev, w.Device().Ordinal())
+		}
+	})
+}

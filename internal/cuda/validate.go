@@ -179,31 +179,33 @@ func (d *Driver) knownHeader(hdr [2]uint64) bool {
 	return headers[hdr]
 }
 
-// StreamCheck reports whether h is a live stream of this driver: driver.Success, or
+// StreamCheck reports whether h is a live stream of this driver, and its context (what
+// cuStreamGetCtx would return, read from the stream object): driver.Success, or
 // ErrorInvalidHandle for anything else; ErrorNotSupported where the driver's layout could
 // not be learned, so nothing can be proven. The special handles 0, 1 and 2 are the
 // caller's to judge.
-func (d *Driver) StreamCheck(h driver.Stream) driver.Result {
+func (d *Driver) StreamCheck(h driver.Stream) (driver.Context, driver.Result) {
 	if h.IsSpecial() {
-		return driver.Success
+		return 0, driver.Success
 	}
 	if uintptr(h) < 4096 || uintptr(h)%8 != 0 || uint64(h) >= 1<<47 {
-		return driver.ErrorInvalidHandle
+		return 0, driver.ErrorInvalidHandle
 	}
 	layoutOnce.Do(func() { layout = d.learnLayout() })
 	if !layout.ok {
-		return driver.ErrorNotSupported
+		return 0, driver.ErrorNotSupported
 	}
 	var head [1]uint64
 	var objBuf [layoutSearchWords]uint64
 	obj := objBuf[:layout.objWords]
 	rd := newReader()
 	if !rd.peek(uintptr(h), head[:]) || !rd.peek(uintptr(head[0]), obj) || uintptr(obj[layout.backAt]) != uintptr(h) {
-		return driver.ErrorInvalidHandle
+		return 0, driver.ErrorInvalidHandle
 	}
+	ctx := uintptr(obj[layout.ctxAt])
 	var hdr [2]uint64
-	if !rd.peek(uintptr(obj[layout.ctxAt]), hdr[:]) || !d.knownHeader(hdr) {
-		return driver.ErrorInvalidHandle
+	if !rd.peek(ctx, hdr[:]) || !d.knownHeader(hdr) {
+		return 0, driver.ErrorInvalidHandle
 	}
-	return driver.Success
+	return driver.Context(ctx), driver.Success
 }

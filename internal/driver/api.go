@@ -96,9 +96,10 @@ type API interface {
 	// EntryNames are offered.
 	Entry(name string) uintptr
 	// StreamCheck reports whether s is a live stream without letting the driver
-	// dereference it if not: Success, ErrorInvalidHandle, or ErrorNotSupported where the
-	// driver cannot tell. Special handles are the caller's to judge.
-	StreamCheck(s Stream) Result
+	// dereference it if not, and its context: Success, ErrorInvalidHandle, or
+	// ErrorNotSupported where the driver cannot tell. Special handles are the caller's to
+	// judge (Success, context 0).
+	StreamCheck(s Stream) (Context, Result)
 	StreamQuery(c Context, s Stream) Result
 	StreamSynchronize(c Context, s Stream) Result
 	StreamWaitEvent(c Context, s Stream, e Event, flags uint32) Result

@@ -375,16 +375,17 @@ func (d *Driver) streamIn(ch driver.Context, h driver.Stream) (*stream, driver.R
 }
 
 // StreamCheck looks the handle up: the software driver knows every stream it made.
-func (d *Driver) StreamCheck(h driver.Stream) driver.Result {
+func (d *Driver) StreamCheck(h driver.Stream) (driver.Context, driver.Result) {
 	if h.IsSpecial() {
-		return driver.Success
+		return 0, driver.Success
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if _, ok := lookup[*stream](d, uintptr(h)); !ok {
-		return driver.ErrorInvalidHandle
+	s, ok := lookup[*stream](d, uintptr(h))
+	if !ok {
+		return 0, driver.ErrorInvalidHandle
 	}
-	return driver.Success
+	return s.ctx.handle, driver.Success
 }
 
 func (d *Driver) StreamDestroy(h driver.Stream) driver.Result {

@@ -68,6 +68,7 @@ def check(call: str, result: int) -> None:
 
 # Frequent: raw, the caller translates errors.
 wrap_stream = _native.pyshim_WrapStream
+check_stream = _native.pyshim_CheckStream
 stream_query = _native.pyshim_StreamQuery
 stream_wait_stream = _native.pyshim_StreamWaitStream
 stream_wait_event = _native.pyshim_StreamWaitEvent

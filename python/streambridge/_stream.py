@@ -11,7 +11,7 @@ from . import _core
 from ._core import close as _close, event_record as _event_record, stream_query as _stream_query
 from ._core import stream_wait_event as _stream_wait_event, stream_wait_stream as _stream_wait_stream
 from ._core import check as _check, fast_calls as _fast_calls, fastcall as _fc
-from ._core import wrap_stream as _wrap_stream
+from ._core import check_stream as _check_stream, wrap_stream as _wrap_stream
 from ._errors import translate
 
 _fc_stream_query = _fc.stream_query
@@ -69,13 +69,28 @@ def _handle(ptr: Any) -> int:
 class _BaseStream:
     """What every streambridge stream does; its driver object lives in Go under ``_key``."""
 
-    _key: int = 0
+    _k: int = 0  # the key of the Go stream; 0 before a borrowed stream first needs it, or closed
+    _closed: bool = False
     _ptr: int = 0
     _device: int = -1  # read from Go on first use
     _owned: bool = False
     _owner: Any = None  # the object a borrowed stream came from, kept alive with it
     _fast: bool = False  # a stream object (not 0/1/2), open, and fast calls are ready
     _fence: int = 0  # the CUevent wait_stream records here, the Go stream's (StreamFence)
+
+    @property
+    def _key(self) -> int:
+        """The Go stream's key. A borrowed stream object is checked when wrapped and made a
+        Go stream (checked again) only for its first call that goes through Go: the
+        frequent calls do not, and most borrowed streams never need one. 0 once closed."""
+        k = self._k
+        if k or self._closed:
+            return k
+        try:
+            self._k = _wrap_stream(self._ptr, self._device, RUNTIME)
+        except RuntimeError as e:
+            raise translate(e) from None
+        return self._k
 
     @property
     def ptr(self) -> int:
@@ -209,7 +224,8 @@ class _BaseStream:
     def close(self) -> None:
         """Destroy the stream if streambridge created it, else forget it. Idempotent."""
         self._fast = False
-        key, self._key = self._key, 0
+        self._closed = True
+        key, self._k = self._k, 0
         if key:
             try:
                 _close(key)
@@ -235,7 +251,7 @@ class _BaseStream:
 
     def __repr__(self) -> str:
         kind = "owned" if self._owned else "borrowed"
-        device = self.device_id if self._key else "?"
+        device = "?" if self._closed and self._device < 0 else self.device_id
         return f"<streambridge.{type(self).__name__} ptr={self._ptr:#x} device={device} {kind}>"
 
     @property
@@ -345,12 +361,15 @@ class ExternalStream(_BaseStream):
         if type(device_id) is not int or device_id < -1:
             device_id = _device_index(device_id)
         try:
-            self._key = _wrap_stream(ptr, device_id, RUNTIME)
+            if ptr > 2:  # a stream object: checked now, a Go stream when first needed
+                self._device = _check_stream(ptr, device_id, RUNTIME)
+            else:  # a default stream: named by device, used through Go
+                self._k = _wrap_stream(ptr, device_id, RUNTIME)
         except RuntimeError as e:
             raise translate(e) from None
         self._ptr = ptr
-        if ptr <= 2:  # a default stream: its device is the stated one, known now
-            self._device = _core.stream_device(self._key)
+        if ptr <= 2:
+            self._device = _core.stream_device(self._k)
         else:
             self._fast = _fast_calls()
 
@@ -373,12 +392,12 @@ class Stream(_BaseStream):
             raise TypeError(f"priority must be an int, not {type(priority).__name__}")
         dev = max(_device_index(device), 0)
         if null or ptds:
-            self._key = _core.wrap_stream(2 if ptds else 0, dev, RUNTIME)
+            self._k = _core._typed(_core.wrap_stream)(2 if ptds else 0, dev, RUNTIME)
         else:
-            self._key = _core.new_stream(dev, non_blocking, priority or 0)
+            self._k = _core.new_stream(dev, non_blocking, priority or 0)
             self._owned = True
-        self._ptr = _core.stream_handle(self._key)
-        self._device = _core.stream_device(self._key)
+        self._ptr = _core.stream_handle(self._k)
+        self._device = _core.stream_device(self._k)
         self._fast = self._ptr > 2 and _fast_calls()
 
     @classmethod

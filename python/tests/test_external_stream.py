@@ -104,11 +104,14 @@ def test_special_handles_name_the_stated_devices_default_streams(driver_name):
 
 def test_close_is_idempotent_and_use_after_close_raises(foreign_stream):
     handle, _ = foreign_stream
-    s = streambridge.ExternalStream(handle)
     live = _core.live_streams()
+    s = streambridge.ExternalStream(handle)
+    assert _core.live_streams() == live, "a borrowed stream is checked, not kept in Go, until a call needs Go"
+    assert s.is_non_blocking is True  # through Go: now it is
+    assert _core.live_streams() == live + 1
     s.close()
     s.close()
-    assert _core.live_streams() == live - 1
+    assert _core.live_streams() == live
     with pytest.raises(streambridge.ClosedError):
         s.query()
     assert streambridge.ExternalStream(handle).query(), "the borrowed stream lives on"
@@ -146,3 +149,11 @@ def test_a_stream_made_with_nothing_else_holding_the_context_stays_valid():
         assert s.query()
     finally:
         _core.close(key)
+
+
+def test_a_borrowed_stream_destroyed_before_its_first_go_call_is_refused():
+    key = _core.new_stream(0, True, 0)
+    s = streambridge.ExternalStream(_core.stream_handle(key))
+    _core.close(key)  # its owner destroys it
+    with pytest.raises(streambridge.InvalidHandleError):
+        s.priority  # checked again before Go uses it

@@ -191,8 +191,8 @@ def test_frequent_calls_skip_go_unless_turned_off():
     s.record(e)
     t.wait_event(e)
     t.wait_stream(s)
-    e.synchronize()
-    assert e.query() is True and s.query() is True
+    t.synchronize()
+    assert e.query() is True and s.query() is True and t.query() is True
     s.close()
     assert s._fast is False
     with pytest.raises(streambridge.ClosedError):
