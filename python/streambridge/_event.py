@@ -109,7 +109,9 @@ class Event:
             skey = _default_stream_key(self._device)
         elif isinstance(stream, _BaseStream):
             if self._fast and stream._fast:
-                _check("cuEventRecord", _fc_event_record(self._eptr, stream._ptr))
+                r = _fc_event_record(self._eptr, stream._ptr)
+                if r:
+                    _check("cuEventRecord", r)
                 return
             skey = stream._key
         else:
@@ -125,7 +127,9 @@ class Event:
             skey = _default_stream_key(self._device)
         elif isinstance(stream, _BaseStream):
             if self._fast and stream._fast:
-                _check("cuStreamWaitEvent", _fc_stream_wait_event(stream._ptr, self._eptr))
+                r = _fc_stream_wait_event(stream._ptr, self._eptr)
+                if r:
+                    _check("cuStreamWaitEvent", r)
                 return
             skey = stream._key
         else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import weakref
 from typing import Any, List, Optional, Tuple
 
 from . import _core
@@ -90,6 +91,7 @@ class _BaseStream:
             self._k = _wrap_stream(self._ptr, self._device, RUNTIME)
         except RuntimeError as e:
             raise translate(e) from None
+        _forget_on_collection(self, self._k)
         return self._k
 
     @property
@@ -152,7 +154,9 @@ class _BaseStream:
         elif not isinstance(event, Event):
             raise TypeError(f"record takes a streambridge Event, not {type(event).__name__}")
         if self._fast and event._fast:
-            _check("cuEventRecord", _fc_event_record(event._eptr, self._ptr))
+            r = _fc_event_record(event._eptr, self._ptr)
+            if r:
+                _check("cuEventRecord", r)
             return event
         try:
             _event_record(event._key, self._key)
@@ -169,7 +173,9 @@ class _BaseStream:
         if not isinstance(event, Event):
             raise TypeError(f"wait_event takes a streambridge Event, not {type(event).__name__}")
         if self._fast and event._fast:
-            _check("cuStreamWaitEvent", _fc_stream_wait_event(self._ptr, event._eptr))
+            r = _fc_stream_wait_event(self._ptr, event._eptr)
+            if r:
+                _check("cuStreamWaitEvent", r)
             return
         try:
             _stream_wait_event(self._key, event._key)
@@ -231,14 +237,6 @@ class _BaseStream:
                 _close(key)
             except RuntimeError as e:
                 raise translate(e) from None
-
-    def __del__(self) -> None:
-        if sys is None or sys.meta_path is None:  # interpreter shutdown
-            return
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def __eq__(self, other: object) -> bool:
         """The same stream: the same handle (and for 0/1/2, the same device)."""
@@ -336,6 +334,22 @@ class Device(int):
         return f"streambridge.Device({int(self)})"
 
 
+def _forget(key: int) -> None:
+    if sys is not None and sys.meta_path is not None:  # not at interpreter shutdown
+        try:
+            _close(key)
+        except Exception:
+            pass
+
+
+def _forget_on_collection(stream: _BaseStream, key: int) -> None:
+    """Closes a borrowed stream's Go key when the wrapper is collected. A finalizer, made
+    only once a key exists, rather than ``__del__``: most wrappers never get a key, and a
+    ``__del__`` would cost each of them a call when it dies. Closing a key twice is
+    harmless: keys are never reused."""
+    weakref.finalize(stream, _forget, key)
+
+
 class ExternalStream(_BaseStream):
     """A stream another library created, borrowed: streambridge never destroys it.
 
@@ -370,8 +384,9 @@ class ExternalStream(_BaseStream):
         self._ptr = ptr
         if ptr <= 2:
             self._device = _core.stream_device(self._k)
+            _forget_on_collection(self, self._k)
         else:
-            self._fast = _fast_calls()
+            self._fast = _core._fast_state or _fast_calls()
 
 
 class Stream(_BaseStream):
@@ -399,6 +414,14 @@ class Stream(_BaseStream):
         self._ptr = _core.stream_handle(self._k)
         self._device = _core.stream_device(self._k)
         self._fast = self._ptr > 2 and _fast_calls()
+
+    def __del__(self) -> None:
+        if sys is None or sys.meta_path is None:  # interpreter shutdown
+            return
+        try:
+            self.close()
+        except Exception:
+            pass
 
     @classmethod
     def from_handle(cls, handle: int) -> ExternalStream:
