@@ -17,8 +17,10 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/streambridge/streambridge/bridge"
+	"github.com/streambridge/streambridge/internal/cuda"
 	"github.com/streambridge/streambridge/streams"
 )
 
@@ -418,6 +420,22 @@ func EventHandle(e int64) (uint64, error) {
 //
 //streambridge:keepgil
 func ResultName(code int) string { return streams.Result(code).Name() }
+
+// ValidationReads says how handle checks read memory now: "loads" (Go's SIGSEGV handler
+// is installed; fast) or "process_vm_readv" (another handler is, such as faulthandler's).
+func ValidationReads() string { return cuda.ValidationReads() }
+
+// TimeCheckStream runs CheckStream n times inside Go and returns the mean ns: with Nop,
+// bench/python_bench.py splits a wrap's cost between the crossing and Go.
+func TimeCheckStream(handle uint64, n int) (float64, error) {
+	start := time.Now()
+	for range n {
+		if _, err := CheckStream(handle, -1, 0); err != nil {
+			return 0, err
+		}
+	}
+	return float64(time.Since(start).Nanoseconds()) / float64(n), nil
+}
 
 // Nop does nothing: bench/python_bench.py times it to measure the cost of one call from
 // Python into Go (gopy's generated layer and the cgo crossing).

@@ -209,3 +209,12 @@ func (d *Driver) StreamCheck(h driver.Stream) (driver.Context, driver.Result) {
 	}
 	return driver.Context(ctx), driver.Success
 }
+
+// ValidationReads names how a stream check reads memory now: "loads" while Go's SIGSEGV
+// handler is the installed one, else "process_vm_readv" (see reader).
+func ValidationReads() string {
+	if newReader().loads {
+		return "loads"
+	}
+	return "process_vm_readv"
+}
