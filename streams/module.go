@@ -14,9 +14,10 @@ import (
 
 // Module is loaded device code: PTX, cubin or fatbin (cuModuleLoadData). Close unloads it.
 type Module struct {
-	ctx    *Context
-	handle driver.Module
-	closed atomic.Bool
+	ctx     *Context
+	handle  driver.Module
+	closed  atomic.Bool
+	program *Program // where Context.Compile made it: name expressions to mangled names
 }
 
 var (
@@ -60,12 +61,17 @@ func (c *Context) LoadModuleFile(path string) (*Module, error) {
 	return c.LoadModule(image)
 }
 
-// Function looks up a kernel by its (mangled) name (cuModuleGetFunction).
+// Function looks up a kernel by its (mangled) name (cuModuleGetFunction), or, in a module
+// from Context.Compile, by one of its name expressions ("scale<float>").
 func (m *Module) Function(name string) (*Function, error) {
 	if m.closed.Load() {
 		return nil, ErrClosed
 	}
-	f, r := m.ctx.api.ModuleGetFunction(m.handle, name)
+	symbol := name
+	if m.program != nil {
+		symbol = m.program.LoweredName(name)
+	}
+	f, r := m.ctx.api.ModuleGetFunction(m.handle, symbol)
 	if err := m.ctx.drv.check("cuModuleGetFunction", r); err != nil {
 		return nil, fmt.Errorf("kernel %q: %w", name, err)
 	}
