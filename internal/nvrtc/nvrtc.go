@@ -135,6 +135,12 @@ func (r Result) String() string {
 	return cString(p)
 }
 
+// call calls an NVRTC function. Arguments converted from unsafe.Pointer in the call
+// expression keep what they point to on the heap and alive for the call, as with
+// purego.SyscallN itself; without the directive a Go stack that moved during the call would
+// leave the library writing to the old stack (seen: a program handle that read back 0).
+//
+//go:uintptrescapes
 func call(fn uintptr, args ...uintptr) Result {
 	r, _, _ := purego.SyscallN(fn, args...)
 	return Result(int32(r))
