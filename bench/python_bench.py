@@ -31,6 +31,30 @@ def per_op(fn, n):
         gc.enable()
 
 
+def callback_latency(launch, sync, n=2000):
+    """Median ns from launching a host callback on an idle stream to its first line."""
+    import threading
+
+    ran = threading.Event()
+    stamps = []
+
+    def cb(t0):
+        stamps.append(time.perf_counter_ns() - t0)
+        ran.set()
+
+    for _ in range(100):  # warm the driver's thread and the GIL hand-over
+        ran.clear()
+        launch(cb, time.perf_counter_ns())
+        ran.wait()
+    stamps.clear()
+    for _ in range(n):
+        ran.clear()
+        launch(cb, time.perf_counter_ns())
+        ran.wait()
+    sync()
+    return statistics.median(stamps)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=7)
@@ -168,6 +192,12 @@ def main() -> int:
             print(f"  {name:48s} {ns:8.0f} ns")
         for name in (k for k in impls if k.startswith("streambridge")):
             print(f"  ratio {name} / fastest peer ({best_name}): {med[name] / peers[best_name]:.2f}  [bar 1.5]")
+    print("\nhost callback into Python, enqueue to run (median of 2000, idle stream):")
+    lat = {"streambridge launch_host_func": callback_latency(ss_a.launch_host_func, ss_a.synchronize),
+           "cupy launch_host_func": callback_latency(cs_a.launch_host_func, cs_a.synchronize)}
+    for name, ns in sorted(lat.items(), key=lambda kv: kv[1]):
+        print(f"  {name:48s} {ns:8.0f} ns")
+    print(f"  ratio streambridge / cupy: {lat['streambridge launch_host_func'] / lat['cupy launch_host_func']:.2f}  [bar 1.2]")
     print("\nprofile (streambridge query, layer by layer):")
     for name in profile:
         print(f"  {name:70s} {statistics.median(results[('profile', name)]):8.0f} ns")

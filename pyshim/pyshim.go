@@ -19,6 +19,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ebitengine/purego"
+
 	"github.com/streambridge/streambridge/bridge"
 	"github.com/streambridge/streambridge/internal/cuda"
 	"github.com/streambridge/streambridge/streams"
@@ -387,6 +389,25 @@ func Entry(name string) (uint64, error) {
 		return 0, err
 	}
 	return uint64(drv.Entry(name)), nil
+}
+
+// StreamLaunchCFunc enqueues the C function fn(userData) on stream key s, after the work
+// submitted so far, through the Go core's host functions (cuLaunchHostFunc); the Python
+// package passes its trampoline into Python (python/native/fastcall.c). Refused during
+// capture: such a call runs once and frees itself, and a graph would replay it.
+func StreamLaunchCFunc(key int64, fn, userData uint64) (bool, error) {
+	s, err := lookup(key)
+	if err != nil {
+		return false, err
+	}
+	capturing, err := s.IsCapturing()
+	if err != nil {
+		return false, errorf(err)
+	}
+	if capturing {
+		return false, errorf(fmt.Errorf("%w: a Python host callback cannot be captured into a graph (it would run once and be freed)", errValue))
+	}
+	return done(errorf(s.LaunchHostFunc(func() { purego.SyscallN(uintptr(fn), uintptr(userData)) })))
 }
 
 // StreamFence is the CUevent stream key s records for others to wait on (see

@@ -125,7 +125,93 @@ static PyObject *fc_record_and_wait(PyObject *self, PyObject *const *args, Py_ss
     return PyLong_FromLong(stream_wait_event(to, e, 0));
 }
 
+/*
+ * Host callbacks into Python. The Go core enqueues them (cuLaunchHostFunc through its own
+ * host-function table, pyshim.StreamLaunchCFunc), calling host_trampoline(userData) from the
+ * driver's thread, which takes the GIL, calls fn(*args), and frees the call. An exception is
+ * reported through sys.unraisablehook and kept in callback_errors for Python to collect; it
+ * never reaches the driver's thread. The callable and its arguments are referenced from
+ * host_call_prepare until the call ran.
+ */
+typedef struct {
+    PyObject *fn;
+    PyObject *args;
+} host_call;
+
+static PyObject *callback_errors; /* list of exceptions raised in host callbacks */
+
+static void host_trampoline(void *ud) {
+    host_call *hc = (host_call *)ud;
+    if (!Py_IsInitialized())
+        return; /* the interpreter is gone: nothing can run, and nothing is freed */
+    PyGILState_STATE g = PyGILState_Ensure();
+    PyObject *r = PyObject_Call(hc->fn, hc->args, NULL);
+    if (r == NULL) {
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        PyErr_NormalizeException(&type, &value, &tb);
+        if (value != NULL) {
+            if (tb != NULL)
+                PyException_SetTraceback(value, tb);
+            PyList_Append(callback_errors, value);
+        }
+        PyErr_Restore(type, value, tb);
+        PyErr_WriteUnraisable(hc->fn);
+    }
+    Py_XDECREF(r);
+    Py_DECREF(hc->fn);
+    Py_DECREF(hc->args);
+    PyMem_RawFree(hc);
+    PyGILState_Release(g);
+}
+
+/* host_call_prepare(fn, args) -> userData: a call of fn(*args) for host_trampoline. */
+static PyObject *fc_host_call_prepare(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyCallable_Check(args[0]) || !PyTuple_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "host_call_prepare takes (callable, tuple)");
+        return NULL;
+    }
+    host_call *hc = PyMem_RawMalloc(sizeof *hc);
+    if (hc == NULL)
+        return PyErr_NoMemory();
+    Py_INCREF(args[0]);
+    Py_INCREF(args[1]);
+    hc->fn = args[0];
+    hc->args = args[1];
+    return PyLong_FromUnsignedLongLong((uintptr_t)hc);
+}
+
+/* host_call_discard(userData): frees a prepared call that was never enqueued. */
+static PyObject *fc_host_call_discard(PyObject *self, PyObject *arg) {
+    uintptr_t ud;
+    if (!handle_of(arg, &ud) || ud == 0)
+        return NULL;
+    host_call *hc = (host_call *)ud;
+    Py_DECREF(hc->fn);
+    Py_DECREF(hc->args);
+    PyMem_RawFree(hc);
+    Py_RETURN_NONE;
+}
+
+/* host_trampoline() -> the address of host_trampoline. */
+static PyObject *fc_host_trampoline(PyObject *self, PyObject *unused) {
+    return PyLong_FromUnsignedLongLong((uintptr_t)&host_trampoline);
+}
+
+/* callback_errors() -> the exceptions raised in host callbacks since the last call. */
+static PyObject *fc_callback_errors(PyObject *self, PyObject *unused) {
+    PyObject *out = PyList_GetSlice(callback_errors, 0, PyList_GET_SIZE(callback_errors));
+    if (out != NULL)
+        PyList_SetSlice(callback_errors, 0, PyList_GET_SIZE(callback_errors), NULL);
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"host_call_prepare", (PyCFunction)(void (*)(void))fc_host_call_prepare, METH_FASTCALL,
+     "host_call_prepare(callable, args) -> userData"},
+    {"host_call_discard", fc_host_call_discard, METH_O, "host_call_discard(userData)"},
+    {"host_trampoline", fc_host_trampoline, METH_NOARGS, "the C address of the host-callback trampoline"},
+    {"callback_errors", fc_callback_errors, METH_NOARGS, "exceptions raised in host callbacks since the last call"},
     {"init", (PyCFunction)(void (*)(void))fc_init, METH_FASTCALL, "init(query, record, wait, event_query)"},
     {"stream_query", fc_stream_query, METH_O, "cuStreamQuery(stream) -> CUresult"},
     {"event_query", fc_event_query, METH_O, "cuEventQuery(event) -> CUresult"},
@@ -142,8 +228,12 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "streambridge._native
 
 __attribute__((visibility("default"))) PyObject *sb_fastcall_module(void) {
     static PyObject *m;
-    if (m == NULL)
+    if (m == NULL) {
+        callback_errors = PyList_New(0);
+        if (callback_errors == NULL)
+            return NULL;
         m = PyModule_Create(&module);
+    }
     Py_XINCREF(m);
     return m;
 }

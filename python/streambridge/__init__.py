@@ -8,7 +8,7 @@ software driver, which runs stream semantics and no kernels).
 from ._errors import ClosedError, CUDAError, DeviceMismatchError, InvalidHandleError, NoDriverError
 from ._core import driver_name as driver
 from ._event import Event, get_elapsed_time
-from ._stream import Device, ExternalStream, Stream, as_stream, current_stream
+from ._stream import Device, ExternalStream, Stream, as_stream, callback_errors, current_stream
 
 __all__ = [
     "CUDAError",
@@ -21,6 +21,7 @@ __all__ = [
     "NoDriverError",
     "Stream",
     "as_stream",
+    "callback_errors",
     "current_stream",
     "driver",
     "get_elapsed_time",

@@ -90,6 +90,7 @@ event_synchronize = _typed(_native.pyshim_EventSynchronize)
 event_elapsed_time = _typed(_native.pyshim_EventElapsedTime)
 live_streams = _native.pyshim_LiveStreams
 event_handle = _typed(_native.pyshim_EventHandle)
+stream_launch_cfunc = _typed(_native.pyshim_StreamLaunchCFunc)
 stream_fence = _typed(_native.pyshim_StreamFence)
 event_ipc_handle = _typed(_native.pyshim_EventIPCHandle)
 open_ipc_event = _typed(_native.pyshim_OpenIPCEvent)

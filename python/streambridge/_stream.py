@@ -20,6 +20,13 @@ _fc_event_record = _fc.event_record
 _fc_stream_wait_event = _fc.stream_wait_event
 _fc_record_and_wait = _fc.record_and_wait
 _NOT_READY = 600  # CUDA_ERROR_NOT_READY
+_HOST_TRAMPOLINE = _fc.host_trampoline()
+
+
+def callback_errors() -> List[BaseException]:
+    """The exceptions raised in host callbacks (``launch_host_func``, ``add_callback``)
+    since the last call, oldest first; each was also printed by ``sys.unraisablehook``."""
+    return _fc.callback_errors()
 
 Event: Any = None  # ._event.Event, set when that module loads (it imports this one)
 
@@ -197,6 +204,32 @@ class _BaseStream:
             _stream_wait_stream(self._key, other._key)
         except RuntimeError as e:
             raise translate(e) from None
+
+    def launch_host_func(self, callback: Any, arg: Any) -> None:
+        """Call ``callback(arg)`` on the driver's host-function thread once the work
+        submitted so far has completed (cuLaunchHostFunc), as CuPy's ``launch_host_func``.
+
+        The callback takes the GIL there; ``arg`` is kept alive until it ran. It must not
+        call CUDA (the driver forbids it). An exception it raises is printed through
+        ``sys.unraisablehook`` and kept for :func:`streambridge.callback_errors`; it never
+        reaches the driver. Not allowed during graph capture (ValueError)."""
+        self._host_call(callback, (arg,))
+
+    def add_callback(self, callback: Any, arg: Any) -> None:
+        """CuPy's ``add_callback``: ``callback(stream, status, arg)`` with this stream and
+        status 0, once the work submitted so far has completed (cuLaunchHostFunc, which has
+        no error status: a failed stream's later work does not run at all)."""
+        self._host_call(callback, (self, 0, arg))
+
+    def _host_call(self, callback: Any, args: tuple) -> None:
+        if not callable(callback):
+            raise TypeError(f"callback must be callable, not {type(callback).__name__}")
+        ud = _fc.host_call_prepare(callback, args)
+        try:
+            _core.stream_launch_cfunc(self._key, _HOST_TRAMPOLINE, ud)
+        except BaseException:
+            _fc.host_call_discard(ud)
+            raise
 
     def _make_fence(self) -> int:
         self._fence = _core.stream_fence(self._key)

@@ -1,0 +1,136 @@
+"""Host callbacks into Python: order, arguments, exceptions, many in a row, no deadlock."""
+
+import gc
+import sys
+import threading
+import time
+import weakref
+
+import pytest
+
+import streambridge
+
+
+def test_callbacks_run_in_stream_order_with_their_arguments():
+    s = streambridge.Stream(non_blocking=True)
+    seen = []
+    for i in range(3):
+        s.launch_host_func(seen.append, i)
+    s.add_callback(lambda stream, status, arg: seen.append((stream, status, arg)), "last")
+    s.synchronize()
+    assert seen == [0, 1, 2, (s, 0, "last")]  # add_callback: CuPy's (stream, status, arg)
+
+
+def test_the_default_stream_takes_callbacks_too():
+    s = streambridge.Stream(null=True)
+    done = []
+    s.launch_host_func(done.append, "null")
+    s.synchronize()
+    assert done == ["null"]
+
+
+def test_arg_is_kept_alive_until_the_call_and_released_after():
+    class Arg:
+        pass
+
+    s = streambridge.Stream(non_blocking=True)
+    gate = threading.Event()
+    s.launch_host_func(lambda _: gate.wait(5), None)  # holds the stream until released
+    arg = Arg()
+    ref = weakref.ref(arg)
+    got = []
+    s.launch_host_func(lambda a: got.append(type(a).__name__), arg)
+    del arg
+    gc.collect()
+    assert ref() is not None, "the pending call keeps its argument"
+    gate.set()
+    s.synchronize()
+    gc.collect()
+    assert got == ["Arg"] and ref() is None, "released once the call ran"
+
+
+def test_an_exception_is_reported_and_kept_and_the_stream_goes_on(monkeypatch):
+    reported = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: reported.append(u.exc_value))
+    streambridge.callback_errors()  # start empty
+
+    def boom(arg):
+        raise ValueError(f"boom {arg}")
+
+    s = streambridge.Stream(non_blocking=True)
+    after = []
+    s.launch_host_func(boom, 1)
+    s.launch_host_func(after.append, "still runs")
+    s.synchronize()
+    errors = streambridge.callback_errors()
+    assert [str(e) for e in errors] == ["boom 1"] and isinstance(errors[0], ValueError)
+    assert errors[0].__traceback__ is not None
+    assert [str(e) for e in reported] == ["boom 1"]
+    assert after == ["still runs"]
+    assert streambridge.callback_errors() == [], "collected once"
+
+
+def test_100000_callbacks_in_a_row():
+    s = streambridge.Stream(non_blocking=True)
+    count = [0]
+
+    def add(n):
+        count[0] += n
+
+    for _ in range(100_000):
+        s.launch_host_func(add, 1)
+    s.synchronize()
+    assert count[0] == 100_000
+
+
+def test_no_deadlock_with_threads_that_synchronize():
+    # The callbacks need the GIL on the driver's thread while Python threads wait in
+    # synchronize (which releases it) or keep calling the package (which holds it briefly).
+    s = streambridge.Stream(non_blocking=True)
+    ran = []
+
+    def busy(i):
+        total = sum(range(20000))  # holds the GIL for a while
+        ran.append((i, total > 0))
+
+    for i in range(50):
+        s.launch_host_func(busy, i)
+    errors = []
+
+    def waiter():
+        try:
+            s.synchronize()
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    def poller():
+        deadline = time.monotonic() + 10
+        while not s.query() and time.monotonic() < deadline:
+            pass
+
+    threads = [threading.Thread(target=waiter) for _ in range(3)] + [threading.Thread(target=poller)]
+    for t in threads:
+        t.start()
+    s.synchronize()
+    for t in threads:
+        t.join(10)
+    assert not any(t.is_alive() for t in threads), "a thread is stuck"
+    assert errors == [] and [i for i, _ in ran] == list(range(50))
+
+
+def test_bad_callbacks_are_refused_and_nothing_leaks():
+    s = streambridge.Stream(non_blocking=True)
+    with pytest.raises(TypeError, match="callable"):
+        s.launch_host_func("not callable", None)
+
+    class Arg:
+        pass
+
+    arg = Arg()
+    ref = weakref.ref(arg)
+    s.close()
+    with pytest.raises(streambridge.ClosedError):
+        s.launch_host_func(print, arg)
+    del arg
+    gc.collect()
+    assert ref() is None, "a refused call holds nothing"
