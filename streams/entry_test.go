@@ -1,8 +1,11 @@
 package streams
 
 import (
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/ebitengine/purego"
 	"github.com/stretchr/testify/assert"
@@ -40,5 +43,33 @@ func TestEntryPointsOrderWork(t *testing.T) {
 		require.NoError(t, marker.Synchronize())
 		assert.Equal(t, driver.Success, call("cuStreamQuery", producer.Handle()), "the producer finished first")
 		assert.Equal(t, driver.Success, call("cuEventQuery", e.Handle()))
+
+		// cuLaunchHostFunc with a C function (a purego callback here), in stream order.
+		var status int32 = -1
+		require.Equal(t, driver.Success, call("cuStreamIsCapturing", consumer.Handle(), uintptr(unsafe.Pointer(&status))))
+		assert.EqualValues(t, driver.CaptureStatusNone, status)
+		slowWork(t, consumer, 100*time.Millisecond)
+		got := make(chan uintptr, 1)
+		require.Equal(t, driver.Success, call("cuLaunchHostFunc", consumer.Handle(), hostFnForTest(got), 42))
+		select {
+		case v := <-got:
+			t.Fatalf("the host function ran (%d) before the work before it", v)
+		case <-time.After(20 * time.Millisecond):
+		}
+		require.NoError(t, consumer.Synchronize())
+		assert.EqualValues(t, 42, <-got)
 	})
+}
+
+var (
+	hostFnOnce sync.Once
+	hostFn     uintptr
+	hostFnOut  atomic.Pointer[chan uintptr]
+)
+
+// hostFnForTest is a C function pointer that sends its userData to out.
+func hostFnForTest(out chan uintptr) uintptr {
+	hostFnOnce.Do(func() { hostFn = purego.NewCallback(func(v uintptr) { *hostFnOut.Load() <- v }) })
+	hostFnOut.Store(&out)
+	return hostFn
 }

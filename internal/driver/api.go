@@ -150,4 +150,5 @@ type API interface {
 
 // EntryNames are the entry points API.Entry offers: calls on stream and event objects
 // that need no current context.
-var EntryNames = []string{"cuStreamQuery", "cuEventRecord", "cuStreamWaitEvent", "cuEventQuery"}
+var EntryNames = []string{"cuStreamQuery", "cuEventRecord", "cuStreamWaitEvent", "cuEventQuery",
+	"cuLaunchHostFunc", "cuStreamIsCapturing"}

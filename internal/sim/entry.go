@@ -3,6 +3,7 @@ package sim
 import (
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/ebitengine/purego"
 
@@ -34,6 +35,23 @@ func (d *Driver) Entry(name string) uintptr {
 			}),
 			"cuEventQuery": purego.NewCallback(func(e uintptr) uintptr {
 				return uintptr(entryDriver.Load().EventQuery(driver.Event(e)))
+			}),
+			// fn(userData) runs in order through the host-function table, as Go's do.
+			"cuLaunchHostFunc": purego.NewCallback(func(s, fn, userData uintptr) uintptr {
+				key := driver.RegisterHostFunc(func() { purego.SyscallN(fn, userData) }, false)
+				r := entryDriver.Load().LaunchHostFunc(0, driver.Stream(s), key)
+				if r != driver.Success {
+					driver.ReleaseHostFunc(key)
+				}
+				return uintptr(r)
+			}),
+			"cuStreamIsCapturing": purego.NewCallback(func(s, status uintptr) uintptr {
+				st, _, r := entryDriver.Load().StreamGetCaptureInfo(0, driver.Stream(s))
+				if r == driver.Success {
+					out := *(*unsafe.Pointer)(unsafe.Pointer(&status)) // the caller's out-parameter
+					*(*int32)(out) = int32(st)
+				}
+				return uintptr(r)
 			}),
 		}
 	})

@@ -24,11 +24,15 @@ typedef int (*stream_fn)(uintptr_t);                           /* cuStreamQuery 
 typedef int (*event_fn)(uintptr_t);                            /* cuEventQuery */
 typedef int (*record_fn)(uintptr_t, uintptr_t);                /* cuEventRecord(event, stream) */
 typedef int (*wait_fn)(uintptr_t, uintptr_t, unsigned int);    /* cuStreamWaitEvent(stream, event, flags) */
+typedef int (*host_fn_launch)(uintptr_t, void (*)(void *), void *); /* cuLaunchHostFunc */
+typedef int (*capturing_fn)(uintptr_t, int *);                 /* cuStreamIsCapturing */
 
 static stream_fn stream_query;
 static event_fn event_query;
 static record_fn event_record;
 static wait_fn stream_wait_event;
+static host_fn_launch launch_host_func;
+static capturing_fn stream_is_capturing;
 
 static int handle_of(PyObject *o, uintptr_t *out) {
     unsigned long long v = PyLong_AsUnsignedLongLong(o);
@@ -46,14 +50,15 @@ static int ready(void) {
     return 1;
 }
 
-/* init(cuStreamQuery, cuEventRecord, cuStreamWaitEvent, cuEventQuery): the addresses. */
+/* init(cuStreamQuery, cuEventRecord, cuStreamWaitEvent, cuEventQuery, cuLaunchHostFunc,
+ * cuStreamIsCapturing): the addresses. */
 static PyObject *fc_init(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    uintptr_t a[4];
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "init takes 4 entry point addresses");
+    uintptr_t a[6];
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "init takes 6 entry point addresses");
         return NULL;
     }
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 6; i++) {
         if (!handle_of(args[i], &a[i]))
             return NULL;
         if (a[i] == 0) {
@@ -65,6 +70,8 @@ static PyObject *fc_init(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     event_record = (record_fn)a[1];
     stream_wait_event = (wait_fn)a[2];
     event_query = (event_fn)a[3];
+    launch_host_func = (host_fn_launch)a[4];
+    stream_is_capturing = (capturing_fn)a[5];
     Py_RETURN_NONE;
 }
 
@@ -193,6 +200,25 @@ static PyObject *fc_host_call_discard(PyObject *self, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
+/* launch_host_call(stream, userData) -> CUresult, or -1 while the stream is capturing
+ * (a prepared call runs once and frees itself; a graph would replay it). */
+static PyObject *fc_launch_host_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    uintptr_t s, ud;
+    int status = 0;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "launch_host_call takes (stream, userData)");
+        return NULL;
+    }
+    if (!ready() || !handle_of(args[0], &s) || !handle_of(args[1], &ud))
+        return NULL;
+    int r = stream_is_capturing(s, &status);
+    if (r != 0)
+        return PyLong_FromLong(r);
+    if (status != 0)
+        return PyLong_FromLong(-1);
+    return PyLong_FromLong(launch_host_func(s, host_trampoline, (void *)ud));
+}
+
 /* host_trampoline() -> the address of host_trampoline. */
 static PyObject *fc_host_trampoline(PyObject *self, PyObject *unused) {
     return PyLong_FromUnsignedLongLong((uintptr_t)&host_trampoline);
@@ -210,6 +236,8 @@ static PyMethodDef methods[] = {
     {"host_call_prepare", (PyCFunction)(void (*)(void))fc_host_call_prepare, METH_FASTCALL,
      "host_call_prepare(callable, args) -> userData"},
     {"host_call_discard", fc_host_call_discard, METH_O, "host_call_discard(userData)"},
+    {"launch_host_call", (PyCFunction)(void (*)(void))fc_launch_host_call, METH_FASTCALL,
+     "cuLaunchHostFunc(stream, host_trampoline, userData) -> CUresult (-1: the stream is capturing)"},
     {"host_trampoline", fc_host_trampoline, METH_NOARGS, "the C address of the host-callback trampoline"},
     {"callback_errors", fc_callback_errors, METH_NOARGS, "exceptions raised in host callbacks since the last call"},
     {"init", (PyCFunction)(void (*)(void))fc_init, METH_FASTCALL, "init(query, record, wait, event_query)"},

@@ -52,7 +52,8 @@ def fast_calls() -> bool:
     """Whether the fast calls are ready: the driver loaded and offers their entry points."""
     global _fast_state
     if _fast_state is None:
-        names = ("cuStreamQuery", "cuEventRecord", "cuStreamWaitEvent", "cuEventQuery")
+        names = ("cuStreamQuery", "cuEventRecord", "cuStreamWaitEvent", "cuEventQuery", "cuLaunchHostFunc",
+                 "cuStreamIsCapturing")
         addresses = [_native.pyshim_Entry(n) for n in names]
         _fast_state = os.environ.get("STREAMBRIDGE_FASTCALL", "1") != "0" and all(addresses)
         if _fast_state:

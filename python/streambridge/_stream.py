@@ -226,7 +226,14 @@ class _BaseStream:
             raise TypeError(f"callback must be callable, not {type(callback).__name__}")
         ud = _fc.host_call_prepare(callback, args)
         try:
-            _core.stream_launch_cfunc(self._key, _HOST_TRAMPOLINE, ud)
+            if self._fast:  # straight to the driver, which calls the trampoline
+                r = _fc.launch_host_call(self._ptr, ud)
+                if r == -1:
+                    raise ValueError("a Python host callback cannot be captured into a graph "
+                                     "(it would run once and be freed)")
+                _check("cuLaunchHostFunc", r)
+            else:  # through the Go core's host functions
+                _core.stream_launch_cfunc(self._key, _HOST_TRAMPOLINE, ud)
         except BaseException:
             _fc.host_call_discard(ud)
             raise
