@@ -152,6 +152,25 @@ def main() -> int:
             "cuda.core": loop(lambda: ks_a.record(ke)),
         },
     }
+    empty_src = 'extern "C" __global__ void empty() {}'
+    sb_empty = sb.Module(empty_src).get_kernel("empty")
+    cp_empty = cupy.RawKernel(empty_src, "empty")
+    launches = {
+        "streambridge": loop(lambda: sb_empty(1, 1, (), stream=ss_a)),
+        "cupy.RawKernel": loop(lambda: cp_empty((1,), (1,), (), stream=cs_a)),
+    }
+    try:
+        from cuda.core import LaunchConfig, Program, launch as core_launch
+
+        core_empty = Program(empty_src, code_type="c++").compile("cubin").get_kernel("empty")
+        cfg = LaunchConfig(grid=1, block=1)
+        launches["cuda.core.launch"] = loop(lambda: core_launch(ks_a, cfg, core_empty))
+    except Exception as e:  # noqa: BLE001 - reported, the rest still runs
+        print(f"cuda.core launch not measured: {e}")
+    with cs_a:
+        cp_empty((1,), (1,), ())
+    ops["empty kernel launch"] = launches
+
     # Where streambridge's time goes: the same query through each layer.
     key = gs_a._key
     raw, nop = _core.stream_query, _core.nop
@@ -178,7 +197,9 @@ def main() -> int:
         for op, impls in list(ops.items()) + [("profile", profile)]:
             for name, fn in impls.items():
                 fn(args.n // 10)  # warm
+                torch.cuda.synchronize()
                 results.setdefault((op, name), []).append(per_op(fn, args.n))
+                torch.cuda.synchronize()  # the next measurement starts with idle streams
     torch.cuda.synchronize()
 
     print(f"python {sys.version.split()[0]}, torch {torch.__version__}, cupy {cupy.__version__}, "

@@ -16,6 +16,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -54,8 +56,13 @@ func errorf(err error) error {
 	}
 	var r streams.Result
 	var mismatch *bridge.DeviceMismatchError
+	var compile *streams.CompileError
 	kind, code := "error", 0
 	switch {
+	case errors.As(err, &compile):
+		kind, code = "compile", int(compile.Result)
+	case errors.Is(err, streams.ErrNoNVRTC):
+		kind = "nonvrtc"
 	case errors.Is(err, streams.ErrNoDriver):
 		kind = "nodriver"
 	case errors.As(err, &mismatch):
@@ -369,7 +376,10 @@ func Close(key int64) (bool, error) {
 	if !ok {
 		return false, nil
 	}
-	return done(errorf(obj.(interface{ Close() error }).Close()))
+	if c, ok := obj.(interface{ Close() error }); ok {
+		return done(errorf(c.Close()))
+	}
+	return true, nil // a kernel: its module owns it
 }
 
 // LiveStreams counts the keys (streams and events) not yet closed.
@@ -408,6 +418,89 @@ func StreamLaunchCFunc(key int64, fn, userData uint64) (bool, error) {
 		return false, errorf(fmt.Errorf("%w: a Python host callback cannot be captured into a graph (it would run once and be freed)", errValue))
 	}
 	return done(errorf(s.LaunchHostFunc(func() { purego.SyscallN(uintptr(fn), uintptr(userData)) })))
+}
+
+// CompileModule compiles CUDA C++ with NVRTC for device (or arch, where not empty) and
+// loads it there; it returns the module's key. options and nameExpressions are lists
+// separated by newlines; ptx asks for PTX rather than a cubin. A failed compile's error
+// carries the compiler's whole log.
+func CompileModule(device int, source, name, arch, options, nameExpressions string, ptx bool) (int64, error) {
+	b, err := driver()
+	if err != nil {
+		return 0, err
+	}
+	c, err := b.Context(device)
+	if err != nil {
+		return 0, errorf(err)
+	}
+	m, err := c.Compile(source, streams.CompileOptions{
+		Arch: arch, PTX: ptx, Name: name, Options: lines(options), NameExpressions: lines(nameExpressions),
+	})
+	if err != nil {
+		return 0, errorf(err)
+	}
+	return store(m), nil
+}
+
+func lines(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, "\n")
+}
+
+// ModuleFunction looks a kernel up in module key m by name or name expression and
+// returns its key.
+func ModuleFunction(m int64, name string) (int64, error) {
+	mod, err := find[*streams.Module](m)
+	if err != nil {
+		return 0, err
+	}
+	f, err := mod.Function(name)
+	if err != nil {
+		return 0, errorf(err)
+	}
+	return store(f), nil
+}
+
+// FunctionHandle is the CUfunction of kernel key f.
+//
+//streambridge:keepgil
+func FunctionHandle(f int64) (uint64, error) {
+	fn, err := find[*streams.Function](f)
+	if err != nil {
+		return 0, err
+	}
+	return uint64(fn.Handle()), nil
+}
+
+// LaunchKernel launches kernel key f on stream key s (cuLaunchKernel). args are the
+// kernel's parameters, each a value of up to 8 bytes (little-endian in a uint64), as
+// decimal numbers separated by commas.
+//
+//streambridge:keepgil
+func LaunchKernel(f, s int64, gx, gy, gz, bx, by, bz, shared int, args string) (bool, error) {
+	fn, st, err := both[*streams.Function, *streams.Stream](f, s)
+	if err != nil {
+		return false, err
+	}
+	var a streams.Args
+	if args != "" {
+		for _, v := range strings.Split(args, ",") {
+			u, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				return false, errorf(fmt.Errorf("%w: kernel argument %q", errValue, v))
+			}
+			a.Uint64(u)
+		}
+	}
+	dim := func(v int) uint32 { return uint32(max(v, 1)) }
+	cfg := streams.LaunchConfig{
+		Grid:      streams.Dim3{X: dim(gx), Y: dim(gy), Z: dim(gz)},
+		Block:     streams.Dim3{X: dim(bx), Y: dim(by), Z: dim(bz)},
+		SharedMem: uint32(shared),
+	}
+	return done(errorf(fn.Launch(st, cfg, &a)))
 }
 
 // StreamFence is the CUevent stream key s records for others to wait on (see

@@ -185,3 +185,6 @@ func (f *Function) Launch(s *Stream, cfg LaunchConfig, args *Args) error {
 	runtime.KeepAlive(args)
 	return c.drv.check("cuLaunchKernel", r)
 }
+
+// Handle is the CUfunction.
+func (f *Function) Handle() uintptr { return uintptr(f.handle) }

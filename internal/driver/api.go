@@ -151,4 +151,4 @@ type API interface {
 // EntryNames are the entry points API.Entry offers: calls on stream and event objects
 // that need no current context.
 var EntryNames = []string{"cuStreamQuery", "cuEventRecord", "cuStreamWaitEvent", "cuEventQuery",
-	"cuLaunchHostFunc", "cuStreamIsCapturing"}
+	"cuLaunchHostFunc", "cuStreamIsCapturing", "cuLaunchKernel"}

@@ -45,6 +45,9 @@ func (d *Driver) Entry(name string) uintptr {
 				}
 				return uintptr(r)
 			}),
+			"cuLaunchKernel": purego.NewCallback(func(f, gx, gy, gz, bx, by, bz, shared, s, params, extra uintptr) uintptr {
+				return uintptr(driver.ErrorNotSupported) // the software driver runs no device code
+			}),
 			"cuStreamIsCapturing": purego.NewCallback(func(s, status uintptr) uintptr {
 				st, _, r := entryDriver.Load().StreamGetCaptureInfo(0, driver.Stream(s))
 				if r == driver.Success {

@@ -26,6 +26,8 @@ typedef int (*record_fn)(uintptr_t, uintptr_t);                /* cuEventRecord(
 typedef int (*wait_fn)(uintptr_t, uintptr_t, unsigned int);    /* cuStreamWaitEvent(stream, event, flags) */
 typedef int (*host_fn_launch)(uintptr_t, void (*)(void *), void *); /* cuLaunchHostFunc */
 typedef int (*capturing_fn)(uintptr_t, int *);                 /* cuStreamIsCapturing */
+typedef int (*launch_fn)(uintptr_t, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                         uintptr_t, void **, void **);          /* cuLaunchKernel */
 
 static stream_fn stream_query;
 static event_fn event_query;
@@ -33,6 +35,7 @@ static record_fn event_record;
 static wait_fn stream_wait_event;
 static host_fn_launch launch_host_func;
 static capturing_fn stream_is_capturing;
+static launch_fn launch_kernel;
 
 static int handle_of(PyObject *o, uintptr_t *out) {
     unsigned long long v = PyLong_AsUnsignedLongLong(o);
@@ -51,14 +54,14 @@ static int ready(void) {
 }
 
 /* init(cuStreamQuery, cuEventRecord, cuStreamWaitEvent, cuEventQuery, cuLaunchHostFunc,
- * cuStreamIsCapturing): the addresses. */
+ * cuStreamIsCapturing, cuLaunchKernel): the addresses. */
 static PyObject *fc_init(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    uintptr_t a[6];
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "init takes 6 entry point addresses");
+    uintptr_t a[7];
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "init takes 7 entry point addresses");
         return NULL;
     }
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < 7; i++) {
         if (!handle_of(args[i], &a[i]))
             return NULL;
         if (a[i] == 0) {
@@ -72,6 +75,7 @@ static PyObject *fc_init(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     event_query = (event_fn)a[3];
     launch_host_func = (host_fn_launch)a[4];
     stream_is_capturing = (capturing_fn)a[5];
+    launch_kernel = (launch_fn)a[6];
     Py_RETURN_NONE;
 }
 
@@ -232,7 +236,46 @@ static PyObject *fc_callback_errors(PyObject *self, PyObject *unused) {
     return out;
 }
 
+/* launch(function, stream, (gx, gy, gz), (bx, by, bz), shared, values) -> CUresult.
+ * values: a tuple of the kernel's parameters, each up to 8 bytes little-endian in an int. */
+#define MAX_PARAMS 256
+static PyObject *fc_launch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    uintptr_t f, s, shared;
+    unsigned dims[6];
+    uint64_t vals[MAX_PARAMS];
+    void *ptrs[MAX_PARAMS];
+    if (nargs != 6 || !PyTuple_Check(args[2]) || PyTuple_GET_SIZE(args[2]) != 3 || !PyTuple_Check(args[3]) ||
+        PyTuple_GET_SIZE(args[3]) != 3 || !PyTuple_Check(args[5])) {
+        PyErr_SetString(PyExc_TypeError, "launch takes (function, stream, (gx, gy, gz), (bx, by, bz), shared, values)");
+        return NULL;
+    }
+    if (!ready() || !handle_of(args[0], &f) || !handle_of(args[1], &s) || !handle_of(args[4], &shared))
+        return NULL;
+    for (int i = 0; i < 6; i++) {
+        uintptr_t d;
+        if (!handle_of(PyTuple_GET_ITEM(args[2 + i / 3], i % 3), &d))
+            return NULL;
+        dims[i] = (unsigned)d;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(args[5]);
+    if (n > MAX_PARAMS) {
+        PyErr_SetString(PyExc_ValueError, "more than 256 kernel parameters");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uintptr_t v;
+        if (!handle_of(PyTuple_GET_ITEM(args[5], i), &v))
+            return NULL;
+        vals[i] = v;
+        ptrs[i] = &vals[i];
+    }
+    int r = launch_kernel(f, dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], (unsigned)shared, s, ptrs, NULL);
+    return PyLong_FromLong(r);
+}
+
 static PyMethodDef methods[] = {
+    {"launch", (PyCFunction)(void (*)(void))fc_launch, METH_FASTCALL,
+     "cuLaunchKernel(function, grid, block, shared, stream, values) -> CUresult"},
     {"host_call_prepare", (PyCFunction)(void (*)(void))fc_host_call_prepare, METH_FASTCALL,
      "host_call_prepare(callable, args) -> userData"},
     {"host_call_discard", fc_host_call_discard, METH_O, "host_call_discard(userData)"},

@@ -5,19 +5,23 @@ Importing never needs a GPU; :func:`driver` says which driver is in use or raise
 software driver, which runs stream semantics and no kernels).
 """
 
-from ._errors import ClosedError, CUDAError, DeviceMismatchError, InvalidHandleError, NoDriverError
+from ._errors import ClosedError, CompileError, CUDAError, DeviceMismatchError, InvalidHandleError, NoDriverError
 from ._core import driver_name as driver
 from ._event import Event, get_elapsed_time
+from ._kernel import Kernel, Module, launch
 from ._stream import Device, ExternalStream, Stream, as_stream, callback_errors, current_stream
 
 __all__ = [
     "CUDAError",
     "ClosedError",
+    "CompileError",
     "Device",
     "DeviceMismatchError",
     "Event",
     "ExternalStream",
     "InvalidHandleError",
+    "Kernel",
+    "Module",
     "NoDriverError",
     "Stream",
     "as_stream",
@@ -25,5 +29,6 @@ __all__ = [
     "current_stream",
     "driver",
     "get_elapsed_time",
+    "launch",
 ]
 __version__ = "0.1.0"

@@ -53,7 +53,7 @@ def fast_calls() -> bool:
     global _fast_state
     if _fast_state is None:
         names = ("cuStreamQuery", "cuEventRecord", "cuStreamWaitEvent", "cuEventQuery", "cuLaunchHostFunc",
-                 "cuStreamIsCapturing")
+                 "cuStreamIsCapturing", "cuLaunchKernel")
         addresses = [_native.pyshim_Entry(n) for n in names]
         _fast_state = os.environ.get("STREAMBRIDGE_FASTCALL", "1") != "0" and all(addresses)
         if _fast_state:
@@ -92,6 +92,10 @@ event_elapsed_time = _typed(_native.pyshim_EventElapsedTime)
 live_streams = _native.pyshim_LiveStreams
 event_handle = _typed(_native.pyshim_EventHandle)
 stream_launch_cfunc = _typed(_native.pyshim_StreamLaunchCFunc)
+compile_module = _typed(_native.pyshim_CompileModule)
+module_function = _typed(_native.pyshim_ModuleFunction)
+function_handle = _typed(_native.pyshim_FunctionHandle)
+launch_kernel = _typed(_native.pyshim_LaunchKernel)
 stream_fence = _typed(_native.pyshim_StreamFence)
 event_ipc_handle = _typed(_native.pyshim_EventIPCHandle)
 open_ipc_event = _typed(_native.pyshim_OpenIPCEvent)

@@ -23,6 +23,14 @@ class NoDriverError(CUDAError):
     software driver)."""
 
 
+class CompileError(CUDAError):
+    """A kernel that did not compile (NVRTC); ``.log`` is the compiler's whole log."""
+
+    def __init__(self, message: str, code: int = 0, name: str = "", log: str = "") -> None:
+        super().__init__(message, code, name)
+        self.log = log
+
+
 class DeviceMismatchError(ValueError):
     """A stated device disagrees with the device the stream handle is on."""
 
@@ -57,6 +65,10 @@ def translate(err: BaseException) -> BaseException:
     if kind == "cuda":
         cls = InvalidHandleError if code == _INVALID_HANDLE else CUDAError
         return cls(message, code, _name(message))
+    if kind == "compile":
+        return CompileError(message, code, "NVRTC_ERROR_COMPILATION" if code == 6 else "", message.partition("\n")[2])
+    if kind == "nonvrtc":
+        return NoDriverError(message, 0, "")
     if kind == "nodriver":
         return NoDriverError(message, 100, "CUDA_ERROR_NO_DEVICE")
     if kind == "device":

@@ -1,0 +1,117 @@
+"""Kernels compiled with NVRTC and launched from Python on PyTorch, CuPy and cuda.core data
+and streams; the CUDA Array Interface's stream honoured against a slow producer."""
+
+import numpy
+import pytest
+from _interop import framework
+
+import streambridge
+
+SOURCE = r"""
+template <typename T>
+__global__ void axpb(T *out, const T *x, T a, T b, long long n) {
+    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i < n) out[i] = a * x[i] + b;
+}
+extern "C" __global__ void spin_then_fill(float *out, int n, float value, unsigned long long ns) {
+    unsigned long long start, now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now)); } while (now - start < ns);
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) out[i] = value;
+}
+"""
+N = 1 << 20
+
+
+@pytest.fixture(scope="module")
+def module():
+    m = streambridge.Module(SOURCE, name_expressions=["axpb<float>", "axpb<double>"], options=["-std=c++17"])
+    yield m
+    m.close()
+
+
+def test_a_compile_error_carries_the_log():
+    with pytest.raises(streambridge.CompileError) as info:
+        streambridge.Module("__global__ void k() { undefined_name; }", name="broken.cu")
+    assert "undefined_name" in info.value.log and "broken.cu" in info.value.log
+
+
+@pytest.mark.parametrize("framework_name", ["torch", "cupy"])
+def test_a_go_launched_kernel_on_each_frameworks_arrays_and_stream(module, framework_name):
+    kernel = module.get_kernel("axpb<float>")
+    if framework_name == "torch":
+        torch = framework("torch")
+        x = torch.arange(N, dtype=torch.float32, device="cuda")
+        out = torch.empty_like(x)
+        stream = torch.cuda.Stream()
+        torch.cuda.synchronize()
+    else:
+        cupy = framework("cupy")
+        x = cupy.arange(N, dtype=cupy.float32)
+        out = cupy.empty_like(x)
+        stream = cupy.cuda.Stream(non_blocking=True)
+        cupy.cuda.Device().synchronize()
+    kernel(((N + 255) // 256,), (256,), (out, x, numpy.float32(2), numpy.float32(1), N), stream=stream)
+    stream.synchronize()
+    got = out.cpu().numpy() if framework_name == "torch" else out.get()
+    assert numpy.array_equal(got, 2 * numpy.arange(N, dtype=numpy.float32) + 1)
+
+
+def test_double_instantiation_and_dlpack(module):
+    torch = framework("torch")
+    x = torch.arange(1000, dtype=torch.float64, device="cuda")
+    out = torch.zeros_like(x)
+
+    class OnlyDLPack:  # a producer that speaks DLPack and not the array interface
+        def __init__(self, t):
+            self.t = t
+
+        def __dlpack__(self, stream=None):
+            return self.t.__dlpack__(stream=stream)
+
+        def __dlpack_device__(self):
+            return self.t.__dlpack_device__()
+
+    torch.cuda.synchronize()
+    streambridge.launch(module.get_kernel("axpb<double>"), 4, 256, (OnlyDLPack(out), OnlyDLPack(x), 0.5, -1.0, 1000))
+    torch.cuda.synchronize()
+    assert torch.equal(out, 0.5 * x - 1)
+
+
+@pytest.mark.parametrize("honour", [True, False], ids=["stream in the interface", "no stream (control)"])
+def test_the_array_interface_stream_is_waited_for(module, honour):
+    # x is written by a slow kernel on the producer's stream; its array interface names that
+    # stream, so the launch on another stream must wait for it.
+    torch = framework("torch")
+    spin = module.get_kernel("spin_then_fill")
+    producer, consumer = torch.cuda.Stream(), torch.cuda.Stream()
+    x = torch.zeros(N, device="cuda")
+    out = torch.zeros_like(x)
+    torch.cuda.synchronize()
+    spin(64, 256, (x, numpy.int32(N), numpy.float32(1), numpy.uint64(300_000_000)), stream=producer)  # 300 ms, then x[:] = 1
+
+    class Produced:
+        __cuda_array_interface__ = dict(x.__cuda_array_interface__, version=3,
+                                        stream=producer.cuda_stream if honour else None)
+
+    module.get_kernel("axpb<float>")(((N + 255) // 256,), (256,), (out, Produced(), numpy.float32(3), numpy.float32(0), N),
+                                     stream=consumer)
+    consumer.synchronize()
+    seen = float(out.max())
+    torch.cuda.synchronize()
+    assert seen == (3.0 if honour else 0.0)
+
+
+def test_misuse_is_refused(module):
+    torch = framework("torch")
+    kernel = module.get_kernel("axpb<float>")
+    with pytest.raises(TypeError, match="not a kernel argument"):
+        kernel(1, 1, ("text",))
+    with pytest.raises(streambridge.CUDAError):
+        module.get_kernel("no_such_kernel")
+    m = streambridge.Module(SOURCE, name_expressions=["axpb<float>"])
+    k = m.get_kernel("axpb<float>")
+    m.close()
+    x = torch.zeros(4, device="cuda")
+    with pytest.raises(streambridge.ClosedError):
+        k(1, 4, (x, x, numpy.float32(1), numpy.float32(1), 4))

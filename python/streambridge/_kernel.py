@@ -1,0 +1,228 @@
+"""Kernels from Python: compile CUDA C++ (NVRTC, through the Go core), launch on any
+stream, with arguments from Python scalars, NumPy scalars and device arrays of any framework.
+
+In the spirit of ``cupy.RawModule`` / ``cupy.RawKernel`` and ``cuda.core.launch``::
+
+    mod = streambridge.Module(source, name_expressions=["scale<float>"])
+    kernel = mod.get_kernel("scale<float>")
+    streambridge.launch(kernel, grid, block, (out, x, numpy.float32(2), n), stream=s)
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+from typing import Any, List, Optional, Sequence, Tuple, Union
+
+from . import _core
+from ._core import check as _check, fastcall as _fc
+from ._errors import ClosedError, DeviceMismatchError
+from ._stream import ExternalStream, _device_index, as_stream, current_stream
+
+Dim = Union[int, Sequence[int]]
+
+_INVALID_CONTEXT = 201  # CUDA_ERROR_INVALID_CONTEXT: no context current on this thread
+
+
+class Module:
+    """CUDA C++ compiled with NVRTC for a device (its architecture unless ``arch`` is given)
+    and loaded there. ``options`` are nvcc-style (``"-std=c++17"``); ``include_paths`` and
+    ``defines`` become ``-I`` and ``-D``; ``name_expressions`` (``"scale<float>"``) are the
+    template instantiations to keep, which :meth:`get_kernel` then takes as names. A failed
+    compile raises :class:`CompileError` with the compiler's whole log. Compiles are cached
+    by source, options and target."""
+
+    def __init__(self, code: str, *, options: Sequence[str] = (), name_expressions: Sequence[str] = (),
+                 include_paths: Sequence[str] = (), defines: Optional[dict] = None, arch: str = "",
+                 ptx: bool = False, name: str = "program.cu", device: Any = None) -> None:
+        if not isinstance(code, str):
+            raise TypeError(f"code must be CUDA C++ source text, not {type(code).__name__}")
+        opts = [f"-I{p}" for p in include_paths]
+        opts += [f"-D{k}" if v is None or v == "" else f"-D{k}={v}" for k, v in sorted((defines or {}).items())]
+        opts += list(options)
+        for item in opts + list(name_expressions):
+            if "\n" in item:
+                raise ValueError(f"an option or name expression has a newline: {item!r}")
+        self._device = max(_device_index(device), 0)
+        self._key = _core.compile_module(self._device, code, name, arch, "\n".join(opts),
+                                         "\n".join(name_expressions), bool(ptx))
+
+    def get_kernel(self, name: str) -> "Kernel":
+        """The kernel ``name`` (an ``extern "C"`` name, a mangled one, or a name expression)."""
+        if not self._key:
+            raise ClosedError("the module was closed")
+        return Kernel(self, name)
+
+    get_function = get_kernel  # CuPy's name
+
+    def close(self) -> None:
+        """Unload the module (cuModuleUnload); its kernels can no longer be launched."""
+        key, self._key = self._key, 0
+        if key:
+            _core._typed(_core.close)(key)
+
+    def __enter__(self) -> "Module":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class Kernel:
+    """A kernel of a :class:`Module`; ``kernel(grid, block, args, shared_mem=0, stream=None)``
+    launches it, as ``cupy.RawKernel`` does."""
+
+    def __init__(self, module: Module, name: str) -> None:
+        self._module = module  # kept alive: it owns the function
+        self.name = name
+        self._key = _core.module_function(module._key, name)
+        self._handle = _core.function_handle(self._key)
+
+    def __call__(self, grid: Dim, block: Dim, args: Sequence[Any], *, shared_mem: int = 0,
+                 stream: Any = None) -> None:
+        launch(self, grid, block, args, stream=stream, shared_mem=shared_mem)
+
+    def __repr__(self) -> str:
+        return f"<streambridge.Kernel {self.name!r}>"
+
+
+def _dim3(d: Dim, what: str) -> Tuple[int, int, int]:
+    if isinstance(d, int) and not isinstance(d, bool):
+        dims = (d,)
+    elif isinstance(d, (tuple, list)) and 1 <= len(d) <= 3:
+        dims = tuple(d)
+    else:
+        raise TypeError(f"{what} must be an int or a tuple of 1 to 3 ints, not {d!r}")
+    for v in dims:
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise TypeError(f"{what} must be ints, not {d!r}")
+        if not 1 <= v < 2**32:
+            raise ValueError(f"{what} dimensions must be 1 .. 2**32-1, not {d!r}")
+    return (dims + (1, 1))[:3]  # type: ignore[return-value]
+
+
+def _bits(fmt: str, value: Any) -> int:
+    return int.from_bytes(struct.pack("<" + fmt, value).ljust(8, b"\0"), "little")
+
+
+# CUDA Array Interface v3: the producer's stream, and what the consumer must wait for.
+_CAI_LEGACY, _CAI_PER_THREAD = 1, 2
+
+
+def _array_pointer(arg: Any, waits: List[Any]) -> Optional[int]:
+    """The device pointer of an array speaking ``__cuda_array_interface__`` or DLPack, and
+    the producer streams the launch must wait for; None for anything else."""
+    cai = getattr(arg, "__cuda_array_interface__", None)
+    if cai is not None:
+        data = cai.get("data")
+        if not isinstance(data, tuple) or len(data) != 2 or not isinstance(data[0], int):
+            raise ValueError(f"__cuda_array_interface__ data must be (pointer, read_only), not {data!r}")
+        version = cai.get("version", 0)
+        stream = cai.get("stream") if version >= 3 else None
+        if stream == 0:
+            raise ValueError("__cuda_array_interface__ stream 0 is not allowed (v3: use 1 for the legacy "
+                             "default stream, 2 for the per-thread one, None for no synchronization)")
+        if stream is not None:
+            if isinstance(stream, bool) or not isinstance(stream, int):
+                raise TypeError(f"__cuda_array_interface__ stream must be an int or None, not {stream!r}")
+            waits.append(stream)
+        return data[0]
+    if hasattr(arg, "__dlpack__") and hasattr(arg, "__dlpack_device__"):
+        return _dlpack_pointer(arg)
+    return None
+
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
+                ("dtype", ctypes.c_uint32), ("shape", ctypes.c_void_p), ("strides", ctypes.c_void_p),
+                ("byte_offset", ctypes.c_uint64)]
+
+
+_KDL_CUDA = 2
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.restype = ctypes.c_void_p
+_capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+
+def _dlpack_pointer(arg: Any) -> int:
+    """A DLPack producer's device pointer. The capsule is read, not consumed: the producer
+    keeps ownership (it is released with the capsule). The launch stream is not passed to
+    ``__dlpack__``: producers are asked for no stream, so the caller orders the data."""
+    dev_type, _ = arg.__dlpack_device__()
+    if dev_type != _KDL_CUDA:
+        raise ValueError(f"a DLPack argument must be on a CUDA device, not device type {dev_type}")
+    capsule = arg.__dlpack__(stream=None)
+    t = _DLTensor.from_address(_capsule_pointer(capsule, b"dltensor"))
+    return (t.data or 0) + t.byte_offset
+
+
+def marshal(args: Sequence[Any]) -> Tuple[Tuple[int, ...], List[Any]]:
+    """Each kernel argument as up to 8 bytes in an int, and the producer streams to wait for.
+
+    - ``bool``: 1 byte; ``int``: ``long long`` (8 bytes); ``float``: ``double``, as CuPy;
+    - NumPy scalars: their own dtype and size (``numpy.float32(2)`` is a 4-byte float);
+    - device arrays (``__cuda_array_interface__`` v2/v3, or DLPack: torch tensors, CuPy
+      arrays, cuda.core buffers): their device pointer. A v3 interface's ``stream`` is
+      honoured: the launch waits for it (1 the legacy stream, 2 the per-thread one, None
+      nothing; 0 is an error);
+    - streambridge-known device pointers: pass ``int`` values yourself.
+    """
+    if isinstance(args, (str, bytes)) or not isinstance(args, (tuple, list)):
+        raise TypeError(f"kernel arguments must be a tuple or list, not {type(args).__name__}")
+    values, waits = [], []
+    for i, a in enumerate(args):
+        if isinstance(a, bool):
+            values.append(int(a))
+        elif isinstance(a, int):
+            if not -(2**63) <= a < 2**64:
+                raise ValueError(f"argument {i}: {a} does not fit 64 bits")
+            values.append(a & (2**64 - 1))
+        elif isinstance(a, float):
+            values.append(_bits("d", a))
+        elif type(a).__module__ == "numpy" and hasattr(a, "dtype") and getattr(a, "ndim", None) == 0:
+            raw = a.tobytes()
+            if len(raw) > 8:
+                raise ValueError(f"argument {i}: {a.dtype} is wider than 8 bytes")
+            values.append(int.from_bytes(raw.ljust(8, b"\0"), "little"))
+        else:
+            p = _array_pointer(a, waits)
+            if p is None:
+                raise TypeError(f"argument {i}: {type(a).__name__} is not a kernel argument (an int, float, "
+                                "bool, NumPy scalar, or a device array with __cuda_array_interface__ or DLPack)")
+            values.append(p)
+    return tuple(values), waits
+
+
+def launch(kernel: Kernel, grid: Dim, block: Dim, args: Sequence[Any], stream: Any = None,
+           shared_mem: int = 0) -> None:
+    """Launch ``kernel`` on ``stream`` (anything stream-like; the current streambridge
+    stream, else the device's legacy default stream, if None) after the streams of its
+    array arguments' producers (cuLaunchKernel)."""
+    if not isinstance(kernel, Kernel):
+        raise TypeError(f"launch takes a streambridge Kernel, not {type(kernel).__name__}")
+    g, b = _dim3(grid, "grid"), _dim3(block, "block")
+    if isinstance(shared_mem, bool) or not isinstance(shared_mem, int) or not 0 <= shared_mem < 2**32:
+        raise ValueError(f"shared_mem must be a byte count, not {shared_mem!r}")
+    values, waits = marshal(args)
+    if stream is None:
+        stream = current_stream() or ExternalStream(0, kernel._module._device)
+    s = as_stream(stream)
+    if not kernel._module._key:
+        raise ClosedError(f"kernel {kernel.name!r}: its module was closed")
+    if s.device_id != kernel._module._device:
+        raise DeviceMismatchError(f"kernel {kernel.name!r} is loaded on device {kernel._module._device}, "
+                                  f"the stream is on device {s.device_id}")
+    for w in waits:  # the producers' streams, per the CUDA Array Interface v3
+        if w != s.ptr:  # a stream object's device comes from its handle; 1 and 2 are the launch's
+            s.wait_stream(ExternalStream(w) if w > 2 else ExternalStream(w, s.device_id))
+    if s._fast:
+        r = _fc.launch(kernel._handle, s._ptr, g, b, shared_mem, values)
+        if r == 0:
+            return
+        if r != _INVALID_CONTEXT:  # no context current on this thread: Go sets it
+            _check("cuLaunchKernel", r)
+    _core.launch_kernel(kernel._key, s._key, *g, *b, shared_mem, ",".join(map(str, values)))
