@@ -17,7 +17,7 @@ from typing import Any, List, Optional, Sequence, Tuple, Union
 from . import _core
 from ._core import check as _check, fastcall as _fc
 from ._errors import ClosedError, DeviceMismatchError
-from ._stream import ExternalStream, _device_index, as_stream, current_stream
+from ._stream import ExternalStream, _BaseStream, _device_index, as_stream, current_stream
 
 Dim = Union[int, Sequence[int]]
 
@@ -87,6 +87,8 @@ class Kernel:
 
 
 def _dim3(d: Dim, what: str) -> Tuple[int, int, int]:
+    if type(d) is int and 0 < d < 2**32:  # the common case, first
+        return (d, 1, 1)
     if isinstance(d, int) and not isinstance(d, bool):
         dims = (d,)
     elif isinstance(d, (tuple, list)) and 1 <= len(d) <= 3:
@@ -171,6 +173,8 @@ def marshal(args: Sequence[Any]) -> Tuple[Tuple[int, ...], List[Any]]:
       nothing; 0 is an error);
     - streambridge-known device pointers: pass ``int`` values yourself.
     """
+    if type(args) is tuple and not args:
+        return (), []
     if isinstance(args, (str, bytes)) or not isinstance(args, (tuple, list)):
         raise TypeError(f"kernel arguments must be a tuple or list, not {type(args).__name__}")
     values, waits = [], []
@@ -197,6 +201,17 @@ def marshal(args: Sequence[Any]) -> Tuple[Tuple[int, ...], List[Any]]:
     return tuple(values), waits
 
 
+_defaults: dict = {}
+
+
+def _default_stream(device: int) -> ExternalStream:
+    """A device's legacy default stream, wrapped once."""
+    s = _defaults.get(device)
+    if s is None:
+        s = _defaults.setdefault(device, ExternalStream(0, device))
+    return s
+
+
 def launch(kernel: Kernel, grid: Dim, block: Dim, args: Sequence[Any], stream: Any = None,
            shared_mem: int = 0) -> None:
     """Launch ``kernel`` on ``stream`` (anything stream-like; the current streambridge
@@ -205,12 +220,12 @@ def launch(kernel: Kernel, grid: Dim, block: Dim, args: Sequence[Any], stream: A
     if not isinstance(kernel, Kernel):
         raise TypeError(f"launch takes a streambridge Kernel, not {type(kernel).__name__}")
     g, b = _dim3(grid, "grid"), _dim3(block, "block")
-    if isinstance(shared_mem, bool) or not isinstance(shared_mem, int) or not 0 <= shared_mem < 2**32:
+    if type(shared_mem) is not int or not 0 <= shared_mem < 2**32:
         raise ValueError(f"shared_mem must be a byte count, not {shared_mem!r}")
     values, waits = marshal(args)
     if stream is None:
-        stream = current_stream() or ExternalStream(0, kernel._module._device)
-    s = as_stream(stream)
+        stream = current_stream() or _default_stream(kernel._module._device)
+    s = stream if isinstance(stream, _BaseStream) else as_stream(stream)
     if not kernel._module._key:
         raise ClosedError(f"kernel {kernel.name!r}: its module was closed")
     if s.device_id != kernel._module._device:
