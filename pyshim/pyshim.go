@@ -8,8 +8,9 @@
 // gopy's generated code releases the GIL around every call, which costs two more crossings
 // than a cuStreamQuery takes. Functions marked //streambridge:keepgil keep it
 // (scripts/gopy-keep-gil.py edits the generated code): they never block, never call back
-// into Python, and take nanoseconds to microseconds. The others (synchronize, create,
-// first use of the driver) release it.
+// into Python, enqueue nothing (a full launch queue can block an enqueue while a host
+// callback waits for the GIL), and take nanoseconds to microseconds. The others
+// (synchronize, create, record, wait, launch, first use of the driver) release it.
 package pyshim
 
 import (
@@ -67,6 +68,8 @@ func errorf(err error) error {
 		kind = "nodriver"
 	case errors.As(err, &mismatch):
 		kind = "device"
+	case errors.Is(err, errCapture):
+		kind = "capture"
 	case errors.Is(err, bridge.ErrAmbiguousHandle), errors.Is(err, errValue):
 		kind = "value"
 	case errors.Is(err, streams.ErrClosed):
@@ -77,8 +80,12 @@ func errorf(err error) error {
 	return fmt.Errorf("%s|%d|%s", kind, code, err.Error())
 }
 
-// errValue marks a bad argument value (Python's ValueError).
-var errValue = errors.New("bad value")
+// errValue marks a bad argument value (Python's ValueError); errCapture a call a capture
+// forbids.
+var (
+	errValue   = errors.New("bad value")
+	errCapture = errors.New("not allowed during capture")
+)
 
 // done is the (true, nil) or (false, err) of a call with nothing else to return. No
 // exported function returns only an error: for those gopy v0.5.0 returns a C string it
@@ -210,18 +217,20 @@ func StreamQuery(key int64) (bool, error) {
 	return done, errorf(err)
 }
 
-// StreamSynchronize waits for key's work (cuStreamSynchronize).
+// StreamSynchronize waits for key's work (cuStreamSynchronize). Refused while the stream
+// is capturing, which the call would invalidate.
 func StreamSynchronize(key int64) (bool, error) {
 	s, err := lookup(key)
 	if err != nil {
 		return false, err
 	}
+	if capturing, err := s.IsCapturing(); err == nil && capturing {
+		return false, errorf(fmt.Errorf("%w: the stream is capturing; synchronizing it would invalidate the capture", errCapture))
+	}
 	return done(errorf(s.Synchronize()))
 }
 
 // StreamWaitStream makes waiter wait for producer's work so far: one crossing.
-//
-//streambridge:keepgil
 func StreamWaitStream(waiter, producer int64) (bool, error) {
 	w, p, err := both[*streams.Stream, *streams.Stream](waiter, producer)
 	if err != nil {
@@ -272,8 +281,6 @@ func NewEvent(device int, blockingSync, disableTiming, interprocess bool) (int64
 }
 
 // EventRecord records event key e on stream key s (cuEventRecord).
-//
-//streambridge:keepgil
 func EventRecord(e, s int64) (bool, error) {
 	ev, st, err := both[*streams.Event, *streams.Stream](e, s)
 	if err != nil {
@@ -283,8 +290,6 @@ func EventRecord(e, s int64) (bool, error) {
 }
 
 // StreamWaitEvent makes stream key s wait for event key e (cuStreamWaitEvent).
-//
-//streambridge:keepgil
 func StreamWaitEvent(s, e int64) (bool, error) {
 	ev, st, err := both[*streams.Event, *streams.Stream](e, s)
 	if err != nil {
@@ -420,6 +425,66 @@ func StreamLaunchCFunc(key int64, fn, userData uint64) (bool, error) {
 	return done(errorf(s.LaunchHostFunc(func() { purego.SyscallN(uintptr(fn), uintptr(userData)) })))
 }
 
+// StreamBeginCapture starts capturing stream key s (cuStreamBeginCapture); mode is 0
+// global, 1 thread-local, 2 relaxed.
+func StreamBeginCapture(key int64, mode int) (bool, error) {
+	s, err := lookup(key)
+	if err != nil {
+		return false, err
+	}
+	return done(errorf(s.BeginCapture(streams.CaptureMode(mode))))
+}
+
+// StreamEndCapture ends the capture and instantiates the graph (cuStreamEndCapture,
+// cuGraphInstantiateWithFlags); it returns the executable graph's key. The graph itself
+// is released with it.
+func StreamEndCapture(key int64) (int64, error) {
+	s, err := lookup(key)
+	if err != nil {
+		return 0, err
+	}
+	g, err := s.EndCapture()
+	if err != nil {
+		return 0, errorf(err)
+	}
+	defer g.Close() // the executable keeps what it needs
+	e, err := g.Instantiate()
+	if err != nil {
+		return 0, errorf(err)
+	}
+	return store(e), nil
+}
+
+// StreamIsCapturing reports whether stream key s is capturing (cuStreamIsCapturing).
+//
+//streambridge:keepgil
+func StreamIsCapturing(key int64) (bool, error) {
+	s, err := lookup(key)
+	if err != nil {
+		return false, err
+	}
+	c, err := s.IsCapturing()
+	return c, errorf(err)
+}
+
+// GraphLaunch launches executable graph key g on stream key s (cuGraphLaunch).
+func GraphLaunch(g, s int64) (bool, error) {
+	e, st, err := both[*streams.GraphExec, *streams.Stream](g, s)
+	if err != nil {
+		return false, err
+	}
+	return done(errorf(e.Launch(st)))
+}
+
+// GraphUpload prepares executable graph key g on stream key s (cuGraphUpload).
+func GraphUpload(g, s int64) (bool, error) {
+	e, st, err := both[*streams.GraphExec, *streams.Stream](g, s)
+	if err != nil {
+		return false, err
+	}
+	return done(errorf(e.Upload(st)))
+}
+
 // CompileModule compiles CUDA C++ with NVRTC for device (or arch, where not empty) and
 // loads it there; it returns the module's key. options and nameExpressions are lists
 // separated by newlines; ptx asks for PTX rather than a cubin. A failed compile's error
@@ -477,8 +542,6 @@ func FunctionHandle(f int64) (uint64, error) {
 // LaunchKernel launches kernel key f on stream key s (cuLaunchKernel). args are the
 // kernel's parameters, each a value of up to 8 bytes (little-endian in a uint64), as
 // decimal numbers separated by commas.
-//
-//streambridge:keepgil
 func LaunchKernel(f, s int64, gx, gy, gz, bx, by, bz, shared int, args string) (bool, error) {
 	fn, st, err := both[*streams.Function, *streams.Stream](f, s)
 	if err != nil {

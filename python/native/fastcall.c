@@ -14,6 +14,10 @@
  * given handles the Go core validated or made, by the package's own objects
  * (python/streambridge/_stream.py, _event.py), which stop using them when closed.
  *
+ * Each releases the GIL around its driver calls, as CuPy and cuda.core do: a driver call can
+ * block (a full launch queue), and a host callback waiting for the GIL on the driver's
+ * thread must then be able to take it.
+ *
  * gopy builds this file into the extension with its generated code (scripts/build-native.sh);
  * sb_fastcall_module returns the module object.
  */
@@ -84,7 +88,11 @@ static PyObject *fc_stream_query(PyObject *self, PyObject *arg) {
     uintptr_t s;
     if (!ready() || !handle_of(arg, &s))
         return NULL;
-    return PyLong_FromLong(stream_query(s));
+    int r;
+    Py_BEGIN_ALLOW_THREADS
+    r = stream_query(s);
+    Py_END_ALLOW_THREADS
+    return PyLong_FromLong(r);
 }
 
 /* event_query(event) -> CUresult */
@@ -92,7 +100,11 @@ static PyObject *fc_event_query(PyObject *self, PyObject *arg) {
     uintptr_t e;
     if (!ready() || !handle_of(arg, &e))
         return NULL;
-    return PyLong_FromLong(event_query(e));
+    int r;
+    Py_BEGIN_ALLOW_THREADS
+    r = event_query(e);
+    Py_END_ALLOW_THREADS
+    return PyLong_FromLong(r);
 }
 
 /* event_record(event, stream) -> CUresult */
@@ -104,7 +116,11 @@ static PyObject *fc_event_record(PyObject *self, PyObject *const *args, Py_ssize
     }
     if (!ready() || !handle_of(args[0], &e) || !handle_of(args[1], &s))
         return NULL;
-    return PyLong_FromLong(event_record(e, s));
+    int r;
+    Py_BEGIN_ALLOW_THREADS
+    r = event_record(e, s);
+    Py_END_ALLOW_THREADS
+    return PyLong_FromLong(r);
 }
 
 /* stream_wait_event(stream, event) -> CUresult */
@@ -116,7 +132,11 @@ static PyObject *fc_stream_wait_event(PyObject *self, PyObject *const *args, Py_
     }
     if (!ready() || !handle_of(args[0], &s) || !handle_of(args[1], &e))
         return NULL;
-    return PyLong_FromLong(stream_wait_event(s, e, 0));
+    int r;
+    Py_BEGIN_ALLOW_THREADS
+    r = stream_wait_event(s, e, 0);
+    Py_END_ALLOW_THREADS
+    return PyLong_FromLong(r);
 }
 
 /* record_and_wait(event, producer, waiter) -> CUresult: record event on producer, and if
@@ -130,10 +150,12 @@ static PyObject *fc_record_and_wait(PyObject *self, PyObject *const *args, Py_ss
     }
     if (!ready() || !handle_of(args[0], &e) || !handle_of(args[1], &from) || !handle_of(args[2], &to))
         return NULL;
-    int r = event_record(e, from);
-    if (r != 0)
-        return PyLong_FromLong(-r);
-    return PyLong_FromLong(stream_wait_event(to, e, 0));
+    int r;
+    Py_BEGIN_ALLOW_THREADS
+    r = event_record(e, from);
+    r = r != 0 ? -r : stream_wait_event(to, e, 0);
+    Py_END_ALLOW_THREADS
+    return PyLong_FromLong(r);
 }
 
 /*
@@ -215,12 +237,13 @@ static PyObject *fc_launch_host_call(PyObject *self, PyObject *const *args, Py_s
     }
     if (!ready() || !handle_of(args[0], &s) || !handle_of(args[1], &ud))
         return NULL;
-    int r = stream_is_capturing(s, &status);
-    if (r != 0)
-        return PyLong_FromLong(r);
-    if (status != 0)
-        return PyLong_FromLong(-1);
-    return PyLong_FromLong(launch_host_func(s, host_trampoline, (void *)ud));
+    int r;
+    Py_BEGIN_ALLOW_THREADS
+    r = stream_is_capturing(s, &status);
+    if (r == 0)
+        r = status != 0 ? -1 : launch_host_func(s, host_trampoline, (void *)ud);
+    Py_END_ALLOW_THREADS
+    return PyLong_FromLong(r);
 }
 
 /* host_trampoline() -> the address of host_trampoline. */
@@ -269,7 +292,10 @@ static PyObject *fc_launch(PyObject *self, PyObject *const *args, Py_ssize_t nar
         vals[i] = v;
         ptrs[i] = &vals[i];
     }
-    int r = launch_kernel(f, dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], (unsigned)shared, s, ptrs, NULL);
+    int r;
+    Py_BEGIN_ALLOW_THREADS
+    r = launch_kernel(f, dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], (unsigned)shared, s, ptrs, NULL);
+    Py_END_ALLOW_THREADS
     return PyLong_FromLong(r);
 }
 

@@ -5,20 +5,22 @@ Importing never needs a GPU; :func:`driver` says which driver is in use or raise
 software driver, which runs stream semantics and no kernels).
 """
 
-from ._errors import ClosedError, CompileError, CUDAError, DeviceMismatchError, InvalidHandleError, NoDriverError
+from ._errors import CaptureError, ClosedError, CompileError, CUDAError, DeviceMismatchError, InvalidHandleError, NoDriverError
 from ._core import driver_name as driver
 from ._event import Event, get_elapsed_time
 from ._kernel import Kernel, Module, launch
-from ._stream import Device, ExternalStream, Stream, as_stream, callback_errors, current_stream
+from ._stream import Device, ExternalStream, Graph, Stream, as_stream, callback_errors, current_stream
 
 __all__ = [
     "CUDAError",
+    "CaptureError",
     "ClosedError",
     "CompileError",
     "Device",
     "DeviceMismatchError",
     "Event",
     "ExternalStream",
+    "Graph",
     "InvalidHandleError",
     "Kernel",
     "Module",

@@ -31,6 +31,10 @@ class CompileError(CUDAError):
         self.log = log
 
 
+class CaptureError(RuntimeError):
+    """A call that a stream capture forbids, refused before it could invalidate the capture."""
+
+
 class DeviceMismatchError(ValueError):
     """A stated device disagrees with the device the stream handle is on."""
 
@@ -65,6 +69,8 @@ def translate(err: BaseException) -> BaseException:
     if kind == "cuda":
         cls = InvalidHandleError if code == _INVALID_HANDLE else CUDAError
         return cls(message, code, _name(message))
+    if kind == "capture":
+        return CaptureError(message)
     if kind == "compile":
         return CompileError(message, code, "NVRTC_ERROR_COMPILATION" if code == 6 else "", message.partition("\n")[2])
     if kind == "nonvrtc":

@@ -148,7 +148,8 @@ class _BaseStream:
         return self.query()
 
     def synchronize(self) -> None:
-        """Wait for all work submitted so far (cuStreamSynchronize)."""
+        """Wait for all work submitted so far (cuStreamSynchronize); other Python threads run
+        meanwhile. Refused while capturing (CaptureError): it would invalidate the capture."""
         _core.stream_synchronize(self._key)
 
     sync = synchronize
@@ -204,6 +205,26 @@ class _BaseStream:
             _stream_wait_stream(self._key, other._key)
         except RuntimeError as e:
             raise translate(e) from None
+
+    def begin_capture(self, mode: Any = None) -> None:
+        """Capture the work submitted to this stream from now on into a graph instead of
+        running it (cuStreamBeginCapture), as CuPy's ``begin_capture``. ``mode``:
+        ``"global"``, ``"thread_local"``, ``"relaxed"`` or their CUstreamCaptureMode numbers
+        0, 1, 2; None is relaxed, as in CuPy. Any stream object can be captured, whichever
+        framework made it; work from torch, CuPy and Go kernels on it is captured alike."""
+        modes = {None: 2, "global": 0, "thread_local": 1, "relaxed": 2, 0: 0, 1: 1, 2: 2}
+        if type(mode) not in (int, str, type(None)) or mode not in modes:
+            raise ValueError(f"capture mode must be one of 'global', 'thread_local', 'relaxed' (0, 1, 2), not {mode!r}")
+        _core.stream_begin_capture(self._key, modes[mode])
+
+    def end_capture(self) -> "Graph":
+        """End the capture and return the executable :class:`Graph` (cuStreamEndCapture,
+        cuGraphInstantiateWithFlags). A capture invalidated by a forbidden call raises."""
+        return Graph(_core.stream_end_capture(self._key), self.device_id)
+
+    def is_capturing(self) -> bool:
+        """Whether the stream is capturing (cuStreamIsCapturing)."""
+        return _core.stream_is_capturing(self._key)
 
     def launch_host_func(self, callback: Any, arg: Any) -> None:
         """Call ``callback(arg)`` on the driver's host-function thread once the work
@@ -352,6 +373,42 @@ class _BaseStream:
             ns = cuda.external_stream(self._ptr)
             ns._streambridge = self
             return ns
+
+
+class Graph:
+    """A captured, instantiated CUDA graph (CUgraphExec), as CuPy's ``cuda.Graph``."""
+
+    def __init__(self, key: int, device: int) -> None:
+        self._key = key
+        self._device = device
+
+    def _stream_key(self, stream: Any) -> int:
+        if stream is None:
+            stream = current_stream() or ExternalStream(0, self._device)
+        return as_stream(stream)._key
+
+    def launch(self, stream: Any = None) -> None:
+        """Run the graph on ``stream`` (the current streambridge stream, else the device's
+        legacy default stream, if None) after the work already there (cuGraphLaunch)."""
+        _core.graph_launch(self._key, self._stream_key(stream))
+
+    def upload(self, stream: Any = None) -> None:
+        """Prepare the graph's device resources ahead of its first launch (cuGraphUpload)."""
+        _core.graph_upload(self._key, self._stream_key(stream))
+
+    def close(self) -> None:
+        """Destroy the executable graph (cuGraphExecDestroy); launches in flight finish."""
+        key, self._key = self._key, 0
+        if key:
+            _core._typed(_core.close)(key)
+
+    def __del__(self) -> None:
+        if sys is None or sys.meta_path is None:
+            return
+        try:
+            self.close()
+        except Exception:
+            pass
 
 
 class Device(int):

@@ -1,0 +1,51 @@
+"""One graph capturing PyTorch work, a kernel launched through streambridge (compiled with
+NVRTC by the Go core) and CuPy work on one stream, replayed with correct results."""
+
+import numpy
+from _interop import framework
+
+import streambridge
+
+SOURCE = r"""
+extern "C" __global__ void axpb(float *out, const float *x, float a, float b, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = a * x[i] + b;
+}
+"""
+N = 1 << 16
+
+
+def test_torch_go_kernel_and_cupy_in_one_graph():
+    torch, cupy = framework("torch"), framework("cupy")
+    kernel = streambridge.Module(SOURCE).get_kernel("axpb")
+    x = torch.zeros(N, device="cuda")
+    y, w = torch.empty_like(x), torch.empty_like(x)
+    z = cupy.empty(N, dtype=cupy.float32)
+    ts = torch.cuda.Stream()
+    s = streambridge.as_stream(ts)
+    cs = s.to_cupy()
+    torch.cuda.synchronize()
+    with cs:  # compile CuPy's kernel before the capture
+        cupy.multiply(cupy.asarray(w), 3, out=z)
+    cs.synchronize()
+
+    s.begin_capture("relaxed")
+    with torch.cuda.stream(ts):
+        torch.mul(x, 2, out=y)  # torch: y = 2x
+    kernel((N + 255) // 256, 256, (w, y, numpy.float32(0.5), numpy.float32(1), numpy.int32(N)), stream=s)  # w = y/2 + 1
+    with cs:
+        cupy.multiply(cupy.asarray(w), 3, out=z)  # CuPy: z = 3w
+    graph = s.end_capture()
+
+    for step in range(10):
+        x.fill_(float(step))  # on torch's default stream
+        torch.cuda.synchronize()
+        graph.launch(s)
+        s.synchronize()
+        expect = 3 * (0.5 * (2 * step) + 1)
+        assert float(z.min()) == expect and float(z.max()) == expect, step
+    for _ in range(1000):
+        graph.launch(s)
+    s.synchronize()
+    assert float(z.max()) == 3 * (0.5 * 18 + 1)
+    graph.close()

@@ -1,0 +1,51 @@
+"""Graph capture from Python: begin/end, replay, and calls a capture forbids refused
+before they can invalidate it."""
+
+import pytest
+
+import streambridge
+
+
+def test_capture_replay():
+    s = streambridge.Stream(non_blocking=True)
+    other = streambridge.Stream(non_blocking=True)
+    e = streambridge.Event(disable_timing=True)
+    assert s.is_capturing() is False
+    s.begin_capture()
+    assert s.is_capturing() is True
+    s.record(e)
+    other.wait_event(e)  # joins other into the capture: it ends with s's
+    other.record(e)
+    s.wait_event(e)
+    graph = s.end_capture()
+    assert s.is_capturing() is False
+    graph.upload(s)
+    for _ in range(3):
+        graph.launch(s)
+    done = s.record()
+    s.synchronize()
+    assert done.query() is True
+    with pytest.raises(streambridge.CUDAError) as info:
+        e.query()  # recorded only inside the capture, as CUDA has it
+    assert info.value.name == "CUDA_ERROR_CAPTURED_EVENT"
+    graph.close()
+    graph.close()
+
+
+def test_forbidden_calls_are_refused_and_the_capture_survives():
+    s = streambridge.Stream(non_blocking=True)
+    s.begin_capture("global")
+    with pytest.raises(streambridge.CaptureError, match="invalidate the capture"):
+        s.synchronize()
+    with pytest.raises(ValueError, match="cannot be captured"):
+        s.launch_host_func(print, "never")
+    assert s.is_capturing() is True
+    graph = s.end_capture()  # still valid
+    graph.launch(s)
+    s.synchronize()
+
+
+@pytest.mark.parametrize("mode", ["eager", 3, True, 1.0])
+def test_bad_capture_modes(mode):
+    with pytest.raises(ValueError, match="capture mode"):
+        streambridge.Stream().begin_capture(mode)
