@@ -95,6 +95,7 @@ type capture struct {
 	origin  *stream
 	nodes   []*node
 	invalid bool
+	ended   bool
 	streams map[*stream]struct{}
 }
 
@@ -659,6 +660,7 @@ func (d *Driver) StreamEndCapture(h driver.Stream) (driver.Graph, driver.Result)
 		}
 		t.capture, t.frontier = nil, nil
 	}
+	c.ended = true
 	switch {
 	case c.invalid:
 		return 0, driver.ErrorCaptureInvalidated
@@ -836,7 +838,10 @@ func (d *Driver) event(h driver.Event) (*eventState, driver.Result) {
 	if !ok {
 		return nil, driver.ErrorInvalidHandle
 	}
-	if e.state.captured != nil {
+	if c := e.state.captured; c != nil {
+		if c.capture.ended { // what the real driver answers once the capture is over (H200)
+			return nil, driver.ErrorInvalidValue
+		}
 		return nil, driver.ErrorCapturedEvent
 	}
 	return e.state, driver.Success

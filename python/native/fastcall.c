@@ -14,9 +14,10 @@
  * given handles the Go core validated or made, by the package's own objects
  * (python/streambridge/_stream.py, _event.py), which stop using them when closed.
  *
- * Each releases the GIL around its driver calls, as CuPy and cuda.core do: a driver call can
- * block (a full launch queue), and a host callback waiting for the GIL on the driver's
- * thread must then be able to take it.
+ * Each call that enqueues work releases the GIL around the driver, as CuPy and cuda.core do:
+ * an enqueue can block (a full launch queue), and a host callback waiting for the GIL on the
+ * driver's thread must then be able to take it. The queries keep it: they never block, and
+ * a release and re-take costs 60-80 ns (measured on the H200), a quarter of a query.
  *
  * gopy builds this file into the extension with its generated code (scripts/build-native.sh);
  * sb_fastcall_module returns the module object.
@@ -88,11 +89,7 @@ static PyObject *fc_stream_query(PyObject *self, PyObject *arg) {
     uintptr_t s;
     if (!ready() || !handle_of(arg, &s))
         return NULL;
-    int r;
-    Py_BEGIN_ALLOW_THREADS
-    r = stream_query(s);
-    Py_END_ALLOW_THREADS
-    return PyLong_FromLong(r);
+    return PyLong_FromLong(stream_query(s)); /* never blocks: keeps the GIL */
 }
 
 /* event_query(event) -> CUresult */
@@ -100,11 +97,7 @@ static PyObject *fc_event_query(PyObject *self, PyObject *arg) {
     uintptr_t e;
     if (!ready() || !handle_of(arg, &e))
         return NULL;
-    int r;
-    Py_BEGIN_ALLOW_THREADS
-    r = event_query(e);
-    Py_END_ALLOW_THREADS
-    return PyLong_FromLong(r);
+    return PyLong_FromLong(event_query(e)); /* never blocks: keeps the GIL */
 }
 
 /* event_record(event, stream) -> CUresult */
