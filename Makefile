@@ -43,8 +43,13 @@ check:
 	$(GO) vet ./...
 	CGO_ENABLED=0 $(GO) build ./...
 
-demo:
+# The Go demo, then the Python pipeline (torch -> NVRTC kernel -> CuPy) with the wheel
+# installed in a fresh venv; each runs on the software driver where there is no GPU.
+demo: deps wheel
 	$(GO) run ./cmd/demo
+	rm -rf build/demo-venv && $(PY) -m venv --system-site-packages build/demo-venv
+	build/demo-venv/bin/pip install -q --no-index --no-deps dist/streambridge-*-$(PYTAG)-$(PYTAG)-*.whl
+	build/demo-venv/bin/python examples/pipeline.py
 
 # Binaries for a GPU machine without Go: the test suite, built with and without cgo,
 # and the demo. Run them there with STREAMBRIDGE_REQUIRE_GPU=1 (see README).

@@ -17,6 +17,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -122,6 +123,13 @@ func both[A, B any](a, b int64) (A, B, error) {
 	y, err := find[B](b)
 	return x, y, err
 }
+
+// Setenv sets an environment variable as Go sees it. Go in an extension module reads the
+// environment the process started with, so Python's os.environ changes made before the
+// package was imported reach Go through this (python/streambridge/_core.py).
+//
+//streambridge:keepgil
+func Setenv(name, value string) (bool, error) { return done(os.Setenv(name, value)) }
 
 // DriverName is the driver in use ("cuda" or "sim"); the error says why there is none.
 func DriverName() (string, error) {

@@ -52,4 +52,8 @@ if [ -x "$root/.device/demo" ]; then
   echo "== demo"
   (cd "$root" && timeout 120 .device/demo) || status=1
 fi
+if [ -n "$wheel" ]; then
+  echo "== examples/pipeline.py (torch -> NVRTC kernel -> CuPy)"
+  (cd "$root" && PYTHONPATH="$site" timeout 120 python3 examples/pipeline.py) || status=1
+fi
 exit $status

@@ -22,6 +22,14 @@ except ImportError as e:  # pragma: no cover - a broken install
     raise ImportError(f"streambridge: the native module is missing or was built for another Python: {e}") from e
 
 
+# Go in an extension module sees the environment the process started with; what Python set
+# before importing the package (os.environ["STREAMBRIDGE_DRIVER"] = "sim", say) is handed over.
+for _name in ("STREAMBRIDGE_DRIVER", "STREAMBRIDGE_LIBCUDA", "STREAMBRIDGE_LIBNVRTC", "STREAMBRIDGE_SIM_DEVICES",
+              "CUDA_HOME"):
+    if _name in os.environ:
+        _native.pyshim_Setenv(_name, os.environ[_name])
+
+
 def _typed(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def call(*args: Any) -> Any:

@@ -138,6 +138,16 @@ def test_import_without_a_driver_says_so():
     assert "NoDriverError: no CUDA driver" in out.stdout
 
 
+def test_the_driver_can_be_chosen_from_python_before_import():
+    # Go sees the environment the process started with; the package hands os.environ over.
+    env = {k: v for k, v in os.environ.items() if k != "STREAMBRIDGE_DRIVER"}
+    env["STREAMBRIDGE_LIBCUDA"] = "libcuda-that-does-not-exist.so.1"
+    code = "import os\nos.environ['STREAMBRIDGE_DRIVER'] = 'sim'\nimport streambridge\nprint(streambridge.driver())"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "sim"
+
+
 def test_a_stream_made_with_nothing_else_holding_the_context_stays_valid():
     # with no framework holding the primary context, streambridge's own retain keeps it
     key = _core.new_stream(0, True, 0)
