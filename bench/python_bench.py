@@ -181,12 +181,13 @@ def main() -> int:
     profile = {
         "s.query() (public API, fast call)": loop(ss_a.query),
         "s.query() (public API, through Go)": loop(gs_a.query),
-        "fastcall.stream_query(ptr) (C, then the driver)": loop(lambda: fq(ptr)),
+
         "_sbnative.pyshim_StreamQuery(key) (generated C + cgo + Go + driver)": loop(lambda: raw(key)),
         "pyshim.StreamQuery(key) (gopy's Python wrapper over it, not used)": loop(lambda: gopy_wrappers.StreamQuery(key)),
         "_sbnative.pyshim_Nop(False) (generated C + cgo, nothing in Go)": loop(lambda: nop(False)),
         "_sbnative.pyshim_LiveStreams() (+ a Go read lock)": loop(gopy_py.pyshim_LiveStreams),
         "empty Python lambda (the loop itself)": loop(lambda: None),
+        **({"fastcall.stream_query(ptr) (C, then the driver)": loop(lambda: fq(ptr))} if _core.fast_calls() else {}),
         "wrap: _sbnative.pyshim_WrapStream + pyshim_Close (two crossings, no Python object)":
             loop(lambda: _core.close(_core.wrap_stream(handle, -1, 0))),
         "wrap: ExternalStream.__new__ + object teardown (Python only)": loop(lambda: sb.ExternalStream.__new__(sb.ExternalStream)),
