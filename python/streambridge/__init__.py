@@ -7,9 +7,11 @@ software driver, which runs stream semantics and no kernels).
 
 from ._errors import CaptureError, ClosedError, CompileError, CUDAError, DeviceMismatchError, InvalidHandleError, NoDriverError
 from ._core import driver_name as driver
+from ._device import Device
 from ._event import Event, get_elapsed_time
+from ._graph import Graph
 from ._kernel import Kernel, Module, launch
-from ._stream import Device, ExternalStream, Graph, Stream, as_stream, callback_errors, current_stream
+from ._stream import ExternalStream, Stream, as_stream, callback_errors, current_stream
 
 __all__ = [
     "CUDAError",

@@ -6,14 +6,18 @@ from __future__ import annotations
 import sys
 import threading
 import weakref
-from typing import Any, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, List, Optional, Tuple
 
 from . import _core
 from ._core import close as _close, event_record as _event_record, stream_query as _stream_query
 from ._core import stream_wait_event as _stream_wait_event, stream_wait_stream as _stream_wait_stream
 from ._core import check as _check, fast_calls as _fast_calls, fastcall as _fc
 from ._core import check_stream as _check_stream, wrap_stream as _wrap_stream
+from ._device import Device
 from ._errors import translate
+
+if TYPE_CHECKING:
+    from ._graph import Graph
 
 _fc_stream_query = _fc.stream_query
 _fc_event_record = _fc.event_record
@@ -220,6 +224,8 @@ class _BaseStream:
     def end_capture(self) -> "Graph":
         """End the capture and return the executable :class:`Graph` (cuStreamEndCapture,
         cuGraphInstantiateWithFlags). A capture invalidated by a forbidden call raises."""
+        from ._graph import Graph
+
         return Graph(_core.stream_end_capture(self._key), self.device_id)
 
     def is_capturing(self) -> bool:
@@ -314,7 +320,7 @@ class _BaseStream:
         return f"<streambridge.{type(self).__name__} ptr={self._ptr:#x} device={device} {kind}>"
 
     @property
-    def device(self) -> "Device":
+    def device(self) -> Device:
         """The stream's device as a :class:`Device`: an ``int`` (CuPy's ``device_id``) that
         also has PyTorch's ``type`` and ``index`` and cuda.core's ``device_id``."""
         return Device(self.device_id)
@@ -373,62 +379,6 @@ class _BaseStream:
             ns = cuda.external_stream(self._ptr)
             ns._streambridge = self
             return ns
-
-
-class Graph:
-    """A captured, instantiated CUDA graph (CUgraphExec), as CuPy's ``cuda.Graph``."""
-
-    def __init__(self, key: int, device: int) -> None:
-        self._key = key
-        self._device = device
-
-    def _stream_key(self, stream: Any) -> int:
-        if stream is None:
-            stream = current_stream() or ExternalStream(0, self._device)
-        return as_stream(stream)._key
-
-    def launch(self, stream: Any = None) -> None:
-        """Run the graph on ``stream`` (the current streambridge stream, else the device's
-        legacy default stream, if None) after the work already there (cuGraphLaunch)."""
-        _core.graph_launch(self._key, self._stream_key(stream))
-
-    def upload(self, stream: Any = None) -> None:
-        """Prepare the graph's device resources ahead of its first launch (cuGraphUpload)."""
-        _core.graph_upload(self._key, self._stream_key(stream))
-
-    def close(self) -> None:
-        """Destroy the executable graph (cuGraphExecDestroy); launches in flight finish."""
-        key, self._key = self._key, 0
-        if key:
-            _core._typed(_core.close)(key)
-
-    def __del__(self) -> None:
-        if sys is None or sys.meta_path is None:
-            return
-        try:
-            self.close()
-        except Exception:
-            pass
-
-
-class Device(int):
-    """A device ordinal that reads as each framework expects: an ``int`` (CuPy), with
-    ``type == "cuda"`` and ``index`` (PyTorch's ``torch.device``; ``str()`` is
-    ``"cuda:N"``, which ``torch.device`` takes) and ``device_id`` (cuda.core)."""
-
-    type = "cuda"
-
-    @property
-    def index(self) -> int:
-        return int(self)
-
-    device_id = index
-
-    def __str__(self) -> str:
-        return f"cuda:{int(self)}"
-
-    def __repr__(self) -> str:
-        return f"streambridge.Device({int(self)})"
 
 
 def _forget(key: int) -> None:
