@@ -81,8 +81,8 @@ func errorf(err error) error {
 	return fmt.Errorf("%s|%d|%s", kind, code, err.Error())
 }
 
-// errValue marks a bad argument value (Python's ValueError); errCapture a call a capture
-// forbids.
+// errValue marks a bad argument value (Python's ValueError); errCapture a call refused
+// because the stream is capturing.
 var (
 	errValue   = errors.New("bad value")
 	errCapture = errors.New("not allowed during capture")
@@ -112,6 +112,38 @@ func find[T any](key int64) (T, error) {
 }
 
 func lookup(key int64) (*streams.Stream, error) { return find[*streams.Stream](key) }
+
+// call1 is the one shape of a call on one object: fn on the object under key, its error
+// encoded for Python. Method expressions ((*streams.Stream).Query) make most of them.
+func call1[T, R any](key int64, fn func(T) (R, error)) (R, error) {
+	obj, err := find[T](key)
+	if err != nil {
+		var zero R
+		return zero, err
+	}
+	r, err := fn(obj)
+	return r, errorf(err)
+}
+
+// act2 is the shape of a call on two objects with nothing to return.
+func act2[A, B any](a, b int64, fn func(A, B) error) (bool, error) {
+	x, y, err := both[A, B](a, b)
+	if err != nil {
+		return false, err
+	}
+	return done(errorf(fn(x, y)))
+}
+
+// context is the primary context of device, retained by the bridge for the process:
+// what the package creates lives in it.
+func context(device int) (*streams.Context, error) {
+	b, err := driver()
+	if err != nil {
+		return nil, err
+	}
+	c, err := b.Context(device)
+	return c, errorf(err)
+}
 
 // both finds the objects under two keys.
 func both[A, B any](a, b int64) (A, B, error) {
@@ -145,15 +177,21 @@ func DriverName() (string, error) {
 //
 //streambridge:keepgil
 func WrapStream(handle uint64, device int, convention int) (int64, error) {
-	b, err := driver()
+	s, err := resolve(handle, device, convention)
 	if err != nil {
 		return 0, err
 	}
-	s, err := b.Stream(handle, bridge.Options{Device: device, Convention: bridge.Convention(convention)})
-	if err != nil {
-		return 0, errorf(err)
-	}
 	return store(s), nil
+}
+
+// resolve is the bridge's reading of a handle under the Python package's arguments.
+func resolve(handle uint64, device, convention int) (*streams.Stream, error) {
+	b, err := driver()
+	if err != nil {
+		return nil, err
+	}
+	s, err := b.Stream(handle, bridge.Options{Device: device, Convention: bridge.Convention(convention)})
+	return s, errorf(err)
 }
 
 // CheckStream validates a foreign stream handle as WrapStream does and returns its device,
@@ -162,13 +200,9 @@ func WrapStream(handle uint64, device int, convention int) (int64, error) {
 //
 //streambridge:keepgil
 func CheckStream(handle uint64, device int, convention int) (int, error) {
-	b, err := driver()
+	s, err := resolve(handle, device, convention)
 	if err != nil {
 		return 0, err
-	}
-	s, err := b.Stream(handle, bridge.Options{Device: device, Convention: bridge.Convention(convention)})
-	if err != nil {
-		return 0, errorf(err)
 	}
 	defer s.Close() // nothing to free for a stream object; a default stream's context count
 	return s.Device().Ordinal(), nil
@@ -176,13 +210,9 @@ func CheckStream(handle uint64, device int, convention int) (int, error) {
 
 // NewStream creates a stream on device and returns its key; closing the key destroys it.
 func NewStream(device int, nonBlocking bool, priority int) (int64, error) {
-	b, err := driver()
+	c, err := context(device)
 	if err != nil {
 		return 0, err
-	}
-	c, err := b.Context(device) // retained for the process: the stream lives in it
-	if err != nil {
-		return 0, errorf(err)
 	}
 	s, err := c.NewStream(streams.StreamOptions{NonBlocking: nonBlocking, Priority: priority})
 	if err != nil {
@@ -195,91 +225,55 @@ func NewStream(device int, nonBlocking bool, priority int) (int64, error) {
 //
 //streambridge:keepgil
 func StreamHandle(key int64) (uint64, error) {
-	s, err := lookup(key)
-	if err != nil {
-		return 0, err
-	}
-	return uint64(s.Handle()), nil
+	return call1(key, func(s *streams.Stream) (uint64, error) { return uint64(s.Handle()), nil })
 }
 
 // StreamDevice is the device ordinal of key.
 //
 //streambridge:keepgil
 func StreamDevice(key int64) (int, error) {
-	s, err := lookup(key)
-	if err != nil {
-		return 0, err
-	}
-	return s.Device().Ordinal(), nil
+	return call1(key, func(s *streams.Stream) (int, error) { return s.Device().Ordinal(), nil })
 }
 
 // StreamQuery reports whether key's work has completed (cuStreamQuery).
 //
 //streambridge:keepgil
-func StreamQuery(key int64) (bool, error) {
-	s, err := lookup(key)
-	if err != nil {
-		return false, err
-	}
-	done, err := s.Query()
-	return done, errorf(err)
-}
+func StreamQuery(key int64) (bool, error) { return call1(key, (*streams.Stream).Query) }
 
-// StreamSynchronize waits for key's work (cuStreamSynchronize). Refused while the stream
-// is capturing, which the call would invalidate.
+// StreamSynchronize waits for key's work (cuStreamSynchronize). The Python package refuses
+// it while the stream is capturing, which the driver would invalidate (Go's
+// Stream.Synchronize passes the driver's answer on: ErrCaptureUnsupported, capture lost).
 func StreamSynchronize(key int64) (bool, error) {
-	s, err := lookup(key)
-	if err != nil {
-		return false, err
-	}
-	if capturing, err := s.IsCapturing(); err == nil && capturing {
-		return false, errorf(fmt.Errorf("%w: the stream is capturing; synchronizing it would invalidate the capture", errCapture))
-	}
-	return done(errorf(s.Synchronize()))
+	return call1(key, func(s *streams.Stream) (bool, error) {
+		if capturing, err := s.IsCapturing(); err == nil && capturing {
+			return false, fmt.Errorf("%w: the stream is capturing; synchronizing it would invalidate the capture", errCapture)
+		}
+		return done(s.Synchronize())
+	})
 }
 
 // StreamWaitStream makes waiter wait for producer's work so far: one crossing.
 func StreamWaitStream(waiter, producer int64) (bool, error) {
-	w, p, err := both[*streams.Stream, *streams.Stream](waiter, producer)
-	if err != nil {
-		return false, err
-	}
-	return done(errorf(w.WaitStream(p)))
+	return act2(waiter, producer, (*streams.Stream).WaitStream)
 }
 
 // StreamPriority is cuStreamGetPriority of key.
 //
 //streambridge:keepgil
-func StreamPriority(key int64) (int, error) {
-	s, err := lookup(key)
-	if err != nil {
-		return 0, err
-	}
-	p, err := s.Priority()
-	return p, errorf(err)
-}
+func StreamPriority(key int64) (int, error) { return call1(key, (*streams.Stream).Priority) }
 
 // StreamNonBlocking reports whether key was created non-blocking.
 //
 //streambridge:keepgil
 func StreamNonBlocking(key int64) (bool, error) {
-	s, err := lookup(key)
-	if err != nil {
-		return false, err
-	}
-	nb, err := s.NonBlocking()
-	return nb, errorf(err)
+	return call1(key, (*streams.Stream).NonBlocking)
 }
 
 // NewEvent creates an event on device and returns its key.
 func NewEvent(device int, blockingSync, disableTiming, interprocess bool) (int64, error) {
-	b, err := driver()
+	c, err := context(device)
 	if err != nil {
 		return 0, err
-	}
-	c, err := b.Context(device)
-	if err != nil {
-		return 0, errorf(err)
 	}
 	e, err := c.NewEvent(streams.EventOptions{BlockingSync: blockingSync, DisableTiming: disableTiming, Interprocess: interprocess})
 	if err != nil {
@@ -289,42 +283,19 @@ func NewEvent(device int, blockingSync, disableTiming, interprocess bool) (int64
 }
 
 // EventRecord records event key e on stream key s (cuEventRecord).
-func EventRecord(e, s int64) (bool, error) {
-	ev, st, err := both[*streams.Event, *streams.Stream](e, s)
-	if err != nil {
-		return false, err
-	}
-	return done(errorf(st.Record(ev)))
-}
+func EventRecord(e, s int64) (bool, error) { return act2(s, e, (*streams.Stream).Record) }
 
 // StreamWaitEvent makes stream key s wait for event key e (cuStreamWaitEvent).
-func StreamWaitEvent(s, e int64) (bool, error) {
-	ev, st, err := both[*streams.Event, *streams.Stream](e, s)
-	if err != nil {
-		return false, err
-	}
-	return done(errorf(st.WaitEvent(ev)))
-}
+func StreamWaitEvent(s, e int64) (bool, error) { return act2(s, e, (*streams.Stream).WaitEvent) }
 
 // EventQuery reports whether event key e has completed (cuEventQuery).
 //
 //streambridge:keepgil
-func EventQuery(e int64) (bool, error) {
-	ev, err := find[*streams.Event](e)
-	if err != nil {
-		return false, err
-	}
-	done, err := ev.Query()
-	return done, errorf(err)
-}
+func EventQuery(e int64) (bool, error) { return call1(e, (*streams.Event).Query) }
 
 // EventSynchronize waits for event key e (cuEventSynchronize).
 func EventSynchronize(e int64) (bool, error) {
-	ev, err := find[*streams.Event](e)
-	if err != nil {
-		return false, err
-	}
-	return done(errorf(ev.Synchronize()))
+	return call1(e, func(ev *streams.Event) (bool, error) { return done(ev.Synchronize()) })
 }
 
 // EventElapsedTime is the milliseconds from start's completion to end's
@@ -342,15 +313,10 @@ func EventElapsedTime(start, end int64) (float64, error) {
 
 // EventIPCHandle exports interprocess event key e (cuIpcGetEventHandle), as hex.
 func EventIPCHandle(e int64) (string, error) {
-	ev, err := find[*streams.Event](e)
-	if err != nil {
-		return "", err
-	}
-	h, err := ev.IPCHandle()
-	if err != nil {
-		return "", errorf(err)
-	}
-	return hex.EncodeToString(h[:]), nil
+	return call1(e, func(ev *streams.Event) (string, error) {
+		h, err := ev.IPCHandle()
+		return hex.EncodeToString(h[:]), err
+	})
 }
 
 // OpenIPCEvent opens an event another process exported (cuIpcOpenEventHandle) on device
@@ -362,13 +328,9 @@ func OpenIPCEvent(device int, handle string) (int64, error) {
 		return 0, errorf(fmt.Errorf("%w: an event IPC handle is %d bytes", errValue, len(h)))
 	}
 	copy(h[:], raw)
-	b, err := driver()
+	c, err := context(device)
 	if err != nil {
 		return 0, err
-	}
-	c, err := b.Context(device)
-	if err != nil {
-		return 0, errorf(err)
 	}
 	ev, err := c.OpenIPCEvent(h)
 	if err != nil {
@@ -436,11 +398,7 @@ func StreamLaunchCFunc(key int64, fn, userData uint64) (bool, error) {
 // StreamBeginCapture starts capturing stream key s (cuStreamBeginCapture); mode is 0
 // global, 1 thread-local, 2 relaxed.
 func StreamBeginCapture(key int64, mode int) (bool, error) {
-	s, err := lookup(key)
-	if err != nil {
-		return false, err
-	}
-	return done(errorf(s.BeginCapture(streams.CaptureMode(mode))))
+	return call1(key, func(s *streams.Stream) (bool, error) { return done(s.BeginCapture(streams.CaptureMode(mode))) })
 }
 
 // StreamEndCapture ends the capture and instantiates the graph (cuStreamEndCapture,
@@ -466,45 +424,22 @@ func StreamEndCapture(key int64) (int64, error) {
 // StreamIsCapturing reports whether stream key s is capturing (cuStreamIsCapturing).
 //
 //streambridge:keepgil
-func StreamIsCapturing(key int64) (bool, error) {
-	s, err := lookup(key)
-	if err != nil {
-		return false, err
-	}
-	c, err := s.IsCapturing()
-	return c, errorf(err)
-}
+func StreamIsCapturing(key int64) (bool, error) { return call1(key, (*streams.Stream).IsCapturing) }
 
 // GraphLaunch launches executable graph key g on stream key s (cuGraphLaunch).
-func GraphLaunch(g, s int64) (bool, error) {
-	e, st, err := both[*streams.GraphExec, *streams.Stream](g, s)
-	if err != nil {
-		return false, err
-	}
-	return done(errorf(e.Launch(st)))
-}
+func GraphLaunch(g, s int64) (bool, error) { return act2(g, s, (*streams.GraphExec).Launch) }
 
 // GraphUpload prepares executable graph key g on stream key s (cuGraphUpload).
-func GraphUpload(g, s int64) (bool, error) {
-	e, st, err := both[*streams.GraphExec, *streams.Stream](g, s)
-	if err != nil {
-		return false, err
-	}
-	return done(errorf(e.Upload(st)))
-}
+func GraphUpload(g, s int64) (bool, error) { return act2(g, s, (*streams.GraphExec).Upload) }
 
 // CompileModule compiles CUDA C++ with NVRTC for device (or arch, where not empty) and
 // loads it there; it returns the module's key. options and nameExpressions are lists
 // separated by newlines; ptx asks for PTX rather than a cubin. A failed compile's error
 // carries the compiler's whole log.
 func CompileModule(device int, source, name, arch, options, nameExpressions string, ptx bool) (int64, error) {
-	b, err := driver()
+	c, err := context(device)
 	if err != nil {
 		return 0, err
-	}
-	c, err := b.Context(device)
-	if err != nil {
-		return 0, errorf(err)
 	}
 	m, err := c.Compile(source, streams.CompileOptions{
 		Arch: arch, PTX: ptx, Name: name, Options: lines(options), NameExpressions: lines(nameExpressions),
@@ -525,26 +460,20 @@ func lines(s string) []string {
 // ModuleFunction looks a kernel up in module key m by name or name expression and
 // returns its key.
 func ModuleFunction(m int64, name string) (int64, error) {
-	mod, err := find[*streams.Module](m)
-	if err != nil {
-		return 0, err
-	}
-	f, err := mod.Function(name)
-	if err != nil {
-		return 0, errorf(err)
-	}
-	return store(f), nil
+	return call1(m, func(mod *streams.Module) (int64, error) {
+		f, err := mod.Function(name)
+		if err != nil {
+			return 0, err
+		}
+		return store(f), nil
+	})
 }
 
 // FunctionHandle is the CUfunction of kernel key f.
 //
 //streambridge:keepgil
 func FunctionHandle(f int64) (uint64, error) {
-	fn, err := find[*streams.Function](f)
-	if err != nil {
-		return 0, err
-	}
-	return uint64(fn.Handle()), nil
+	return call1(f, func(fn *streams.Function) (uint64, error) { return uint64(fn.Handle()), nil })
 }
 
 // LaunchKernel launches kernel key f on stream key s (cuLaunchKernel). args are the
@@ -579,26 +508,20 @@ func LaunchKernel(f, s int64, gx, gy, gz, bx, by, bz, shared int, args string) (
 //
 //streambridge:keepgil
 func StreamFence(key int64) (uint64, error) {
-	s, err := lookup(key)
-	if err != nil {
-		return 0, err
-	}
-	e, err := s.Fence()
-	if err != nil {
-		return 0, errorf(err)
-	}
-	return uint64(e.Handle()), nil
+	return call1(key, func(s *streams.Stream) (uint64, error) {
+		e, err := s.Fence()
+		if err != nil {
+			return 0, err
+		}
+		return uint64(e.Handle()), nil
+	})
 }
 
 // EventHandle is the CUevent of event key e.
 //
 //streambridge:keepgil
 func EventHandle(e int64) (uint64, error) {
-	ev, err := find[*streams.Event](e)
-	if err != nil {
-		return 0, err
-	}
-	return uint64(ev.Handle()), nil
+	return call1(e, func(ev *streams.Event) (uint64, error) { return uint64(ev.Handle()), nil })
 }
 
 // ResultName is the CUDA_ERROR_* name of a CUresult.

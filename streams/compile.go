@@ -3,6 +3,7 @@ package streams
 import (
 	"crypto/sha256"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -63,7 +64,7 @@ func (opts CompileOptions) args() []string {
 	for _, p := range opts.IncludePaths {
 		a = append(a, "-I"+p)
 	}
-	for _, k := range slices.Sorted(mapKeys(opts.Defines)) {
+	for _, k := range slices.Sorted(maps.Keys(opts.Defines)) {
 		if v := opts.Defines[k]; v != "" {
 			a = append(a, "-D"+k+"="+v)
 		} else {
@@ -71,16 +72,6 @@ func (opts CompileOptions) args() []string {
 		}
 	}
 	return append(a, opts.Options...)
-}
-
-func mapKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // The compile cache: programs by source, options and target. Bounded, crudely: it is
@@ -92,16 +83,16 @@ var (
 	cache   = map[[32]byte]*Program{}
 )
 
-func (opts CompileOptions) key(source string) [32]byte {
+func (opts CompileOptions) key(source string, args []string) [32]byte {
 	h := sha256.New()
 	write := func(s string) { fmt.Fprintf(h, "%d:%s", len(s), s) }
 	write(source)
 	write(opts.Name)
 	write(fmt.Sprint(opts.PTX))
-	for _, a := range opts.args() {
+	for _, a := range args {
 		write(a)
 	}
-	for _, k := range slices.Sorted(mapKeys(opts.Headers)) {
+	for _, k := range slices.Sorted(maps.Keys(opts.Headers)) {
 		write(k)
 		write(opts.Headers[k])
 	}
@@ -123,7 +114,8 @@ func Compile(source string, opts CompileOptions) (*Program, error) {
 	if !opts.PTX && !strings.HasPrefix(opts.Arch, "sm_") {
 		return nil, fmt.Errorf("streambridge: Compile: a cubin needs a real architecture (sm_XY), not %q; set PTX for %q", opts.Arch, opts.Arch)
 	}
-	key := opts.key(source)
+	args := opts.args()
+	key := opts.key(source, args)
 	cacheMu.Lock()
 	p, ok := cache[key]
 	cacheMu.Unlock()
@@ -131,7 +123,7 @@ func Compile(source string, opts CompileOptions) (*Program, error) {
 		return p, nil
 	}
 	out, err := nvrtc.Compile(nvrtc.Input{
-		Source: source, Name: opts.Name, Options: opts.args(), Headers: opts.Headers,
+		Source: source, Name: opts.Name, Options: args, Headers: opts.Headers,
 		NameExpressions: opts.NameExpressions, Cubin: !opts.PTX,
 	})
 	if err != nil {

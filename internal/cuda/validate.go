@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -64,9 +65,20 @@ func goHandlesSIGSEGV() bool {
 	if errno != 0 {
 		return false
 	}
+	if h := goSigtramp.Load(); h != 0 {
+		return act.handler == h
+	}
 	fn := runtime.FuncForPC(act.handler)
-	return fn != nil && (fn.Name() == "runtime.sigtramp" || fn.Name() == "runtime.cgoSigtramp")
+	if fn == nil || (fn.Name() != "runtime.sigtramp" && fn.Name() != "runtime.cgoSigtramp") {
+		return false
+	}
+	goSigtramp.Store(act.handler)
+	return true
 }
+
+// goSigtramp is the address of Go's SIGSEGV handler once seen installed: later checks
+// compare addresses instead of looking the function up.
+var goSigtramp atomic.Uintptr
 
 // peek reads len(words) words at addr; false where any of it is not mapped readable.
 func (r reader) peek(addr uintptr, words []uint64) bool {

@@ -86,7 +86,9 @@ event_query = _native.pyshim_EventQuery
 close = _native.pyshim_Close
 nop = _native.pyshim_Nop  # bench/python_bench.py: the cost of one call into Go
 
-# The rest: typed errors here.
+# The rest: typed errors here (and the frequent ones again, for where they are not frequent).
+typed_close = _typed(close)
+typed_wrap_stream = _typed(wrap_stream)
 driver_name = _typed(_native.pyshim_DriverName)
 new_stream = _typed(_native.pyshim_NewStream)
 stream_handle = _typed(_native.pyshim_StreamHandle)

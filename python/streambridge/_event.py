@@ -4,30 +4,19 @@ EventOptions accepted too."""
 from __future__ import annotations
 
 import sys
-from typing import Any, Dict, Optional
+from typing import Any, Optional
 
 from . import _core, _stream
 from ._core import close as _close, event_query as _event_query, event_record as _event_record
 from ._core import stream_wait_event as _stream_wait_event
 from ._core import check as _check, fast_calls as _fast_calls, fastcall as _fc
 from ._errors import translate
-from ._stream import RUNTIME, _BaseStream, _device_index
+from ._stream import _BaseStream, _device_index, resolve
 
 _fc_event_record = _fc.event_record
 _fc_stream_wait_event = _fc.stream_wait_event
 _fc_event_query = _fc.event_query
 _NOT_READY = 600  # CUDA_ERROR_NOT_READY
-
-_default_keys: Dict[int, int] = {}
-
-
-def _default_stream_key(device: int) -> int:
-    """The key of a device's legacy default stream, wrapped once for the process."""
-    key = _default_keys.get(device)
-    if key is None:
-        key = _default_keys.setdefault(device, _core._typed(_core.wrap_stream)(0, device, RUNTIME))
-    return key
-
 
 def _flag(name: str, value: Any) -> bool:
     if not isinstance(value, bool):
@@ -103,39 +92,33 @@ class Event:
         return self._interprocess
 
     def record(self, stream: Optional[_BaseStream] = None) -> None:
-        """Record on ``stream`` (the device's legacy default stream if None, as CuPy and
-        PyTorch take it) (cuEventRecord)."""
-        if stream is None:
-            skey = _default_stream_key(self._device)
-        elif isinstance(stream, _BaseStream):
-            if self._fast and stream._fast:
-                r = _fc_event_record(self._eptr, stream._ptr)
-                if r:
-                    _check("cuEventRecord", r)
-                return
-            skey = stream._key
-        else:
-            raise TypeError(f"record takes a streambridge stream, not {type(stream).__name__}")
+        """Record on ``stream`` (cuEventRecord); None is the current streambridge stream,
+        else the device's legacy default stream, as CuPy and PyTorch take it."""
+        if not isinstance(stream, _BaseStream):
+            stream = _stream_for(stream, self._device, "record")
+        # Stream.record's fast path, written again rather than called: a call costs ~50 ns
+        # on a path measured against cuda.core's (bench/python_bench.py, event record).
+        if self._fast and stream._fast:
+            r = _fc_event_record(self._eptr, stream._ptr)
+            if r:
+                _check("cuEventRecord", r)
+            return
         try:
-            _event_record(self._key, skey)
+            _event_record(self._key, stream._key)
         except RuntimeError as e:
             raise translate(e) from None
 
     def wait(self, stream: Optional[_BaseStream] = None) -> None:
-        """Make ``stream`` (the default stream if None) wait for this event (cuStreamWaitEvent)."""
-        if stream is None:
-            skey = _default_stream_key(self._device)
-        elif isinstance(stream, _BaseStream):
-            if self._fast and stream._fast:
-                r = _fc_stream_wait_event(stream._ptr, self._eptr)
-                if r:
-                    _check("cuStreamWaitEvent", r)
-                return
-            skey = stream._key
-        else:
-            raise TypeError(f"wait takes a streambridge stream, not {type(stream).__name__}")
+        """Make ``stream`` wait for this event (cuStreamWaitEvent); None as in :meth:`record`."""
+        if not isinstance(stream, _BaseStream):
+            stream = _stream_for(stream, self._device, "wait")
+        if self._fast and stream._fast:
+            r = _fc_stream_wait_event(stream._ptr, self._eptr)
+            if r:
+                _check("cuStreamWaitEvent", r)
+            return
         try:
-            _stream_wait_event(skey, self._key)
+            _stream_wait_event(stream._key, self._key)
         except RuntimeError as e:
             raise translate(e) from None
 
@@ -216,6 +199,12 @@ class Event:
 
     def __repr__(self) -> str:
         return f"<streambridge.Event device={self._device} timing={self._timing}>"
+
+
+def _stream_for(stream: Any, device: int, what: str) -> _BaseStream:
+    if stream is not None:
+        raise TypeError(f"{what} takes a streambridge stream, not {type(stream).__name__}")
+    return resolve(None, device)
 
 
 _stream.Event = Event

@@ -6,7 +6,7 @@ import sys
 from typing import Any
 
 from . import _core
-from ._stream import ExternalStream, as_stream, current_stream
+from ._stream import resolve
 
 
 class Graph:
@@ -16,25 +16,21 @@ class Graph:
         self._key = key
         self._device = device
 
-    def _stream_key(self, stream: Any) -> int:
-        if stream is None:
-            stream = current_stream() or ExternalStream(0, self._device)
-        return as_stream(stream)._key
 
     def launch(self, stream: Any = None) -> None:
         """Run the graph on ``stream`` (the current streambridge stream, else the device's
         legacy default stream, if None) after the work already there (cuGraphLaunch)."""
-        _core.graph_launch(self._key, self._stream_key(stream))
+        _core.graph_launch(self._key, resolve(stream, self._device)._key)
 
     def upload(self, stream: Any = None) -> None:
         """Prepare the graph's device resources ahead of its first launch (cuGraphUpload)."""
-        _core.graph_upload(self._key, self._stream_key(stream))
+        _core.graph_upload(self._key, resolve(stream, self._device)._key)
 
     def close(self) -> None:
         """Destroy the executable graph (cuGraphExecDestroy); launches in flight finish."""
         key, self._key = self._key, 0
         if key:
-            _core._typed(_core.close)(key)
+            _core.typed_close(key)
 
     def __del__(self) -> None:
         if sys is None or sys.meta_path is None:

@@ -17,7 +17,7 @@ from typing import Any, List, Optional, Sequence, Tuple, Union
 from . import _core
 from ._core import check as _check, fastcall as _fc
 from ._errors import ClosedError, DeviceMismatchError
-from ._stream import ExternalStream, _BaseStream, _device_index, as_stream, current_stream
+from ._stream import ExternalStream, _device_index, resolve
 
 Dim = Union[int, Sequence[int]]
 
@@ -59,7 +59,7 @@ class Module:
         """Unload the module (cuModuleUnload); its kernels can no longer be launched."""
         key, self._key = self._key, 0
         if key:
-            _core._typed(_core.close)(key)
+            _core.typed_close(key)
 
     def __enter__(self) -> "Module":
         return self
@@ -201,17 +201,6 @@ def marshal(args: Sequence[Any]) -> Tuple[Tuple[int, ...], List[Any]]:
     return tuple(values), waits
 
 
-_defaults: dict = {}
-
-
-def _default_stream(device: int) -> ExternalStream:
-    """A device's legacy default stream, wrapped once."""
-    s = _defaults.get(device)
-    if s is None:
-        s = _defaults.setdefault(device, ExternalStream(0, device))
-    return s
-
-
 def launch(kernel: Kernel, grid: Dim, block: Dim, args: Sequence[Any], stream: Any = None,
            shared_mem: int = 0) -> None:
     """Launch ``kernel`` on ``stream`` (anything stream-like; the current streambridge
@@ -223,9 +212,7 @@ def launch(kernel: Kernel, grid: Dim, block: Dim, args: Sequence[Any], stream: A
     if type(shared_mem) is not int or not 0 <= shared_mem < 2**32:
         raise ValueError(f"shared_mem must be a byte count, not {shared_mem!r}")
     values, waits = marshal(args)
-    if stream is None:
-        stream = current_stream() or _default_stream(kernel._module._device)
-    s = stream if isinstance(stream, _BaseStream) else as_stream(stream)
+    s = resolve(stream, kernel._module._device)
     if not kernel._module._key:
         raise ClosedError(f"kernel {kernel.name!r}: its module was closed")
     if s.device_id != kernel._module._device:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from . import _core
 from ._core import close as _close, event_record as _event_record, stream_query as _stream_query
@@ -454,7 +454,7 @@ class Stream(_BaseStream):
             raise TypeError(f"priority must be an int, not {type(priority).__name__}")
         dev = max(_device_index(device), 0)
         if null or ptds:
-            self._k = _core._typed(_core.wrap_stream)(2 if ptds else 0, dev, RUNTIME)
+            self._k = _core.typed_wrap_stream(2 if ptds else 0, dev, RUNTIME)
         else:
             self._k = _core.new_stream(dev, non_blocking, priority or 0)
             self._owned = True
@@ -516,6 +516,27 @@ def _numba_handle(obj: Any) -> Optional[int]:
         return int(h)
     except TypeError:
         return None
+
+
+_defaults: Dict[int, ExternalStream] = {}
+
+
+def default_stream(device: int) -> ExternalStream:
+    """A device's legacy default stream (handle 0), wrapped once for the process."""
+    s = _defaults.get(device)
+    if s is None:
+        s = _defaults.setdefault(device, ExternalStream(0, device))
+    return s
+
+
+def resolve(stream: Any, device: int) -> _BaseStream:
+    """The stream a call with ``stream=`` works on: a stream-like as :func:`as_stream`
+    takes it; for None, the current streambridge stream of this thread, else ``device``'s
+    legacy default stream (as CuPy and PyTorch take None: their current stream, by default
+    the default one)."""
+    if stream is None:
+        return current_stream() or default_stream(device)
+    return stream if isinstance(stream, _BaseStream) else as_stream(stream)
 
 
 def as_stream(obj: Any, device: Any = None) -> _BaseStream:

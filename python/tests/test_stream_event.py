@@ -203,3 +203,20 @@ def test_frequent_calls_skip_go_unless_turned_off():
     e.close()
     with pytest.raises(streambridge.ClosedError):
         t.wait_event(e)
+
+
+def test_none_means_the_current_stream_else_the_default_one():
+    import threading
+
+    s = streambridge.Stream(non_blocking=True)
+    gate = threading.Event()
+    s.launch_host_func(lambda _: gate.wait(5), None)  # s is busy until the gate opens
+    e = streambridge.Event(disable_timing=True)
+    with s:
+        e.record()  # on s, the current stream
+    assert e.query() is False
+    gate.set()
+    e.synchronize()
+    e.record()  # outside: the device's legacy default stream, idle
+    e.synchronize()
+    assert e.query() is True
