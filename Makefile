@@ -5,6 +5,12 @@ PY ?= /usr/bin/python3
 PYTAG := $(shell $(PY) -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")' 2>/dev/null)
 # The GPU machine's Python 3.12 headers, for wheel-cp312.
 PY312_HEADERS ?= ../shared/device/python3.12-include.tgz
+# Go packages exported next to streambridge in its native module (streambridge.ext.<name>),
+# and the folders of their modules where not this one (README, "Your own Go kernels").
+GO_PACKAGES ?= ./examples/gokernels
+GO_MODULES ?=
+export STREAMBRIDGE_GO_PACKAGES = $(GO_PACKAGES)
+export STREAMBRIDGE_GO_MODULES = $(GO_MODULES)
 
 .PHONY: test check deps go-test pytest wheel wheel-cp312 demo gpu-build bench
 

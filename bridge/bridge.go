@@ -80,6 +80,27 @@ func New(drv *streams.Driver) *Bridge {
 	return &Bridge{drv: drv, contexts: map[int]*streams.Context{}}
 }
 
+var (
+	defaultOnce   sync.Once
+	defaultBridge *Bridge
+	defaultErr    error
+)
+
+// Default is the process's bridge, over [streams.Default] (STREAMBRIDGE_DRIVER picks the
+// real or the software driver). The Python package resolves every handle through it, and so
+// does a Go package of your own built into the same extension (see examples/gokernels):
+// streams, contexts and validation are then shared with Python. Never closed.
+func Default() (*Bridge, error) {
+	defaultOnce.Do(func() {
+		var drv *streams.Driver
+		drv, defaultErr = streams.Default()
+		if defaultErr == nil {
+			defaultBridge = New(drv)
+		}
+	})
+	return defaultBridge, defaultErr
+}
+
 // Driver is the driver the bridge resolves handles for.
 func (b *Bridge) Driver() *streams.Driver { return b.drv }
 

@@ -7,7 +7,7 @@
 //
 // gopy's generated code releases the GIL around every call, which costs two more crossings
 // than a cuStreamQuery takes. Functions marked //streambridge:keepgil keep it
-// (scripts/gopy-keep-gil.py edits the generated code): they never block, never call back
+// (scripts/gopy-fixups.py edits the generated code): they never block, never call back
 // into Python, enqueue nothing (a full launch queue can block an enqueue while a host
 // callback waits for the GIL), and take nanoseconds to microseconds. The others
 // (synchronize, create, record, wait, launch, first use of the driver) release it.
@@ -31,62 +31,28 @@ import (
 )
 
 var (
-	setupOnce sync.Once
-	drv       *streams.Driver
-	br        *bridge.Bridge
-	drvErr    error
-
 	mu      sync.RWMutex
 	table   = map[int64]any{} // *streams.Stream and *streams.Event, by key
 	nextKey int64
 )
 
+// driver is the process's bridge, shared with Go packages built into the same extension.
 func driver() (*bridge.Bridge, error) {
-	setupOnce.Do(func() {
-		drv, drvErr = streams.Default()
-		if drvErr == nil {
-			br = bridge.New(drv)
-		}
-	})
-	return br, errorf(drvErr)
+	b, err := bridge.Default()
+	return b, errorf(err)
 }
 
-// errorf encodes err as "kind|code|message" for Python; nil stays nil.
+// errorf encodes err as "kind|code|message" for Python (bridge.PythonError, and "capture"
+// for a call refused during capture); nil stays nil.
 func errorf(err error) error {
-	if err == nil {
-		return nil
+	if errors.Is(err, errCapture) {
+		return fmt.Errorf("capture|0|%s", err.Error())
 	}
-	var r streams.Result
-	var mismatch *bridge.DeviceMismatchError
-	var compile *streams.CompileError
-	kind, code := "error", 0
-	switch {
-	case errors.As(err, &compile):
-		kind, code = "compile", int(compile.Result)
-	case errors.Is(err, streams.ErrNoNVRTC):
-		kind = "nonvrtc"
-	case errors.Is(err, streams.ErrNoDriver):
-		kind = "nodriver"
-	case errors.As(err, &mismatch):
-		kind = "device"
-	case errors.Is(err, errCapture):
-		kind = "capture"
-	case errors.Is(err, bridge.ErrAmbiguousHandle), errors.Is(err, errValue):
-		kind = "value"
-	case errors.Is(err, streams.ErrClosed):
-		kind = "closed"
-	case errors.As(err, &r):
-		kind, code = "cuda", int(r)
-	}
-	return fmt.Errorf("%s|%d|%s", kind, code, err.Error())
+	return bridge.PythonError(err)
 }
 
-// errValue marks a bad argument value (Python's ValueError); errCapture a call refused
-// because the stream is capturing.
-var (
-	errValue   = errors.New("bad value")
-	errCapture = errors.New("not allowed during capture")
-)
+// errCapture marks a call refused because the stream is capturing.
+var errCapture = errors.New("not allowed during capture")
 
 // done is the (true, nil) or (false, err) of a call with nothing else to return. No
 // exported function returns only an error: for those gopy v0.5.0 returns a C string it
@@ -165,10 +131,11 @@ func Setenv(name, value string) (bool, error) { return done(os.Setenv(name, valu
 
 // DriverName is the driver in use ("cuda" or "sim"); the error says why there is none.
 func DriverName() (string, error) {
-	if _, err := driver(); err != nil {
+	b, err := driver()
+	if err != nil {
 		return "", err
 	}
-	return drv.Name(), nil
+	return b.Driver().Name(), nil
 }
 
 // WrapStream validates a foreign stream handle and returns its key. device is the stated
@@ -325,7 +292,7 @@ func OpenIPCEvent(device int, handle string) (int64, error) {
 	var h streams.IPCEventHandle
 	raw, err := hex.DecodeString(handle)
 	if err != nil || len(raw) != len(h) {
-		return 0, errorf(fmt.Errorf("%w: an event IPC handle is %d bytes", errValue, len(h)))
+		return 0, errorf(fmt.Errorf("%w: an event IPC handle is %d bytes", bridge.ErrValue, len(h)))
 	}
 	copy(h[:], raw)
 	c, err := context(device)
@@ -370,10 +337,11 @@ func LiveStreams() int {
 // without crossing into Go (see streams.Driver.Entry and python/native/fastcall.c); 0 for
 // one not offered.
 func Entry(name string) (uint64, error) {
-	if _, err := driver(); err != nil {
+	b, err := driver()
+	if err != nil {
 		return 0, err
 	}
-	return uint64(drv.Entry(name)), nil
+	return uint64(b.Driver().Entry(name)), nil
 }
 
 // StreamLaunchCFunc enqueues the C function fn(userData) on stream key s, after the work
@@ -390,7 +358,7 @@ func StreamLaunchCFunc(key int64, fn, userData uint64) (bool, error) {
 		return false, errorf(err)
 	}
 	if capturing {
-		return false, errorf(fmt.Errorf("%w: a Python host callback cannot be captured into a graph (it would run once and be freed)", errValue))
+		return false, errorf(fmt.Errorf("%w: a Python host callback cannot be captured into a graph (it would run once and be freed)", bridge.ErrValue))
 	}
 	return done(errorf(s.LaunchHostFunc(func() { purego.SyscallN(uintptr(fn), uintptr(userData)) })))
 }
@@ -489,7 +457,7 @@ func LaunchKernel(f, s int64, gx, gy, gz, bx, by, bz, shared int, args string) (
 		for _, v := range strings.Split(args, ",") {
 			u, err := strconv.ParseUint(v, 10, 64)
 			if err != nil {
-				return false, errorf(fmt.Errorf("%w: kernel argument %q", errValue, v))
+				return false, errorf(fmt.Errorf("%w: kernel argument %q", bridge.ErrValue, v))
 			}
 			a.Uint64(u)
 		}

@@ -9,9 +9,11 @@ from ._errors import CaptureError, ClosedError, CompileError, CUDAError, DeviceM
 from ._core import driver_name as driver
 from ._device import Device
 from ._event import Event, get_elapsed_time
+from ._go import go_function
 from ._graph import Graph
 from ._kernel import Kernel, Module, launch
 from ._stream import ExternalStream, Stream, as_stream, callback_errors, current_stream
+from . import ext
 
 __all__ = [
     "CUDAError",
@@ -32,7 +34,9 @@ __all__ = [
     "callback_errors",
     "current_stream",
     "driver",
+    "ext",
     "get_elapsed_time",
+    "go_function",
     "launch",
 ]
 __version__ = "0.1.0"

@@ -10,11 +10,11 @@ In the spirit of ``cupy.RawModule`` / ``cupy.RawKernel`` and ``cuda.core.launch`
 
 from __future__ import annotations
 
-import ctypes
 import struct
 from typing import Any, List, Optional, Sequence, Tuple, Union
 
 from . import _core
+from ._array import array_info
 from ._core import check as _check, fastcall as _fc
 from ._errors import ClosedError, DeviceMismatchError
 from ._stream import ExternalStream, _device_index, resolve
@@ -107,62 +107,13 @@ def _bits(fmt: str, value: Any) -> int:
     return int.from_bytes(struct.pack("<" + fmt, value).ljust(8, b"\0"), "little")
 
 
-# CUDA Array Interface v3: the producer's stream, and what the consumer must wait for.
-_CAI_LEGACY, _CAI_PER_THREAD = 1, 2
+def dlpack_stream(s: Any) -> int:
+    """A stream as DLPack's ``__dlpack__(stream=...)`` names it: 1 for the legacy default
+    stream (0 in the runtime's reading), 2 for the per-thread one, else the handle."""
+    return 1 if s.ptr == 0 else s.ptr
 
 
-def _array_pointer(arg: Any, waits: List[Any]) -> Optional[int]:
-    """The device pointer of an array speaking ``__cuda_array_interface__`` or DLPack, and
-    the producer streams the launch must wait for; None for anything else."""
-    cai = getattr(arg, "__cuda_array_interface__", None)
-    if cai is not None:
-        data = cai.get("data")
-        if not isinstance(data, tuple) or len(data) != 2 or not isinstance(data[0], int):
-            raise ValueError(f"__cuda_array_interface__ data must be (pointer, read_only), not {data!r}")
-        version = cai.get("version", 0)
-        stream = cai.get("stream") if version >= 3 else None
-        if stream == 0:
-            raise ValueError("__cuda_array_interface__ stream 0 is not allowed (v3: use 1 for the legacy "
-                             "default stream, 2 for the per-thread one, None for no synchronization)")
-        if stream is not None:
-            if isinstance(stream, bool) or not isinstance(stream, int):
-                raise TypeError(f"__cuda_array_interface__ stream must be an int or None, not {stream!r}")
-            waits.append(stream)
-        return data[0]
-    if hasattr(arg, "__dlpack__") and hasattr(arg, "__dlpack_device__"):
-        return _dlpack_pointer(arg)
-    return None
-
-
-class _DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
-
-
-class _DLTensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
-                ("dtype", ctypes.c_uint32), ("shape", ctypes.c_void_p), ("strides", ctypes.c_void_p),
-                ("byte_offset", ctypes.c_uint64)]
-
-
-_KDL_CUDA = 2
-_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
-_capsule_pointer.restype = ctypes.c_void_p
-_capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-
-
-def _dlpack_pointer(arg: Any) -> int:
-    """A DLPack producer's device pointer. The capsule is read, not consumed: the producer
-    keeps ownership (it is released with the capsule). The launch stream is not passed to
-    ``__dlpack__``: producers are asked for no stream, so the caller orders the data."""
-    dev_type, _ = arg.__dlpack_device__()
-    if dev_type != _KDL_CUDA:
-        raise ValueError(f"a DLPack argument must be on a CUDA device, not device type {dev_type}")
-    capsule = arg.__dlpack__(stream=None)
-    t = _DLTensor.from_address(_capsule_pointer(capsule, b"dltensor"))
-    return (t.data or 0) + t.byte_offset
-
-
-def marshal(args: Sequence[Any]) -> Tuple[Tuple[int, ...], List[Any]]:
+def marshal(args: Sequence[Any], consumer: Optional[int] = None) -> Tuple[Tuple[int, ...], List[Any]]:
     """Each kernel argument as up to 8 bytes in an int, and the producer streams to wait for.
 
     - ``bool``: 1 byte; ``int``: ``long long`` (8 bytes); ``float``: ``double``, as CuPy;
@@ -170,7 +121,8 @@ def marshal(args: Sequence[Any]) -> Tuple[Tuple[int, ...], List[Any]]:
     - device arrays (``__cuda_array_interface__`` v2/v3, or DLPack: torch tensors, CuPy
       arrays, cuda.core buffers): their device pointer. A v3 interface's ``stream`` is
       honoured: the launch waits for it (1 the legacy stream, 2 the per-thread one, None
-      nothing; 0 is an error);
+      nothing; 0 is an error); a DLPack producer is given ``consumer``, the launch's stream
+      in DLPack's reading, and orders its work before it;
     - streambridge-known device pointers: pass ``int`` values yourself.
     """
     if type(args) is tuple and not args:
@@ -193,12 +145,21 @@ def marshal(args: Sequence[Any]) -> Tuple[Tuple[int, ...], List[Any]]:
                 raise ValueError(f"argument {i}: {a.dtype} is wider than 8 bytes")
             values.append(int.from_bytes(raw.ljust(8, b"\0"), "little"))
         else:
-            p = _array_pointer(a, waits)
-            if p is None:
+            info = array_info(a, consumer)
+            if info is None:
                 raise TypeError(f"argument {i}: {type(a).__name__} is not a kernel argument (an int, float, "
                                 "bool, NumPy scalar, or a device array with __cuda_array_interface__ or DLPack)")
-            values.append(p)
+            if info.stream is not None:
+                waits.append(info.stream)
+            values.append(info.ptr)
     return tuple(values), waits
+
+
+def wait_producers(s: Any, waits: List[int]) -> None:
+    """Makes ``s`` wait for the producers' streams of a CUDA Array Interface v3."""
+    for w in waits:
+        if w != s.ptr:  # a stream object's device comes from its handle; 1 and 2 are s's device's
+            s.wait_stream(ExternalStream(w) if w > 2 else ExternalStream(w, s.device_id))
 
 
 def launch(kernel: Kernel, grid: Dim, block: Dim, args: Sequence[Any], stream: Any = None,
@@ -211,16 +172,14 @@ def launch(kernel: Kernel, grid: Dim, block: Dim, args: Sequence[Any], stream: A
     g, b = _dim3(grid, "grid"), _dim3(block, "block")
     if type(shared_mem) is not int or not 0 <= shared_mem < 2**32:
         raise ValueError(f"shared_mem must be a byte count, not {shared_mem!r}")
-    values, waits = marshal(args)
     s = resolve(stream, kernel._module._device)
+    values, waits = marshal(args, dlpack_stream(s))
     if not kernel._module._key:
         raise ClosedError(f"kernel {kernel.name!r}: its module was closed")
     if s.device_id != kernel._module._device:
         raise DeviceMismatchError(f"kernel {kernel.name!r} is loaded on device {kernel._module._device}, "
                                   f"the stream is on device {s.device_id}")
-    for w in waits:  # the producers' streams, per the CUDA Array Interface v3
-        if w != s.ptr:  # a stream object's device comes from its handle; 1 and 2 are the launch's
-            s.wait_stream(ExternalStream(w) if w > 2 else ExternalStream(w, s.device_id))
+    wait_producers(s, waits)
     if s._fast:
         r = _fc.launch(kernel._handle, s._ptr, g, b, shared_mem, values)
         if r == 0:

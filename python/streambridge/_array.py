@@ -1,0 +1,125 @@
+"""Device arrays of any framework, read through the CUDA Array Interface (v2, v3) or DLPack:
+what a kernel launch and a Go function (go_function) need to know of a torch tensor, a CuPy
+array, a Numba array or a cuda.core buffer."""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any, NamedTuple, Optional, Tuple
+
+
+class ArrayInfo(NamedTuple):
+    """A device array as its framework describes it."""
+
+    ptr: int
+    typestr: str  # NumPy's ("<f4", "|b1"); "bfloat16" for DLPack's bfloat, which NumPy lacks
+    shape: Tuple[int, ...]
+    strides: Tuple[int, ...]  # bytes, always given (a C-contiguous array's filled in)
+    device: int  # -1 where the framework does not say (a CUDA Array Interface without DLPack)
+    readonly: bool
+    stream: Optional[int]  # a v3 interface's producer stream to wait for (1, 2 or a handle)
+
+    def go(self) -> str:
+        """The text form the Go side reads (bridge.ParseArray)."""
+        return (f"array device={self.device} ptr={self.ptr:#x} dtype={self.typestr} "
+                f"shape={','.join(map(str, self.shape))} strides={','.join(map(str, self.strides))} "
+                f"readonly={'true' if self.readonly else 'false'}")
+
+
+def _contiguous(shape: Tuple[int, ...], itemsize: int) -> Tuple[int, ...]:
+    strides, step = [], itemsize
+    for d in reversed(shape):
+        strides.append(step)
+        step *= d
+    return tuple(reversed(strides))
+
+
+def _itemsize(typestr: str) -> int:
+    if typestr == "bfloat16":
+        return 2
+    if len(typestr) < 3 or not typestr[2:].isdigit():
+        raise ValueError(f"__cuda_array_interface__ typestr {typestr!r} is not a NumPy type string")
+    return int(typestr[2:])
+
+
+def array_info(obj: Any, consumer: Optional[int] = None) -> Optional[ArrayInfo]:
+    """The array ``obj`` describes through ``__cuda_array_interface__`` (first) or DLPack;
+    None for an object that speaks neither. ``consumer`` is the stream that will use the
+    data (DLPack's convention: 1 legacy, 2 per-thread, else a handle): a DLPack producer
+    orders its work before it; a v3 interface's own stream comes back in ``stream`` for the
+    caller to wait on (0 there is an error, as v3 says)."""
+    cai = getattr(obj, "__cuda_array_interface__", None)
+    if cai is not None:
+        return _from_interface(obj, cai)
+    if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
+        return _from_dlpack(obj, consumer)
+    return None
+
+
+def _from_interface(obj: Any, cai: Any) -> ArrayInfo:
+    if not isinstance(cai, dict):
+        raise TypeError(f"__cuda_array_interface__ must be a dict, not {type(cai).__name__}")
+    data = cai.get("data")
+    if not isinstance(data, tuple) or len(data) != 2 or not isinstance(data[0], int):
+        raise ValueError(f"__cuda_array_interface__ data must be (pointer, read_only), not {data!r}")
+    shape = cai.get("shape")
+    if not isinstance(shape, tuple) or not all(isinstance(d, int) and d >= 0 for d in shape):
+        raise ValueError(f"__cuda_array_interface__ shape must be a tuple of sizes, not {shape!r}")
+    typestr = cai.get("typestr")
+    if not isinstance(typestr, str):
+        raise ValueError(f"__cuda_array_interface__ typestr must be a str, not {typestr!r}")
+    strides = cai.get("strides")
+    if strides is None:
+        strides = _contiguous(shape, _itemsize(typestr))
+    elif not isinstance(strides, tuple) or len(strides) != len(shape):
+        raise ValueError(f"__cuda_array_interface__ strides must be None or one per dimension, not {strides!r}")
+    version = cai.get("version", 0)
+    stream = cai.get("stream") if version >= 3 else None
+    if stream == 0:
+        raise ValueError("__cuda_array_interface__ stream 0 is not allowed (v3: use 1 for the legacy "
+                         "default stream, 2 for the per-thread one, None for no synchronization)")
+    if stream is not None and (isinstance(stream, bool) or not isinstance(stream, int)):
+        raise TypeError(f"__cuda_array_interface__ stream must be an int or None, not {stream!r}")
+    device = -1
+    if hasattr(obj, "__dlpack_device__"):  # torch and CuPy say their device here, cheaply
+        dev_type, dev_id = obj.__dlpack_device__()
+        device = dev_id if dev_type == _KDL_CUDA else -1
+    return ArrayInfo(data[0], typestr, shape, tuple(strides), device, bool(data[1]), stream)
+
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
+                ("dtype", ctypes.c_uint32), ("shape", ctypes.c_void_p), ("strides", ctypes.c_void_p),
+                ("byte_offset", ctypes.c_uint64)]
+
+
+_KDL_CUDA = 2
+_DL_KINDS = {0: "i", 1: "u", 2: "f", 5: "c", 6: "b"}  # DLDataTypeCode; 4 is bfloat
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.restype = ctypes.c_void_p
+_capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+
+def _from_dlpack(obj: Any, consumer: Optional[int]) -> ArrayInfo:
+    """A DLPack producer's array. The capsule is read, not consumed: the producer keeps
+    ownership (released with the capsule), and ``obj`` must outlive the use of the data."""
+    dev_type, dev_id = obj.__dlpack_device__()
+    if dev_type != _KDL_CUDA:
+        raise ValueError(f"a DLPack array must be on a CUDA device, not device type {dev_type}")
+    capsule = obj.__dlpack__(stream=consumer)
+    t = _DLTensor.from_address(_capsule_pointer(capsule, b"dltensor"))
+    code, bits, lanes = t.dtype & 0xFF, (t.dtype >> 8) & 0xFF, t.dtype >> 16
+    if lanes != 1 or bits % 8 or (code not in _DL_KINDS and code != 4):
+        raise ValueError(f"DLPack dtype (code {code}, {bits} bits, {lanes} lanes) has no NumPy type string")
+    size = bits // 8
+    typestr = "bfloat16" if code == 4 else ("|" if size == 1 else "<") + _DL_KINDS[code] + str(size)
+    shape = tuple((ctypes.c_int64 * t.ndim).from_address(t.shape)) if t.ndim else ()
+    if t.strides and t.ndim:
+        strides = tuple(s * size for s in (ctypes.c_int64 * t.ndim).from_address(t.strides))
+    else:
+        strides = _contiguous(shape, size)
+    return ArrayInfo((t.data or 0) + t.byte_offset, typestr, shape, strides, t.device.device_id, False, None)

@@ -1,0 +1,68 @@
+"""Go functions of your own, built into streambridge's native module (see :mod:`streambridge.ext`),
+called with streams and arrays of any framework."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, List, Optional
+
+from ._array import array_info
+from ._errors import translate
+from ._kernel import dlpack_stream, wait_producers
+from ._stream import _BaseStream, as_stream
+
+
+def _is_plain(arg: Any) -> bool:
+    return arg is None or isinstance(arg, (bool, int, float, str, bytes))
+
+
+def go_function(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn``, a function of a Go package built into the native module next to streambridge
+    (``streambridge.ext.gokernels.Saxpy``), made to take streams and arrays:
+
+    - a stream-like argument (a streambridge, torch, CuPy, cuda.core or Numba stream, or a
+      ``__cuda_stream__`` object) is validated and passed as its handle (``uint64`` in Go,
+      which reads it with ``bridge.Default().Stream``); plain ints pass unchanged;
+    - a device array (``__cuda_array_interface__`` or DLPack: torch tensors, CuPy arrays,
+      cuda.core buffers) is passed as the text ``bridge.ParseArray`` reads: pointer, dtype,
+      shape, strides, device. First the call's stream (its first stream argument) is made to
+      wait for the array's producer: a v3 interface's stream, or DLPack's own ordering;
+    - errors the Go function returns through ``bridge.PythonError`` raise streambridge's typed
+      exceptions.
+    """
+    if not callable(fn):
+        raise TypeError(f"go_function takes a function of a Go package, not {type(fn).__name__}")
+
+    @functools.wraps(fn)
+    def call(*args: Any) -> Any:
+        stream: Optional[_BaseStream] = None
+        passed: List[Any] = list(args)
+        arrays = []
+        for i, a in enumerate(args):
+            if _is_plain(a):
+                continue
+            if hasattr(a, "__cuda_array_interface__") or hasattr(a, "__dlpack__"):
+                arrays.append(i)
+                continue
+            s = as_stream(a)  # raises TypeError for what is neither
+            passed[i] = s.ptr
+            stream = stream or s
+        waits: List[int] = []
+        for i in arrays:
+            info = array_info(args[i], None if stream is None else dlpack_stream(stream))
+            if info is None:
+                raise TypeError(f"argument {i}: {type(args[i]).__name__} is not a device array")
+            if info.stream is not None:
+                if stream is None:
+                    raise ValueError(f"argument {i}: the array's producer stream must be waited on, and the call "
+                                     "has no stream argument to wait")
+                waits.append(info.stream)
+            passed[i] = info.go()
+        if waits:
+            wait_producers(stream, waits)
+        try:
+            return fn(*passed)
+        except RuntimeError as e:
+            raise translate(e) from None
+
+    return call

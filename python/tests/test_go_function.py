@@ -1,0 +1,92 @@
+"""A Go package of one's own built into the native module (examples/gokernels), called
+through go_function: streams validated and passed as handles, arrays described to Go,
+producers' streams waited for, Go's errors typed. Nothing here launches a kernel on made-up
+pointers; the launches on real data are in interop_test/test_go_kernels.py."""
+
+import threading
+
+import pytest
+
+import streambridge
+from streambridge.ext import gokernels
+
+describe = streambridge.go_function(gokernels.Describe)
+saxpy = streambridge.go_function(gokernels.Saxpy)
+
+
+class Array:
+    """A device array as a framework describes it: only the interface, never dereferenced."""
+
+    def __init__(self, ptr=0x10000, shape=(4,), typestr="<f4", strides=None, version=3, stream=None, readonly=False):
+        self.__cuda_array_interface__ = dict(version=version, data=(ptr, readonly), shape=shape, typestr=typestr,
+                                             strides=strides, stream=stream)
+
+
+def test_ext_lists_the_packages_built_in():
+    assert "gokernels" in dir(streambridge.ext)
+    with pytest.raises(AttributeError, match="no Go package 'nothere'.*STREAMBRIDGE_GO_PACKAGES"):
+        streambridge.ext.nothere
+
+
+def test_pointer_dtype_shape_and_strides_reach_go():
+    s = streambridge.Stream()
+    got = describe(s, Array(0x7000, (2, 3), "<f8"))  # no strides: C-contiguous ones filled in
+    assert got == f"stream {s.ptr:#x} on device {s.device_id}; 6 elements of <f8 at 0x7000 on device -1, " \
+                  "shape [2 3], strides [24 8]"
+    got = describe(s, Array(0x7000, (3, 2), "<i4", strides=(4, 12)))
+    assert got.endswith("6 elements of <i4 at 0x7000 on device -1, shape [3 2], strides [4 12]")
+    s.close()
+
+
+@pytest.mark.parametrize("stream_like", ["streambridge", "int", "protocol"])
+def test_any_stream_like_reaches_go_as_its_handle(stream_like, foreign_stream):
+    handle, device = foreign_stream
+
+    class Protocol:
+        def __cuda_stream__(self):
+            return (0, handle)
+
+    arg = {"streambridge": streambridge.ExternalStream(handle), "int": handle, "protocol": Protocol()}[stream_like]
+    assert describe(arg, Array()).startswith(f"stream {handle:#x} on device {device};")
+
+
+def test_bad_arguments_raise_typed_errors(driver_name):
+    s = streambridge.Stream()
+    with pytest.raises(streambridge.InvalidHandleError, match="not a live CUDA stream"):
+        saxpy(0xDEADBEEF, 2.0, Array(), Array())  # a garbage handle, refused in Go
+    with pytest.raises(TypeError, match="not stream-like"):
+        saxpy(object(), 2.0, Array(), Array())
+    with pytest.raises(RuntimeError, match="array is <i4, not <f4"):
+        saxpy(s, 2.0, Array(typestr="<i4"), Array())
+    with pytest.raises(RuntimeError, match="not C-contiguous"):
+        saxpy(s, 2.0, Array(shape=(2, 2), strides=(4, 8)), Array(shape=(2, 2)))
+    with pytest.raises(RuntimeError, match="read-only"):
+        saxpy(s, 2.0, Array(), Array(readonly=True))
+    with pytest.raises(ValueError, match="x has 3 elements, y 4"):
+        saxpy(s, 2.0, Array(shape=(3,)), Array())
+    with pytest.raises(ValueError, match="stream 0 is not allowed"):
+        saxpy(s, 2.0, Array(stream=0), Array())
+    with pytest.raises(ValueError, match="no stream argument"):
+        describe(12345, Array(stream=s.ptr))  # an int is not taken for a stream
+    with pytest.raises(TypeError, match="takes a function"):
+        streambridge.go_function("Saxpy")
+    if driver_name == "sim":  # everything checks out, and the software driver runs no kernels
+        with pytest.raises((streambridge.NoDriverError, streambridge.CUDAError)):
+            saxpy(s, 2.0, Array(), Array())
+    s.close()
+
+
+def test_the_call_waits_for_the_arrays_producer(driver_name):
+    producer, consumer = streambridge.Stream(), streambridge.Stream()
+    gate = threading.Event()
+    producer.launch_host_func(lambda _: gate.wait(10), None)  # the producer is still writing
+    describe(consumer, Array(stream=producer.ptr))
+    waiting = consumer.query()
+    gate.set()
+    consumer.synchronize()
+    assert not waiting and consumer.query()
+    control = streambridge.Stream()
+    describe(control, Array(stream=None))  # no producer stream named: nothing to wait for
+    assert control.query()
+    for s in (producer, consumer, control):
+        s.close()

@@ -1,0 +1,48 @@
+"""Two fixes to gopy v0.5.0's generated code, applied after `gopy build` generates it.
+
+1. Keeps the GIL across the calls pyshim marks //streambridge:keepgil. gopy's generated Go
+   releases the GIL around every call (PyEval_SaveThread, then PyEval_RestoreThread): two
+   more crossings from Go into C, which cost more than a cuStreamQuery. For calls that never
+   block, never call back into Python and take nanoseconds, the release and re-take go.
+
+2. Frees the C string a Go function returning only `error` hands back. gopy returns
+   C.CString("") (or the error text) from it, and its C wrapper never frees that: 32 bytes
+   lost a call (bench/memory.py found it). Functions returning a string already free theirs.
+   This matters for Go packages of users' own built into the module (examples/gokernels).
+
+    python3 scripts/gopy-fixups.py GENERATED_DIR PKG_DIR
+"""
+
+import glob
+import re
+import sys
+
+gen, pkg = sys.argv[1], sys.argv[2]
+go_file, c_file = f"{gen}/sbnative.go", f"{gen}/sbnative.c"
+
+marked = set()
+for path in glob.glob(f"{pkg}/*.go"):
+    marked |= set(re.findall(r"^//streambridge:keepgil\nfunc (\w+)\(", open(path).read(), re.M))
+src = open(go_file).read()
+for name in sorted(marked):
+    head = re.search(rf"^func pyshim_{name}\(.*\{{\n", src, re.M)
+    if not head:
+        sys.exit(f"gopy-fixups: no generated function for {name}")
+    end = src.index("\n}\n", head.end())
+    body = src[head.end():end]
+    kept = re.sub(r"^\t(_saved_thread := C\.PyEval_SaveThread\(\)|(defer )?C\.PyEval_RestoreThread\(_saved_thread\))\n",
+                  "", body, flags=re.M)
+    if body.count("PyEval_") != 2 or "PyEval_" in kept:
+        sys.exit(f"gopy-fixups: unexpected generated code for {name}")
+    src = src[:head.end()] + kept + src[end:]
+open(go_file, "w").write(src)
+
+# The C wrappers of error-only functions: the one shape of a char* result with no free.
+leaky = re.compile(r"(    retval = (\w+)\(.*\);\n    if \(PyErr_Occurred\(\)\) \{\n)(        return NULL;\n    \}\n"
+                   r"    py_retval = Py_BuildValue\(\(char \*\) \"s\", retval\);\n)(    return py_retval;\n)")
+c_src = open(c_file).read()
+freed = [m.group(2) for m in leaky.finditer(c_src)]
+c_src = leaky.sub(lambda m: m.group(1) + "        free(retval);\n" + m.group(3) + "    free(retval);\n" + m.group(4), c_src)
+open(c_file, "w").write(c_src)
+print(f"gopy-fixups: {len(marked)} calls keep the GIL: {', '.join(sorted(marked))}")
+print(f"gopy-fixups: {len(freed)} error-only calls free their result: {', '.join(freed) or '-'}")
