@@ -66,6 +66,7 @@ gpu-build: wheel-cp312
 	CGO_ENABLED=1 $(GO) test -c -o .device/streams-cgo.test ./streams
 	CGO_ENABLED=0 $(GO) test -c -o .device/bridge.test ./bridge
 	CGO_ENABLED=0 $(GO) test -c -o .device/cuda.test ./internal/cuda
+	CGO_ENABLED=0 $(GO) test -c -o .device/gokernels.test ./examples/gokernels
 	CGO_ENABLED=0 $(GO) build -o .device/demo ./cmd/demo
 
 # Go beside C on this machine's GPU; prints the ratios.

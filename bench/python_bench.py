@@ -95,7 +95,10 @@ def main() -> int:
                 body()
         return run
 
-    def sb_wrap():
+    def sb_wrap():  # made and dropped, as the peers' wrappers are
+        sb.ExternalStream(handle)
+
+    def sb_wrap_close():
         sb.ExternalStream(handle).close()
 
     def sb_rw():
@@ -121,7 +124,8 @@ def main() -> int:
     ops = {
         "wrap": {
             "streambridge": loop(sb_wrap),
-            "streambridge.from_external": loop(lambda: sb.Stream.from_external(ks_a).close()),
+            "streambridge, closed explicitly": loop(sb_wrap_close),
+            "streambridge.from_external": loop(lambda: sb.Stream.from_external(ks_a)),
             "torch": loop(lambda: torch.cuda.ExternalStream(handle)),
             "cupy": loop(lambda: cupy.cuda.ExternalStream(handle)),
             "cupy.from_external": loop(lambda: cupy.cuda.Stream.from_external(ks_a)),
@@ -188,8 +192,12 @@ def main() -> int:
         "_sbnative.pyshim_LiveStreams() (+ a Go read lock)": loop(gopy_py.pyshim_LiveStreams),
         "empty Python lambda (the loop itself)": loop(lambda: None),
         **({"fastcall.stream_query(ptr) (C, then the driver)": loop(lambda: fq(ptr))} if _core.fast_calls() else {}),
-        "wrap: _sbnative.pyshim_WrapStream + pyshim_Close (two crossings, no Python object)":
-            loop(lambda: _core.close(_core.wrap_stream(handle, -1, 0))),
+        "wrap: fastcall.check_stream(handle, -1) (C, cgo, the check in Go; no Python object)":
+            loop(lambda: _core.fastcall.check_stream(handle, -1)),
+        "wrap: _sbnative.pyshim_CheckStream(handle, -1, 0) (the same through gopy's C)":
+            loop(lambda: _core.check_stream(handle, -1, 0)),
+        "wrap: pyshim_ValidationReads (a crossing and the rt_sigaction, no reads)":
+            loop(_core._native.pyshim_ValidationReads),
         "wrap: ExternalStream.__new__ + object teardown (Python only)": loop(lambda: sb.ExternalStream.__new__(sb.ExternalStream)),
     }
 
@@ -220,9 +228,11 @@ def main() -> int:
     for name, ns in sorted(lat.items(), key=lambda kv: kv[1]):
         print(f"  {name:48s} {ns:8.0f} ns")
     print(f"  ratio streambridge / cupy: {lat['streambridge launch_host_func'] / lat['cupy launch_host_func']:.2f}  [bar 1.2]")
-    print("\nprofile (streambridge query, layer by layer):")
+    print("\nprofile (streambridge query and wrap, layer by layer):")
     for name in profile:
         print(f"  {name:70s} {statistics.median(results[('profile', name)]):8.0f} ns")
+    in_go = statistics.median(_core._native.pyshim_TimeCheckStream(handle, 100_000) for _ in range(5))
+    print(f"  {'wrap: the check inside Go (pyshim.TimeCheckStream; reads: ' + _core._native.pyshim_ValidationReads() + ')':70s} {in_go:8.0f} ns")
     return 0
 
 

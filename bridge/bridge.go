@@ -114,12 +114,42 @@ func (b *Bridge) Stream(handle uint64, opts Options) (*streams.Stream, error) {
 		if err != nil {
 			return nil, err
 		}
-		if actual := s.Device().Ordinal(); opts.Device != AnyDevice && opts.Device != actual {
-			return nil, &DeviceMismatchError{Handle: uintptr(handle), Stated: opts.Device, Actual: actual}
-		}
-		return s, nil
+		return s, stated(handle, opts, s.Device())
 	}
-	special := uintptr(handle)
+	c, err := b.special(handle, opts)
+	if err != nil {
+		return nil, err
+	}
+	return c.WrapStream(uintptr(handle))
+}
+
+// Device is the device Stream would find for handle, proven the same way, keeping
+// nothing: no stream is made, nothing is retained beyond what Stream retains.
+func (b *Bridge) Device(handle uint64, opts Options) (*streams.Device, error) {
+	if handle > uint64(streams.PerThreadStream) {
+		dev, err := b.drv.StreamDevice(uintptr(handle))
+		if err != nil {
+			return nil, err
+		}
+		return dev, stated(handle, opts, dev)
+	}
+	c, err := b.special(handle, opts)
+	if err != nil {
+		return nil, err
+	}
+	return c.Device(), nil
+}
+
+// stated checks a stream object's device against the one the caller stated, if any.
+func stated(handle uint64, opts Options, dev *streams.Device) error {
+	if actual := dev.Ordinal(); opts.Device != AnyDevice && opts.Device != actual {
+		return &DeviceMismatchError{Handle: uintptr(handle), Stated: opts.Device, Actual: actual}
+	}
+	return nil
+}
+
+// special is the context whose default stream a special handle names under opts.
+func (b *Bridge) special(handle uint64, opts Options) (*streams.Context, error) {
 	switch opts.Convention {
 	case Runtime:
 	case ArrayInterface:
@@ -129,11 +159,7 @@ func (b *Bridge) Stream(handle uint64, opts Options) (*streams.Stream, error) {
 	default:
 		return nil, fmt.Errorf("bridge: unknown convention %d", int(opts.Convention))
 	}
-	c, err := b.Context(opts.Device)
-	if err != nil {
-		return nil, err
-	}
-	return c.WrapStream(special)
+	return b.Context(opts.Device)
 }
 
 // Context returns the primary context of a device (device 0 for AnyDevice), retained by

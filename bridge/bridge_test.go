@@ -133,3 +133,43 @@ func TestOrderAcrossStreams(t *testing.T) {
 		assert.Equal(t, []string{"produced", "consumed"}, order)
 	})
 }
+
+// Device answers what Stream would, for every kind of handle, without making a stream.
+func TestDeviceAgreesWithStream(t *testing.T) {
+	testdrivers.Each(t, func(t *testing.T, d *streams.Driver) {
+		b := newBridge(t, d)
+		n, err := d.DeviceCount()
+		require.NoError(t, err)
+		theirs := testdrivers.Stream(t, testdrivers.Primary(t, d, n-1), streams.StreamOptions{})
+		gone := testdrivers.Stream(t, testdrivers.Primary(t, d, 0), streams.StreamOptions{})
+		goneHandle := uint64(gone.Handle())
+		require.NoError(t, gone.Close())
+		for _, tc := range []struct {
+			name   string
+			handle uint64
+			opts   Options
+		}{
+			{"stream object", uint64(theirs.Handle()), Options{Device: AnyDevice}},
+			{"stated rightly", uint64(theirs.Handle()), Options{Device: n - 1}},
+			{"stated wrongly", uint64(theirs.Handle()), Options{Device: n}},
+			{"legacy on the last device", 1, Options{Device: n - 1}},
+			{"0 under the array interface", 0, Options{Convention: ArrayInterface, Device: AnyDevice}},
+			{"no such device", 2, Options{Device: n + 5}},
+			{"garbage", 0xdeadbeef, Options{Device: AnyDevice}},
+			{"destroyed", goneHandle, Options{Device: AnyDevice}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				s, serr := b.Stream(tc.handle, tc.opts)
+				dev, derr := b.Device(tc.handle, tc.opts)
+				if serr != nil {
+					require.Error(t, derr)
+					assert.Equal(t, serr.Error(), derr.Error())
+					return
+				}
+				require.NoError(t, derr)
+				assert.Equal(t, s.Device().Ordinal(), dev.Ordinal())
+				require.NoError(t, s.Close())
+			})
+		}
+	})
+}

@@ -167,12 +167,15 @@ func resolve(handle uint64, device, convention int) (*streams.Stream, error) {
 //
 //streambridge:keepgil
 func CheckStream(handle uint64, device int, convention int) (int, error) {
-	s, err := resolve(handle, device, convention)
+	b, err := driver()
 	if err != nil {
 		return 0, err
 	}
-	defer s.Close() // nothing to free for a stream object; a default stream's context count
-	return s.Device().Ordinal(), nil
+	dev, err := b.Device(handle, bridge.Options{Device: device, Convention: bridge.Convention(convention)})
+	if err != nil {
+		return 0, errorf(err)
+	}
+	return dev.Ordinal(), nil
 }
 
 // NewStream creates a stream on device and returns its key; closing the key destroys it.
@@ -499,6 +502,8 @@ func ResultName(code int) string { return streams.Result(code).Name() }
 
 // ValidationReads says how handle checks read memory now: "loads" (Go's SIGSEGV handler
 // is installed; fast) or "process_vm_readv" (another handler is, such as faulthandler's).
+//
+//streambridge:keepgil
 func ValidationReads() string { return cuda.ValidationReads() }
 
 // TimeCheckStream runs CheckStream n times inside Go and returns the mean ns: with Nop,

@@ -38,7 +38,7 @@ sed -i "s|^#cgo CFLAGS: .*|#cgo CFLAGS:$cflags -Wno-error -Wno-implicit-function
 cp python/native/*.c "$gen/" # the fast calls, built into the same extension
 rm -f "$gen"/_sbnative*.so "$gen"/_sbnative*.h
 (cd "$gen" && go build -mod=mod -buildmode=c-shared -o "_sbnative$suffix" .)
-rm -f "$out"/_sbnative*.so
+rm -f "$out"/_sbnative*.so "$out"/*.py
 cp "$gen"/*.py "$gen/_sbnative$suffix" "$out/"
 rm -f "$out/build.py"
 : >"$out/__init__.py"

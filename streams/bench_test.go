@@ -207,8 +207,20 @@ func BenchmarkHostFuncLatency(b *testing.B) {
 	})
 }
 
-// BenchmarkWrapStream is a foreign handle proven live and wrapped, then forgotten: what
-// Python's ExternalStream(ptr) costs below the crossing.
+// BenchmarkStreamDevice is a foreign handle proven live and its device found, keeping
+// nothing: what Python's ExternalStream(ptr) costs below the crossing.
+func BenchmarkStreamDevice(b *testing.B) {
+	env := setupBench(b)
+	d, h := env.c.drv, env.a.Handle()
+	env.loop(b, func() {
+		if _, err := d.StreamDevice(h); err != nil {
+			b.Fatal(err)
+		}
+	})
+}
+
+// BenchmarkWrapStream is a foreign handle proven live and wrapped, then forgotten: what a
+// borrowed stream costs the first time a call needs it in Go.
 func BenchmarkWrapStream(b *testing.B) {
 	env := setupBench(b)
 	d, h := env.c.drv, env.a.Handle()

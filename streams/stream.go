@@ -107,6 +107,24 @@ func (d *Driver) WrapStream(handle uintptr) (*Stream, error) {
 	return &Stream{ctx: c, api: d.api, handle: driver.Stream(handle)}, nil
 }
 
+// StreamDevice is the device of a live stream handle that some other code created, proven
+// as [Driver.WrapStream] proves it, keeping nothing: for a caller that only needs to know
+// the handle is safe and where it lives.
+func (d *Driver) StreamDevice(handle uintptr) (*Device, error) {
+	if driver.Stream(handle).IsSpecial() {
+		return nil, fmt.Errorf("streambridge: stream handle %d is a per-context default stream; it names no device", handle)
+	}
+	h, err := d.checkStream(driver.Stream(handle))
+	if err != nil {
+		return nil, err
+	}
+	c, err := d.borrowedContext(h)
+	if err != nil {
+		return nil, err
+	}
+	return c.dev, nil
+}
+
 // checkStream refuses a handle that is not a live stream, without the driver touching it,
 // and returns a live one's context.
 func (d *Driver) checkStream(h driver.Stream) (driver.Context, error) {

@@ -292,6 +292,32 @@ static PyObject *fc_launch(PyObject *self, PyObject *const *args, Py_ssize_t nar
     return PyLong_FromLong(r);
 }
 
+/* pyshim.CheckStream, exported by gopy's generated Go (the same function _sbnative's
+ * pyshim_CheckStream calls): on failure it has set a RuntimeError and returns 0. */
+extern long long pyshim_CheckStream(unsigned long long handle, long long device, long long convention);
+
+/* check_stream(handle, device) -> device: pyshim.CheckStream under the runtime's reading of
+ * 0/1/2, called without pybindgen's keyword parsing (about a third of a wrap's crossing).
+ * The check itself stays in Go: it reads memory that may be unmapped, which only Go's fault
+ * handling (debug.SetPanicOnFault) turns into an error. */
+static PyObject *fc_check_stream(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    uintptr_t handle;
+    long long device;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "check_stream takes a handle and a device");
+        return NULL;
+    }
+    if (!handle_of(args[0], &handle))
+        return NULL;
+    device = PyLong_AsLongLong(args[1]);
+    if (device == -1 && PyErr_Occurred())
+        return NULL;
+    long long got = pyshim_CheckStream(handle, device, 0);
+    if (PyErr_Occurred())
+        return NULL;
+    return PyLong_FromLongLong(got);
+}
+
 static PyMethodDef methods[] = {
     {"launch", (PyCFunction)(void (*)(void))fc_launch, METH_FASTCALL,
      "cuLaunchKernel(function, grid, block, shared, stream, values) -> CUresult"},
@@ -302,6 +328,8 @@ static PyMethodDef methods[] = {
      "cuLaunchHostFunc(stream, host_trampoline, userData) -> CUresult (-1: the stream is capturing)"},
     {"host_trampoline", fc_host_trampoline, METH_NOARGS, "the C address of the host-callback trampoline"},
     {"callback_errors", fc_callback_errors, METH_NOARGS, "exceptions raised in host callbacks since the last call"},
+    {"check_stream", (PyCFunction)(void (*)(void))fc_check_stream, METH_FASTCALL,
+     "pyshim.CheckStream(handle, device, runtime convention) -> device"},
     {"init", (PyCFunction)(void (*)(void))fc_init, METH_FASTCALL, "init(query, record, wait, event_query)"},
     {"stream_query", fc_stream_query, METH_O, "cuStreamQuery(stream) -> CUresult"},
     {"event_query", fc_event_query, METH_O, "cuEventQuery(event) -> CUresult"},

@@ -102,6 +102,12 @@ _DL_KINDS = {0: "i", 1: "u", 2: "f", 5: "c", 6: "b"}  # DLDataTypeCode; 4 is bfl
 _capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
 _capsule_pointer.restype = ctypes.c_void_p
 _capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_capsule_name = ctypes.pythonapi.PyCapsule_GetName
+_capsule_name.restype = ctypes.c_char_p
+_capsule_name.argtypes = [ctypes.py_object]
+# DLManagedTensorVersioned (DLPack 1.x): version, manager_ctx, deleter and flags, then the
+# DLTensor; flag bit 0 is read-only.
+_VERSIONED_FLAGS_AT, _VERSIONED_TENSOR_AT, _READ_ONLY = 24, 32, 1
 
 
 def _from_dlpack(obj: Any, consumer: Optional[int]) -> ArrayInfo:
@@ -111,7 +117,15 @@ def _from_dlpack(obj: Any, consumer: Optional[int]) -> ArrayInfo:
     if dev_type != _KDL_CUDA:
         raise ValueError(f"a DLPack array must be on a CUDA device, not device type {dev_type}")
     capsule = obj.__dlpack__(stream=consumer)
-    t = _DLTensor.from_address(_capsule_pointer(capsule, b"dltensor"))
+    name = _capsule_name(capsule)
+    if name not in (b"dltensor", b"dltensor_versioned"):
+        raise ValueError(f"__dlpack__ returned a capsule named {name!r}, not an unused DLPack tensor")
+    managed = _capsule_pointer(capsule, name)
+    readonly = False
+    if name == b"dltensor_versioned":
+        readonly = bool(ctypes.c_uint64.from_address(managed + _VERSIONED_FLAGS_AT).value & _READ_ONLY)
+        managed += _VERSIONED_TENSOR_AT
+    t = _DLTensor.from_address(managed)
     code, bits, lanes = t.dtype & 0xFF, (t.dtype >> 8) & 0xFF, t.dtype >> 16
     if lanes != 1 or bits % 8 or (code not in _DL_KINDS and code != 4):
         raise ValueError(f"DLPack dtype (code {code}, {bits} bits, {lanes} lanes) has no NumPy type string")
@@ -122,4 +136,4 @@ def _from_dlpack(obj: Any, consumer: Optional[int]) -> ArrayInfo:
         strides = tuple(s * size for s in (ctypes.c_int64 * t.ndim).from_address(t.strides))
     else:
         strides = _contiguous(shape, size)
-    return ArrayInfo((t.data or 0) + t.byte_offset, typestr, shape, strides, t.device.device_id, False, None)
+    return ArrayInfo((t.data or 0) + t.byte_offset, typestr, shape, strides, t.device.device_id, readonly, None)

@@ -23,6 +23,8 @@ _fc_stream_query = _fc.stream_query
 _fc_event_record = _fc.event_record
 _fc_stream_wait_event = _fc.stream_wait_event
 _fc_record_and_wait = _fc.record_and_wait
+_fc_check_stream = _fc.check_stream
+_HANDLE_LIMIT = 1 << 64
 _NOT_READY = 600  # CUDA_ERROR_NOT_READY
 _HOST_TRAMPOLINE = _fc.host_trampoline()
 
@@ -410,6 +412,15 @@ class ExternalStream(_BaseStream):
 
     def __init__(self, ptr: Optional[int] = None, device_id: Any = -1, *,
                  stream_ptr: Optional[int] = None, device: Any = None) -> None:
+        if type(ptr) is int and 2 < ptr < _HANDLE_LIMIT and type(device_id) is int and device_id >= -1 \
+                and stream_ptr is None:  # the common case, CuPy's signature with a stream object
+            try:
+                self._device = _fc_check_stream(ptr, device_id)
+            except RuntimeError as e:
+                raise translate(e) from None
+            self._ptr = ptr
+            self._fast = _core._fast_state or _fast_calls()
+            return
         if stream_ptr is None:
             if ptr is None:
                 raise TypeError("give the stream pointer once: ptr (CuPy) or stream_ptr (PyTorch)")
