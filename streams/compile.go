@@ -140,11 +140,16 @@ func Compile(source string, opts CompileOptions) (*Program, error) {
 }
 
 // Arch is the device's compute capability as NVRTC names it: "sm_90" (or "compute_90"
-// for PTX).
+// for PTX). The software driver's devices run no device code and have none: an error
+// matching [ErrNotSupported], before NVRTC is asked for an architecture that is not one.
 func (d *Device) Arch(ptx bool) (string, error) {
 	major, minor, err := d.ComputeCapability()
 	if err != nil {
 		return "", err
+	}
+	if major == 0 {
+		return "", fmt.Errorf("streambridge: device %d runs no device code (%s driver), so nothing is compiled for it: %w",
+			d.Ordinal(), d.drv.Name(), ErrNotSupported)
 	}
 	if ptx {
 		return fmt.Sprintf("compute_%d%d", major, minor), nil

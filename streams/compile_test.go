@@ -124,3 +124,12 @@ func newBuffer(t *testing.T, c *Context, size uint64) *Buffer {
 	t.Cleanup(func() { require.NoError(t, b.Close()) })
 	return b
 }
+
+// The software driver's devices have no architecture: compiling for one fails as not
+// supported before NVRTC is asked, whether or not the machine has NVRTC.
+func TestCompileForASoftwareDeviceIsNotSupported(t *testing.T) {
+	c := primary(t, Sim(), 0)
+	_, err := c.Compile(`extern "C" __global__ void k() {}`, CompileOptions{})
+	require.ErrorIs(t, err, ErrNotSupported)
+	assert.Contains(t, err.Error(), "runs no device code")
+}

@@ -110,7 +110,7 @@ def _bits(fmt: str, value: Any) -> int:
 def dlpack_stream(s: Any) -> int:
     """A stream as DLPack's ``__dlpack__(stream=...)`` names it: 1 for the legacy default
     stream (0 in the runtime's reading), 2 for the per-thread one, else the handle."""
-    return 1 if s.ptr == 0 else s.ptr
+    return s.ptr or 1
 
 
 def marshal(args: Sequence[Any], consumer: Optional[int] = None) -> Tuple[Tuple[int, ...], List[Any]]:
@@ -173,13 +173,14 @@ def launch(kernel: Kernel, grid: Dim, block: Dim, args: Sequence[Any], stream: A
     if type(shared_mem) is not int or not 0 <= shared_mem < 2**32:
         raise ValueError(f"shared_mem must be a byte count, not {shared_mem!r}")
     s = resolve(stream, kernel._module._device)
-    values, waits = marshal(args, dlpack_stream(s))
+    values, waits = ((), ()) if args == () else marshal(args, dlpack_stream(s))
     if not kernel._module._key:
         raise ClosedError(f"kernel {kernel.name!r}: its module was closed")
     if s.device_id != kernel._module._device:
         raise DeviceMismatchError(f"kernel {kernel.name!r} is loaded on device {kernel._module._device}, "
                                   f"the stream is on device {s.device_id}")
-    wait_producers(s, waits)
+    if waits:
+        wait_producers(s, waits)
     if s._fast:
         r = _fc.launch(kernel._handle, s._ptr, g, b, shared_mem, values)
         if r == 0:
