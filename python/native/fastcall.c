@@ -318,6 +318,93 @@ static PyObject *fc_check_stream(PyObject *self, PyObject *const *args, Py_ssize
     return PyLong_FromLongLong(got);
 }
 
+/* ExternalStream.__new__(cls, ptr, device_id=-1, ...): the common case, a stream object's
+ * handle with CuPy's positional signature, made here: the check in Go (as check_stream),
+ * then the instance with _ptr, _device and _fast set. A wrap is mostly Python object work
+ * around one check; this halves that work (bench/python_bench.py, wrap). Everything else
+ * (keywords, 0/1/2, any failure, fast calls off) goes to the Python initializer registered
+ * with set_external_init, which raises the typed errors: a failure here is only ever retried
+ * there, never reported from here. */
+static PyObject *external_init, *name_ptr, *name_device, *name_fast;
+
+static PyObject *fc_set_external_init(PyObject *self, PyObject *init) {
+    if (!PyCallable_Check(init)) {
+        PyErr_SetString(PyExc_TypeError, "set_external_init takes the Python initializer");
+        return NULL;
+    }
+    name_ptr = PyUnicode_InternFromString("_ptr");
+    name_device = PyUnicode_InternFromString("_device");
+    name_fast = PyUnicode_InternFromString("_fast");
+    if (name_ptr == NULL || name_device == NULL || name_fast == NULL)
+        return NULL;
+    Py_INCREF(init);
+    Py_XDECREF(external_init);
+    external_init = init;
+    Py_RETURN_NONE;
+}
+
+static int external_fast(PyObject *obj, PyObject *const *args, Py_ssize_t nargs) {
+    if (stream_query == NULL || nargs < 1 || nargs > 2 || !PyLong_CheckExact(args[0]) ||
+        (nargs == 2 && !PyLong_CheckExact(args[1])))
+        return 0;
+    unsigned long long ptr = PyLong_AsUnsignedLongLong(args[0]);
+    long long device = nargs == 2 ? PyLong_AsLongLong(args[1]) : -1;
+    if (PyErr_Occurred() || ptr <= 2 || device < -1) {
+        PyErr_Clear();
+        return 0;
+    }
+    long long got = pyshim_CheckStream(ptr, device, 0);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    PyObject *dev = PyLong_FromLongLong(got);
+    int ok = dev != NULL && PyObject_SetAttr(obj, name_device, dev) == 0 &&
+             PyObject_SetAttr(obj, name_ptr, args[0]) == 0 && PyObject_SetAttr(obj, name_fast, Py_True) == 0;
+    Py_XDECREF(dev);
+    if (!ok)
+        PyErr_Clear();
+    return ok;
+}
+
+static PyObject *fc_external_new(PyObject *self, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs < 1 || !PyType_Check(args[0]) || external_init == NULL) {
+        PyErr_SetString(PyExc_TypeError, "ExternalStream.__new__(cls, ...)");
+        return NULL;
+    }
+    PyObject *empty = PyTuple_New(0);
+    if (empty == NULL)
+        return NULL;
+    PyObject *obj = PyBaseObject_Type.tp_new((PyTypeObject *)args[0], empty, NULL);
+    Py_DECREF(empty);
+    if (obj == NULL)
+        return NULL;
+    if (kwnames == NULL && external_fast(obj, args + 1, nargs - 1))
+        return obj;
+    /* The initializer with the call's own arguments: obj, then what followed cls. */
+    PyObject *small[8];
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    Py_ssize_t total = nargs + nkw;
+    PyObject **call = total <= 8 ? small : PyMem_Malloc(total * sizeof(PyObject *));
+    if (call == NULL) {
+        Py_DECREF(obj);
+        return PyErr_NoMemory();
+    }
+    call[0] = obj;
+    for (Py_ssize_t i = 1; i < total; i++)
+        call[i] = args[i];
+    PyObject *r = PyObject_Vectorcall(external_init, call, nargs, kwnames);
+    if (call != small)
+        PyMem_Free(call);
+    if (r == NULL) {
+        Py_DECREF(obj);
+        return NULL;
+    }
+    Py_DECREF(r);
+    return obj;
+}
+
 static PyMethodDef methods[] = {
     {"launch", (PyCFunction)(void (*)(void))fc_launch, METH_FASTCALL,
      "cuLaunchKernel(function, grid, block, shared, stream, values) -> CUresult"},
@@ -328,6 +415,9 @@ static PyMethodDef methods[] = {
      "cuLaunchHostFunc(stream, host_trampoline, userData) -> CUresult (-1: the stream is capturing)"},
     {"host_trampoline", fc_host_trampoline, METH_NOARGS, "the C address of the host-callback trampoline"},
     {"callback_errors", fc_callback_errors, METH_NOARGS, "exceptions raised in host callbacks since the last call"},
+    {"external_new", (PyCFunction)(void (*)(void))fc_external_new, METH_FASTCALL | METH_KEYWORDS,
+     "ExternalStream.__new__: the common case made here, the rest by the Python initializer"},
+    {"set_external_init", fc_set_external_init, METH_O, "set_external_init(init): ExternalStream's initializer"},
     {"check_stream", (PyCFunction)(void (*)(void))fc_check_stream, METH_FASTCALL,
      "pyshim.CheckStream(handle, device, runtime convention) -> device"},
     {"init", (PyCFunction)(void (*)(void))fc_init, METH_FASTCALL, "init(query, record, wait, event_query)"},

@@ -3,6 +3,7 @@ torch.cuda.ExternalStream."""
 
 from __future__ import annotations
 
+import inspect
 import sys
 import threading
 import weakref
@@ -23,8 +24,6 @@ _fc_stream_query = _fc.stream_query
 _fc_event_record = _fc.event_record
 _fc_stream_wait_event = _fc.stream_wait_event
 _fc_record_and_wait = _fc.record_and_wait
-_fc_check_stream = _fc.check_stream
-_HANDLE_LIMIT = 1 << 64
 _NOT_READY = 600  # CUDA_ERROR_NOT_READY
 _HOST_TRAMPOLINE = _fc.host_trampoline()
 
@@ -410,17 +409,11 @@ class ExternalStream(_BaseStream):
     streams of the stated device (device 0 if none).
     """
 
-    def __init__(self, ptr: Optional[int] = None, device_id: Any = -1, *,
-                 stream_ptr: Optional[int] = None, device: Any = None) -> None:
-        if type(ptr) is int and 2 < ptr < _HANDLE_LIMIT and type(device_id) is int and device_id >= -1 \
-                and stream_ptr is None:  # the common case, CuPy's signature with a stream object
-            try:
-                self._device = _fc_check_stream(ptr, device_id)
-            except RuntimeError as e:
-                raise translate(e) from None
-            self._ptr = ptr
-            self._fast = _core._fast_state or _fast_calls()
-            return
+    # Made by __new__, in C for the common case (fastcall.c, external_new), else by _init.
+    __new__ = staticmethod(_fc.external_new)
+
+    def _init(self, ptr: Optional[int] = None, device_id: Any = -1, *,
+              stream_ptr: Optional[int] = None, device: Any = None) -> None:
         if stream_ptr is None:
             if ptr is None:
                 raise TypeError("give the stream pointer once: ptr (CuPy) or stream_ptr (PyTorch)")
@@ -445,6 +438,10 @@ class ExternalStream(_BaseStream):
             _forget_on_collection(self, self._k)
         else:
             self._fast = _core._fast_state or _fast_calls()
+
+
+ExternalStream.__signature__ = inspect.Signature(list(inspect.signature(ExternalStream._init).parameters.values())[1:])
+_fc.set_external_init(ExternalStream._init)
 
 
 class Stream(_BaseStream):
