@@ -24,7 +24,7 @@ def _flag(name: str, value: Any) -> bool:
     return value
 
 
-class Event:
+class Event(_fc.EventCore):
     """A CUDA event (cuEventCreate), owned: destroyed on close.
 
     ``Event(block=False, disable_timing=False, interprocess=False)`` as in CuPy; PyTorch's
@@ -39,8 +39,6 @@ class Event:
     _device: int = 0
     _timing: bool = False
     _interprocess: bool = False
-    _eptr: int = 0  # the CUevent, for the fast calls
-    _fast: bool = False  # open, and fast calls are ready
 
     def __init__(self, block: bool = False, disable_timing: bool = False, interprocess: bool = False, *,
                  enable_timing: Optional[bool] = None, blocking: Optional[bool] = None,
@@ -91,7 +89,7 @@ class Event:
     def is_ipc_enabled(self) -> bool:
         return self._interprocess
 
-    def record(self, stream: Optional[_BaseStream] = None) -> None:
+    def _record(self, stream: Optional[_BaseStream] = None) -> None:
         """Record on ``stream`` (cuEventRecord); None is the current streambridge stream,
         else the device's legacy default stream, as CuPy and PyTorch take it."""
         if not isinstance(stream, _BaseStream):

@@ -79,16 +79,17 @@ def _handle(ptr: Any) -> int:
     return ptr
 
 
-class _BaseStream:
-    """What every streambridge stream does; its driver object lives in Go under ``_key``."""
+class _BaseStream(_fc.StreamCore):
+    """What every streambridge stream does; its driver object lives in Go under ``_key``.
+
+    The C core (fastcall.c) holds ``_ptr`` (the CUstream), ``_device`` (-1 until read from
+    Go) and ``_fast`` (a stream object, open, and fast calls are ready), and runs ``record``
+    and ``wait_event`` for the common case; ``_record`` and ``_wait_event`` do the rest."""
 
     _k: int = 0  # the key of the Go stream; 0 before a borrowed stream first needs it, or closed
     _closed: bool = False
-    _ptr: int = 0
-    _device: int = -1  # read from Go on first use
     _owned: bool = False
     _owner: Any = None  # the object a borrowed stream came from, kept alive with it
-    _fast: bool = False  # a stream object (not 0/1/2), open, and fast calls are ready
     _fence: int = 0  # the CUevent wait_stream records here, the Go stream's (StreamFence)
 
     @property
@@ -159,7 +160,7 @@ class _BaseStream:
 
     sync = synchronize
 
-    def record(self, event: Optional["Event"] = None, options: Any = None) -> "Event":
+    def _record(self, event: Optional["Event"] = None, options: Any = None) -> "Event":
         """Record ``event`` (a new one if None, made with ``options``) on the stream
         (cuEventRecord); return it."""
         if event is None:
@@ -181,7 +182,7 @@ class _BaseStream:
         """PyTorch's name for :meth:`record`."""
         return self.record(event)
 
-    def wait_event(self, event: "Event") -> None:
+    def _wait_event(self, event: "Event") -> None:
         """Make work submitted from now on wait for ``event`` (cuStreamWaitEvent)."""
         if not isinstance(event, Event):
             raise TypeError(f"wait_event takes a streambridge Event, not {type(event).__name__}")
