@@ -200,8 +200,8 @@ def main() -> int:
             loop(lambda: _core.check_stream(handle, -1, 0)),
         "wrap: pyshim_ValidationReads (a crossing and the rt_sigaction, no reads)":
             loop(_core._native.pyshim_ValidationReads),
-        "wrap: object.__new__(ExternalStream) + teardown (a bare instance, Python only)":
-            loop(lambda: object.__new__(sb.ExternalStream)),
+        "wrap: a bare ExternalStream instance + teardown (no check)":
+            loop(lambda: _core.fastcall.StreamCore.__new__(sb.ExternalStream)),
     }
 
     results = {}
