@@ -19,6 +19,10 @@
  * driver's thread must then be able to take it. The queries keep it: they never block, and
  * a release and re-take costs 60-80 ns (measured on the H200), a quarter of a query.
  *
+ * Also here: the C cores of the stream and event objects (StreamCore, EventCore), whose
+ * record and wait_event run these calls without a Python frame, and ExternalStream's
+ * constructor for the common case, which calls Go's handle check directly.
+ *
  * gopy builds this file into the extension with its generated code (scripts/build-native.sh);
  * sb_fastcall_module returns the module object.
  */
