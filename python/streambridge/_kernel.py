@@ -17,11 +17,12 @@ from . import _core
 from ._array import array_info
 from ._core import check as _check, fastcall as _fc
 from ._errors import ClosedError, DeviceMismatchError
-from ._stream import ExternalStream, _device_index, resolve
+from ._stream import ExternalStream, _BaseStream, _device_index, resolve
 
 Dim = Union[int, Sequence[int]]
 
 _INVALID_CONTEXT = 201  # CUDA_ERROR_INVALID_CONTEXT: no context current on this thread
+_DIM_LIMIT = 2**32
 
 
 class Module:
@@ -80,15 +81,37 @@ class Kernel:
 
     def __call__(self, grid: Dim, block: Dim, args: Sequence[Any], *, shared_mem: int = 0,
                  stream: Any = None) -> None:
-        launch(self, grid, block, args, stream=stream, shared_mem=shared_mem)
+        """Launch on ``stream`` (anything stream-like; the current streambridge stream, else
+        the device's legacy default stream, if None) after the streams of the array
+        arguments' producers (cuLaunchKernel). One Python frame for the common case: ints
+        for grid and block, a streambridge stream, no arrays."""
+        g = (grid, 1, 1) if type(grid) is int and 0 < grid < _DIM_LIMIT else _dim3(grid, "grid")
+        b = (block, 1, 1) if type(block) is int and 0 < block < _DIM_LIMIT else _dim3(block, "block")
+        if type(shared_mem) is not int or not 0 <= shared_mem < _DIM_LIMIT:
+            raise ValueError(f"shared_mem must be a byte count, not {shared_mem!r}")
+        module = self._module
+        s = stream if isinstance(stream, _BaseStream) else resolve(stream, module._device)
+        values, waits = ((), ()) if args == () else marshal(args, dlpack_stream(s))
+        if not module._key:
+            raise ClosedError(f"kernel {self.name!r}: its module was closed")
+        if (s._device if s._device >= 0 else s.device_id) != module._device:
+            raise DeviceMismatchError(f"kernel {self.name!r} is loaded on device {module._device}, "
+                                      f"the stream is on device {s.device_id}")
+        if waits:
+            wait_producers(s, waits)
+        if s._fast:
+            r = _fc.launch(self._handle, s._ptr, g, b, shared_mem, values)
+            if r == 0:
+                return
+            if r != _INVALID_CONTEXT:  # no context current on this thread: Go sets it
+                _check("cuLaunchKernel", r)
+        _core.launch_kernel(self._key, s._key, *g, *b, shared_mem, ",".join(map(str, values)))
 
     def __repr__(self) -> str:
         return f"<streambridge.Kernel {self.name!r}>"
 
 
 def _dim3(d: Dim, what: str) -> Tuple[int, int, int]:
-    if type(d) is int and 0 < d < 2**32:  # the common case, first
-        return (d, 1, 1)
     if isinstance(d, int) and not isinstance(d, bool):
         dims = (d,)
     elif isinstance(d, (tuple, list)) and 1 <= len(d) <= 3:
@@ -169,22 +192,4 @@ def launch(kernel: Kernel, grid: Dim, block: Dim, args: Sequence[Any], stream: A
     array arguments' producers (cuLaunchKernel)."""
     if not isinstance(kernel, Kernel):
         raise TypeError(f"launch takes a streambridge Kernel, not {type(kernel).__name__}")
-    g, b = _dim3(grid, "grid"), _dim3(block, "block")
-    if type(shared_mem) is not int or not 0 <= shared_mem < 2**32:
-        raise ValueError(f"shared_mem must be a byte count, not {shared_mem!r}")
-    s = resolve(stream, kernel._module._device)
-    values, waits = ((), ()) if args == () else marshal(args, dlpack_stream(s))
-    if not kernel._module._key:
-        raise ClosedError(f"kernel {kernel.name!r}: its module was closed")
-    if s.device_id != kernel._module._device:
-        raise DeviceMismatchError(f"kernel {kernel.name!r} is loaded on device {kernel._module._device}, "
-                                  f"the stream is on device {s.device_id}")
-    if waits:
-        wait_producers(s, waits)
-    if s._fast:
-        r = _fc.launch(kernel._handle, s._ptr, g, b, shared_mem, values)
-        if r == 0:
-            return
-        if r != _INVALID_CONTEXT:  # no context current on this thread: Go sets it
-            _check("cuLaunchKernel", r)
-    _core.launch_kernel(kernel._key, s._key, *g, *b, shared_mem, ",".join(map(str, values)))
+    kernel(grid, block, args, shared_mem=shared_mem, stream=stream)
