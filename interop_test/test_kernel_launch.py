@@ -13,6 +13,11 @@ __global__ void axpb(T *out, const T *x, T a, T b, long long n) {
     long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
     if (i < n) out[i] = a * x[i] + b;
 }
+extern "C" __global__ void store(long long *out, long long a, double b, long long c) {
+    out[0] = a;
+    reinterpret_cast<double *>(out)[1] = b;
+    out[2] = c;
+}
 extern "C" __global__ void spin_then_fill(float *out, int n, float value, unsigned long long ns) {
     unsigned long long start, now;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
@@ -115,3 +120,43 @@ def test_misuse_is_refused(module):
     x = torch.zeros(4, device="cuda")
     with pytest.raises(streambridge.ClosedError):
         k(1, 4, (x, x, numpy.float32(1), numpy.float32(1), 4))
+
+
+def test_scalar_launches_on_our_streams_run_in_c_and_agree_with_python(module, monkeypatch):
+    # Python ints and floats on a streambridge stream: the C core launches (fastcall.c,
+    # kernel_core_call) without the Python method, which the rest goes through; both pack
+    # the arguments alike.
+    torch = framework("torch")
+    kernel = module.get_kernel("store")
+    calls = []
+    python_call = streambridge.Kernel._call
+    monkeypatch.setattr(streambridge.Kernel, "_call", lambda self, *a, **kw: calls.append(a) or python_call(self, *a, **kw))
+    s = streambridge.Stream()
+    for args, via_python in [
+        ((-5, 2.5, 2**64 - 1), False),
+        ((-(2**63), -0.0, 7), False),
+        ((numpy.int64(-5), numpy.float64(2.5), numpy.uint64(2**64 - 1)), True),  # NumPy scalars: Python
+        ((True, 2.5, 1), True),  # bool: one byte, Python
+    ]:
+        out = torch.zeros(3, dtype=torch.int64, device="cuda")
+        torch.cuda.synchronize()
+        calls.clear()
+        kernel(1, 1, (out.data_ptr(),) + args, stream=s, shared_mem=0)
+        s.synchronize()
+        assert bool(calls) == (via_python or not streambridge._core.fast_calls()), args
+        a, b, c = out.cpu().tolist()
+        assert a == int(args[0])
+        assert numpy.array([b], dtype=numpy.int64).view(numpy.float64)[0] == float(args[1])
+        assert c == (int(args[2]) if int(args[2]) < 2**63 else int(args[2]) - 2**64)
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        kernel(1, 1, (0, 0, 0.0, 0), strem=s)
+    with pytest.raises(ValueError, match="does not fit 64 bits"):
+        kernel(1, 1, (out.data_ptr(), 2**64, 0.0, 0), stream=s)
+    m = streambridge.Module(SOURCE)
+    closed = m.get_kernel("store")
+    m.close()
+    with pytest.raises(streambridge.ClosedError):
+        closed(1, 1, (out.data_ptr(), 1, 1.0, 1), stream=s)
+    s.close()
+    with pytest.raises(streambridge.ClosedError):
+        kernel(1, 1, (out.data_ptr(), 1, 1.0, 1), stream=s)

@@ -29,6 +29,7 @@
 #include <Python.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <structmember.h>
 
 typedef int (*stream_fn)(uintptr_t);                           /* cuStreamQuery */
@@ -545,6 +546,197 @@ static PyObject *fc_external_new(PyObject *self, PyObject *const *args, Py_ssize
     return obj;
 }
 
+/* Stream.from_external(obj) (a classmethod over this function; the result is always an
+ * ExternalStream): the common case, a protocol object answering (0, handle of a stream
+ * object), made here as external_new makes a wrap, with the object kept in _owner. The
+ * protocol is called once; whatever this does not take (no protocol, another shape, any
+ * failed check, fast calls off) goes with the answer to the Python function registered
+ * with set_from_external, which raises the typed errors. */
+static PyObject *external_type, *from_external_slow, *name_owner, *name_cuda_stream;
+
+static PyObject *fc_set_from_external(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyType_Check(args[0]) || !PyType_IsSubtype((PyTypeObject *)args[0], &StreamCoreType) ||
+        !PyCallable_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "set_from_external takes ExternalStream and the Python fallback");
+        return NULL;
+    }
+    Py_INCREF(args[0]);
+    Py_INCREF(args[1]);
+    Py_XSETREF(external_type, args[0]);
+    Py_XSETREF(from_external_slow, args[1]);
+    Py_RETURN_NONE;
+}
+
+static PyObject *fc_from_external(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || external_type == NULL) {
+        PyErr_SetString(PyExc_TypeError, "from_external(cls, obj)");
+        return NULL;
+    }
+    PyObject *obj = args[1];
+    PyObject *method = PyObject_GetAttr((PyObject *)Py_TYPE(obj), name_cuda_stream); /* the protocol is the type's */
+    if (method == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            return NULL;
+        PyErr_Clear();
+        return PyObject_CallOneArg(from_external_slow, obj); /* raises the TypeError */
+    }
+    Py_DECREF(method);
+    PyObject *value = PyObject_CallMethodNoArgs(obj, name_cuda_stream);
+    if (value == NULL)
+        return NULL;
+    if (PyTuple_CheckExact(value) && PyTuple_GET_SIZE(value) == 2 && PyLong_CheckExact(PyTuple_GET_ITEM(value, 0)) &&
+        PyLong_AsLong(PyTuple_GET_ITEM(value, 0)) == 0) {
+        PyObject *s = stream_core_new((PyTypeObject *)external_type, NULL, NULL);
+        if (s == NULL) {
+            Py_DECREF(value);
+            return NULL;
+        }
+        PyObject *handle = PyTuple_GET_ITEM(value, 1);
+        if (external_fast(s, &handle, 1)) {
+            Py_DECREF(value);
+            if (PyObject_SetAttr(s, name_owner, obj) < 0)
+                Py_CLEAR(s);
+            return s;
+        }
+        Py_DECREF(s);
+    }
+    PyErr_Clear();
+    PyObject *r = PyObject_CallFunctionObjArgs(from_external_slow, obj, value, NULL);
+    Py_DECREF(value);
+    return r;
+}
+
+/* The core of streambridge's Kernel (_kernel.py): calling a kernel launches it here for the
+ * common case: ints for grid, block and shared_mem, a tuple of Python ints and floats for
+ * the arguments (no arrays: their producers' streams need waiting for), and an open
+ * streambridge stream on the kernel's device. Everything else, and any failed launch (which
+ * it then repeats and reports), goes to the Python method _call. On an H200 the Python frame
+ * this skips was a tenth of an empty kernel's launch. */
+typedef struct {
+    PyObject_HEAD
+    unsigned long long fn; /* the CUfunction */
+    long long device;      /* its module's device */
+    char live;             /* the module is loaded and the fast calls are ready */
+} KernelCore;
+
+static PyObject *name_call, *name_stream, *name_shared_mem;
+
+/* An exact int in 1 .. 2**32-1 (a grid or block dimension, or shared_mem when zero_ok). */
+static int dim_of(PyObject *o, unsigned *out, int zero_ok) {
+    if (!PyLong_CheckExact(o))
+        return 0;
+    unsigned long long v = PyLong_AsUnsignedLongLong(o);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (v >= (1ULL << 32) || (v == 0 && !zero_ok))
+        return 0;
+    *out = (unsigned)v;
+    return 1;
+}
+
+/* A kernel argument as _kernel.marshal packs it: an int as a long long, a float as a double. */
+static int param_of(PyObject *o, uint64_t *out) {
+    if (PyLong_CheckExact(o)) {
+        int overflow;
+        long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+        if (overflow > 0) {
+            unsigned long long u = PyLong_AsUnsignedLongLong(o);
+            if (PyErr_Occurred()) {
+                PyErr_Clear();
+                return 0;
+            }
+            *out = u;
+            return 1;
+        }
+        if (overflow < 0 || (v == -1 && PyErr_Occurred())) {
+            PyErr_Clear();
+            return 0;
+        }
+        *out = (uint64_t)v;
+        return 1;
+    }
+    if (PyFloat_CheckExact(o)) {
+        double d = PyFloat_AS_DOUBLE(o);
+        memcpy(out, &d, sizeof d);
+        return 1;
+    }
+    return 0;
+}
+
+static PyObject *kernel_core_call(PyObject *self, PyObject *args, PyObject *kwargs) {
+    KernelCore *k = (KernelCore *)self;
+    PyObject *stream = Py_None, *shared_obj = NULL;
+    unsigned dims[6], shared = 0;
+    uint64_t vals[MAX_PARAMS];
+    void *ptrs[MAX_PARAMS];
+    if (!k->live || launch_kernel == NULL || PyTuple_GET_SIZE(args) != 3)
+        goto slow_path;
+    if (kwargs != NULL) {
+        Py_ssize_t found = 0;
+        PyObject *v = PyDict_GetItemWithError(kwargs, name_stream);
+        if (v != NULL) {
+            stream = v;
+            found++;
+        }
+        if ((shared_obj = PyDict_GetItemWithError(kwargs, name_shared_mem)) != NULL)
+            found++;
+        if (PyErr_Occurred())
+            return NULL;
+        if (found != PyDict_GET_SIZE(kwargs))
+            goto slow_path;
+    }
+    if (!PyObject_TypeCheck(stream, &StreamCoreType) || !((StreamCore *)stream)->fast ||
+        ((StreamCore *)stream)->device != k->device)
+        goto slow_path;
+    if (!dim_of(PyTuple_GET_ITEM(args, 0), &dims[0], 0) || !dim_of(PyTuple_GET_ITEM(args, 1), &dims[3], 0) ||
+        (shared_obj != NULL && !dim_of(shared_obj, &shared, 1)))
+        goto slow_path;
+    dims[1] = dims[2] = dims[4] = dims[5] = 1;
+    PyObject *params = PyTuple_GET_ITEM(args, 2);
+    if (!PyTuple_CheckExact(params) || PyTuple_GET_SIZE(params) > MAX_PARAMS)
+        goto slow_path;
+    Py_ssize_t n = PyTuple_GET_SIZE(params);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!param_of(PyTuple_GET_ITEM(params, i), &vals[i]))
+            goto slow_path;
+        ptrs[i] = &vals[i];
+    }
+    uintptr_t s = (uintptr_t)((StreamCore *)stream)->ptr;
+    int r;
+    Py_BEGIN_ALLOW_THREADS
+    r = launch_kernel((uintptr_t)k->fn, dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], shared, s, ptrs, NULL);
+    Py_END_ALLOW_THREADS
+    if (r == 0)
+        Py_RETURN_NONE;
+slow_path:;
+    PyObject *call = PyObject_GetAttr(self, name_call);
+    if (call == NULL)
+        return NULL;
+    PyObject *result = PyObject_Call(call, args, kwargs);
+    Py_DECREF(call);
+    return result;
+}
+
+static PyMemberDef kernel_core_members[] = {
+    {"_fn", T_ULONGLONG, offsetof(KernelCore, fn), 0, "the CUfunction"},
+    {"_device", T_LONGLONG, offsetof(KernelCore, device), 0, "its module's device"},
+    {"_live", T_BOOL, offsetof(KernelCore, live), 0, "the module is loaded and the fast calls are ready"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject KernelCoreType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "streambridge._native.KernelCore",
+    .tp_basicsize = sizeof(KernelCore),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "The C core of streambridge's kernels (see fastcall.c).",
+    .tp_new = PyType_GenericNew,
+    .tp_call = kernel_core_call,
+    .tp_members = kernel_core_members,
+};
+
 static PyMethodDef methods[] = {
     {"launch", (PyCFunction)(void (*)(void))fc_launch, METH_FASTCALL,
      "cuLaunchKernel(function, grid, block, shared, stream, values) -> CUresult"},
@@ -558,6 +750,12 @@ static PyMethodDef methods[] = {
     {"external_new", (PyCFunction)(void (*)(void))fc_external_new, METH_FASTCALL | METH_KEYWORDS,
      "ExternalStream.__new__: the common case made here, the rest by the Python initializer"},
     {"set_external_init", fc_set_external_init, METH_O, "set_external_init(init): ExternalStream's initializer"},
+    {"from_external", (PyCFunction)(void (*)(void))fc_from_external, METH_FASTCALL,
+     "from_external($module, cls, obj, /)\n--\n\nCuPy 14's ``Stream.from_external``: borrow the stream of any "
+     "object speaking the ``__cuda_stream__`` protocol as an ExternalStream, keeping the object alive as long "
+     "as the stream (the handle is checked as ExternalStream checks it)."},
+    {"set_from_external", (PyCFunction)(void (*)(void))fc_set_from_external, METH_FASTCALL,
+     "set_from_external(ExternalStream, fallback(obj, value=...))"},
     {"check_stream", (PyCFunction)(void (*)(void))fc_check_stream, METH_FASTCALL,
      "pyshim.CheckStream(handle, device, runtime convention) -> device"},
     {"init", (PyCFunction)(void (*)(void))fc_init, METH_FASTCALL, "init(query, record, wait, event_query)"},
@@ -582,12 +780,19 @@ __attribute__((visibility("default"))) PyObject *sb_fastcall_module(void) {
             return NULL;
         name_record = PyUnicode_InternFromString("_record");
         name_wait_event = PyUnicode_InternFromString("_wait_event");
-        if (name_record == NULL || name_wait_event == NULL || PyType_Ready(&StreamCoreType) < 0 ||
-            PyType_Ready(&EventCoreType) < 0)
+        name_owner = PyUnicode_InternFromString("_owner");
+        name_cuda_stream = PyUnicode_InternFromString("__cuda_stream__");
+        name_call = PyUnicode_InternFromString("_call");
+        name_stream = PyUnicode_InternFromString("stream");
+        name_shared_mem = PyUnicode_InternFromString("shared_mem");
+        if (name_record == NULL || name_wait_event == NULL || name_owner == NULL || name_cuda_stream == NULL ||
+            name_call == NULL || name_stream == NULL || name_shared_mem == NULL || PyType_Ready(&StreamCoreType) < 0 ||
+            PyType_Ready(&EventCoreType) < 0 || PyType_Ready(&KernelCoreType) < 0)
             return NULL;
         m = PyModule_Create(&module);
         if (m == NULL || PyModule_AddObjectRef(m, "StreamCore", (PyObject *)&StreamCoreType) < 0 ||
-            PyModule_AddObjectRef(m, "EventCore", (PyObject *)&EventCoreType) < 0) {
+            PyModule_AddObjectRef(m, "EventCore", (PyObject *)&EventCoreType) < 0 ||
+            PyModule_AddObjectRef(m, "KernelCore", (PyObject *)&KernelCoreType) < 0) {
             Py_CLEAR(m);
             return NULL;
         }

@@ -11,11 +11,12 @@ In the spirit of ``cupy.RawModule`` / ``cupy.RawKernel`` and ``cuda.core.launch`
 from __future__ import annotations
 
 import struct
+import weakref
 from typing import Any, List, Optional, Sequence, Tuple, Union
 
 from . import _core
 from ._array import array_info
-from ._core import check as _check, fastcall as _fc
+from ._core import check as _check, fast_calls as _fast_calls, fastcall as _fc
 from ._errors import ClosedError, DeviceMismatchError
 from ._stream import ExternalStream, _BaseStream, _device_index, resolve
 
@@ -45,6 +46,7 @@ class Module:
             if "\n" in item:
                 raise ValueError(f"an option or name expression has a newline: {item!r}")
         self._device = max(_device_index(device), 0)
+        self._kernels: "weakref.WeakSet[Kernel]" = weakref.WeakSet()  # told when the module closes
         self._key = _core.compile_module(self._device, code, name, arch, "\n".join(opts),
                                          "\n".join(name_expressions), bool(ptx))
 
@@ -59,6 +61,8 @@ class Module:
     def close(self) -> None:
         """Unload the module (cuModuleUnload); its kernels can no longer be launched."""
         key, self._key = self._key, 0
+        for k in list(self._kernels):
+            k._live = False
         if key:
             _core.typed_close(key)
 
@@ -69,22 +73,31 @@ class Module:
         self.close()
 
 
-class Kernel:
+class Kernel(_fc.KernelCore):
     """A kernel of a :class:`Module`; ``kernel(grid, block, args, shared_mem=0, stream=None)``
-    launches it, as ``cupy.RawKernel`` does."""
+    launches it, as ``cupy.RawKernel`` does: on ``stream`` (anything stream-like; the current
+    streambridge stream, else the device's legacy default stream, if None) after the streams
+    of the array arguments' producers (cuLaunchKernel).
+
+    The C core (fastcall.c) holds ``_fn`` (the CUfunction), ``_device`` and ``_live`` (the
+    module loaded, fast calls ready) and launches the common case itself: ints for grid,
+    block and shared_mem, Python ints and floats as arguments, an open streambridge stream.
+    Everything else goes to :meth:`_call`."""
 
     def __init__(self, module: Module, name: str) -> None:
         self._module = module  # kept alive: it owns the function
         self.name = name
         self._key = _core.module_function(module._key, name)
-        self._handle = _core.function_handle(self._key)
+        self._fn = _core.function_handle(self._key)
+        self._device = module._device
+        self._live = _fast_calls()
+        module._kernels.add(self)
 
-    def __call__(self, grid: Dim, block: Dim, args: Sequence[Any], *, shared_mem: int = 0,
-                 stream: Any = None) -> None:
-        """Launch on ``stream`` (anything stream-like; the current streambridge stream, else
-        the device's legacy default stream, if None) after the streams of the array
-        arguments' producers (cuLaunchKernel). One Python frame for the common case: ints
-        for grid and block, a streambridge stream, no arrays."""
+    def _call(self, grid: Dim, block: Dim, args: Sequence[Any], *, shared_mem: int = 0,
+              stream: Any = None) -> None:
+        """The launch (cuLaunchKernel) for everything the C core does not take: stream-likes
+        of every kind, arrays and NumPy scalars as arguments, dim3 tuples; it raises the
+        typed errors, and repeats a fast launch that failed to report why."""
         g = (grid, 1, 1) if type(grid) is int and 0 < grid < _DIM_LIMIT else _dim3(grid, "grid")
         b = (block, 1, 1) if type(block) is int and 0 < block < _DIM_LIMIT else _dim3(block, "block")
         if type(shared_mem) is not int or not 0 <= shared_mem < _DIM_LIMIT:
@@ -100,7 +113,7 @@ class Kernel:
         if waits:
             wait_producers(s, waits)
         if s._fast:
-            r = _fc.launch(self._handle, s._ptr, g, b, shared_mem, values)
+            r = _fc.launch(self._fn, s._ptr, g, b, shared_mem, values)
             if r == 0:
                 return
             if r != _INVALID_CONTEXT:  # no context current on this thread: Go sets it

@@ -62,7 +62,11 @@ def _device_index(device: Any) -> int:
 
 def _protocol_handle(obj: Any) -> int:
     """The handle of an object speaking ``__cuda_stream__`` (version 0: ``(0, handle)``)."""
-    value = obj.__cuda_stream__()
+    return _protocol_value(obj.__cuda_stream__())
+
+
+def _protocol_value(value: Any) -> int:
+    """The handle in an answer of ``__cuda_stream__``."""
     if not isinstance(value, tuple) or len(value) != 2:
         raise ValueError(f"__cuda_stream__ must return (version, handle), not {value!r}")
     version, handle = value
@@ -444,6 +448,24 @@ class ExternalStream(_BaseStream):
 ExternalStream.__signature__ = inspect.Signature(list(inspect.signature(ExternalStream._init).parameters.values())[1:])
 _fc.set_external_init(ExternalStream._init)
 
+_UNASKED = object()
+
+
+def _from_external(obj: Any, value: Any = _UNASKED) -> ExternalStream:
+    """CuPy 14's ``Stream.from_external``: borrow the stream of any object speaking the
+    ``__cuda_stream__`` protocol, keeping the object alive as long as the stream. ``value``
+    is the object's answer when the C core (fastcall.c, from_external) already asked."""
+    if value is _UNASKED:
+        if not hasattr(type(obj), "__cuda_stream__"):
+            raise TypeError(f"{type(obj).__name__} does not speak the __cuda_stream__ protocol")
+        value = obj.__cuda_stream__()
+    s = ExternalStream(_protocol_value(value))
+    s._owner = obj
+    return s
+
+
+_fc.set_from_external(ExternalStream, _from_external)
+
 
 class Stream(_BaseStream):
     """A CUDA stream, as ``cupy.cuda.Stream(null=False, non_blocking=False, ptds=False,
@@ -484,15 +506,9 @@ class Stream(_BaseStream):
         """cuda.core's ``Stream.from_handle``: borrow a stream by its handle."""
         return ExternalStream(handle)
 
-    @classmethod
-    def from_external(cls, obj: Any) -> ExternalStream:
-        """CuPy 14's ``Stream.from_external``: borrow the stream of any object speaking the
-        ``__cuda_stream__`` protocol, keeping the object alive as long as the stream."""
-        if not hasattr(type(obj), "__cuda_stream__"):
-            raise TypeError(f"{type(obj).__name__} does not speak the __cuda_stream__ protocol")
-        s = ExternalStream(_protocol_handle(obj))
-        s._owner = obj
-        return s
+    # CuPy 14's Stream.from_external(obj): in C for the common case (fastcall.c,
+    # from_external), else _from_external below.
+    from_external = classmethod(_fc.from_external)
 
 
 _current = threading.local()
