@@ -43,3 +43,23 @@ def test_ordering_across_devices():
     assert b.query() is False
     b.synchronize()
     assert a.query() is True and x.sum().item() == x.numel()
+
+
+def test_kernels_launch_on_their_own_device_only():
+    # A kernel loaded on device 1 launches on a device-1 stream (from C, where the fast calls
+    # are on); one loaded on device 0 refuses that stream before the driver sees it.
+    torch = framework("torch")
+    two_devices(torch)
+    src = 'extern "C" __global__ void put(long long *out, long long v) { *out = v; }'
+    on_1 = streambridge.Module(src, device=1).get_kernel("put")
+    on_0 = streambridge.Module(src).get_kernel("put")
+    s = streambridge.Stream(device=1)
+    out = torch.zeros(1, dtype=torch.int64, device="cuda:1")
+    torch.cuda.synchronize(1)
+    on_1(1, 1, (out.data_ptr(), 42), stream=s)
+    s.synchronize()
+    assert out.item() == 42
+    with pytest.raises(streambridge.DeviceMismatchError):
+        on_0(1, 1, (out.data_ptr(), 7), stream=s)
+    s.synchronize()
+    assert out.item() == 42
