@@ -5,7 +5,7 @@ kernels through DLPack."""
 
 import numpy
 import pytest
-from _interop import framework
+from _interop import SPIN, OnlyDLPack, framework
 
 import streambridge
 from streambridge.ext import gokernels
@@ -13,15 +13,6 @@ from streambridge.ext import gokernels
 saxpy = streambridge.go_function(gokernels.Saxpy)
 describe = streambridge.go_function(gokernels.Describe)
 N = 1 << 20
-
-SPIN = r"""
-extern "C" __global__ void spin_then_fill(float *out, int n, float value, unsigned long long ns) {
-    unsigned long long start, now;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now)); } while (now - start < ns);
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) out[i] = value;
-}
-"""
 
 
 @pytest.fixture(scope="module")
@@ -91,17 +82,6 @@ def test_a_dlpack_producer_orders_its_work_before_the_go_kernel(spin):
     x = torch.zeros(N, dtype=torch.float32, device="cuda")
     y = torch.zeros(N, dtype=torch.float32, device="cuda")
     torch.cuda.synchronize()
-
-    class OnlyDLPack:
-        def __init__(self, t):
-            self.t = t
-
-        def __dlpack__(self, stream=None):
-            return self.t.__dlpack__(stream=stream)
-
-        def __dlpack_device__(self):
-            return self.t.__dlpack_device__()
-
     with torch.cuda.stream(producer):
         spin(64, 256, (x, numpy.int32(N), numpy.float32(1), numpy.uint64(300_000_000)), stream=producer)
         saxpy(consumer, 5.0, OnlyDLPack(x), OnlyDLPack(y))

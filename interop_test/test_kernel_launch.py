@@ -3,7 +3,7 @@ and streams; the CUDA Array Interface's stream honoured against a slow producer.
 
 import numpy
 import pytest
-from _interop import framework
+from _interop import SPIN, OnlyDLPack, framework
 
 import streambridge
 
@@ -18,13 +18,7 @@ extern "C" __global__ void store(long long *out, long long a, double b, long lon
     reinterpret_cast<double *>(out)[1] = b;
     out[2] = c;
 }
-extern "C" __global__ void spin_then_fill(float *out, int n, float value, unsigned long long ns) {
-    unsigned long long start, now;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now)); } while (now - start < ns);
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) out[i] = value;
-}
-"""
+""" + SPIN
 N = 1 << 20
 
 
@@ -66,17 +60,6 @@ def test_double_instantiation_and_dlpack(module):
     torch = framework("torch")
     x = torch.arange(1000, dtype=torch.float64, device="cuda")
     out = torch.zeros_like(x)
-
-    class OnlyDLPack:  # a producer that speaks DLPack and not the array interface
-        def __init__(self, t):
-            self.t = t
-
-        def __dlpack__(self, stream=None):
-            return self.t.__dlpack__(stream=stream)
-
-        def __dlpack_device__(self):
-            return self.t.__dlpack_device__()
-
     torch.cuda.synchronize()
     streambridge.launch(module.get_kernel("axpb<double>"), 4, 256, (OnlyDLPack(out), OnlyDLPack(x), 0.5, -1.0, 1000))
     torch.cuda.synchronize()

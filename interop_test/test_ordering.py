@@ -6,21 +6,12 @@ runs the same pair without the wait and sees exactly that.
 """
 
 import pytest
-from _interop import framework
+from _interop import SPIN, framework
 
 import streambridge
 
 SLOW_MS = 300
 N = 1 << 20
-
-SPIN = r"""
-extern "C" __global__ void spin_then_fill(float* out, int n, float value, unsigned long long ns) {
-    unsigned long long start, now;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now)); } while (now - start < ns);
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) out[i] = value;
-}
-"""
 
 
 def cupy_slow_fill(cupy, stream, out, value):

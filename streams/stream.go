@@ -93,14 +93,7 @@ func (c *Context) wrapStream(handle uintptr) (*Stream, error) {
 // 2) name no context; wrap them with [Context.WrapStream]. Anything but a live stream
 // fails with [ErrInvalidHandle] before the driver sees it.
 func (d *Driver) WrapStream(handle uintptr) (*Stream, error) {
-	if driver.Stream(handle).IsSpecial() {
-		return nil, fmt.Errorf("streambridge: stream handle %d is a per-context default stream; wrap it with Context.WrapStream", handle)
-	}
-	h, err := d.checkStream(driver.Stream(handle))
-	if err != nil {
-		return nil, err
-	}
-	c, err := d.borrowedContext(h)
+	c, err := d.foreignContext(handle)
 	if err != nil {
 		return nil, err
 	}
@@ -111,18 +104,24 @@ func (d *Driver) WrapStream(handle uintptr) (*Stream, error) {
 // as [Driver.WrapStream] proves it, keeping nothing: for a caller that only needs to know
 // the handle is safe and where it lives.
 func (d *Driver) StreamDevice(handle uintptr) (*Device, error) {
+	c, err := d.foreignContext(handle)
+	if err != nil {
+		return nil, err
+	}
+	return c.dev, nil
+}
+
+// foreignContext is the context of a stream handle some other code created, proven live
+// before the driver sees it. Special handles (0, 1, 2) name no context.
+func (d *Driver) foreignContext(handle uintptr) (*Context, error) {
 	if driver.Stream(handle).IsSpecial() {
-		return nil, fmt.Errorf("streambridge: stream handle %d is a per-context default stream; it names no device", handle)
+		return nil, fmt.Errorf("streambridge: stream handle %d is a per-context default stream and names no context; wrap it with Context.WrapStream", handle)
 	}
 	h, err := d.checkStream(driver.Stream(handle))
 	if err != nil {
 		return nil, err
 	}
-	c, err := d.borrowedContext(h)
-	if err != nil {
-		return nil, err
-	}
-	return c.dev, nil
+	return d.borrowedContext(h)
 }
 
 // checkStream refuses a handle that is not a live stream, without the driver touching it,

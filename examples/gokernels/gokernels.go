@@ -88,7 +88,7 @@ func saxpy(b *bridge.Bridge, stream uint64, a float32, x, y string) error {
 	if n == 0 {
 		return nil
 	}
-	fn, err := kernel(b, s.Device().Ordinal(), "saxpy")
+	fn, err := kernel(b, s.Device().Ordinal())
 	if err != nil {
 		return err
 	}
@@ -98,17 +98,18 @@ func saxpy(b *bridge.Bridge, stream uint64, a float32, x, y string) error {
 	return fn.Launch(s, cfg, args)
 }
 
-// The kernels of each device, compiled with NVRTC on first use and loaded into its primary
-// context (which the bridge holds for the process, and which PyTorch and CuPy use too).
+// The saxpy kernel of each device, compiled with NVRTC on first use and loaded into its
+// primary context (which the bridge holds for the process, and which PyTorch and CuPy use
+// too).
 var (
 	kernelsMu sync.Mutex
-	kernels   = map[int]map[string]*streams.Function{}
+	kernels   = map[int]*streams.Function{}
 )
 
-func kernel(b *bridge.Bridge, device int, name string) (*streams.Function, error) {
+func kernel(b *bridge.Bridge, device int) (*streams.Function, error) {
 	kernelsMu.Lock()
 	defer kernelsMu.Unlock()
-	if f := kernels[device][name]; f != nil {
+	if f := kernels[device]; f != nil {
 		return f, nil
 	}
 	c, err := b.Context(device)
@@ -119,13 +120,11 @@ func kernel(b *bridge.Bridge, device int, name string) (*streams.Function, error
 	if err != nil {
 		return nil, err
 	}
-	fns := map[string]*streams.Function{}
-	for _, n := range []string{"saxpy"} {
-		if fns[n], err = m.Function(n); err != nil {
-			m.Close()
-			return nil, err
-		}
+	f, err := m.Function("saxpy")
+	if err != nil {
+		m.Close()
+		return nil, err
 	}
-	kernels[device] = fns
-	return fns[name], nil
+	kernels[device] = f
+	return f, nil
 }

@@ -65,6 +65,31 @@ static int ready(void) {
     return 1;
 }
 
+/* The enqueues, with the GIL released around the driver (see the top of the file). */
+static int record_nogil(uintptr_t e, uintptr_t s) {
+    int r;
+    Py_BEGIN_ALLOW_THREADS
+    r = event_record(e, s);
+    Py_END_ALLOW_THREADS
+    return r;
+}
+
+static int wait_nogil(uintptr_t s, uintptr_t e) {
+    int r;
+    Py_BEGIN_ALLOW_THREADS
+    r = stream_wait_event(s, e, 0);
+    Py_END_ALLOW_THREADS
+    return r;
+}
+
+static int launch_nogil(uintptr_t f, const unsigned dims[6], unsigned shared, uintptr_t s, void **params) {
+    int r;
+    Py_BEGIN_ALLOW_THREADS
+    r = launch_kernel(f, dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], shared, s, params, NULL);
+    Py_END_ALLOW_THREADS
+    return r;
+}
+
 /* init(cuStreamQuery, cuEventRecord, cuStreamWaitEvent, cuEventQuery, cuLaunchHostFunc,
  * cuStreamIsCapturing, cuLaunchKernel): the addresses. */
 static PyObject *fc_init(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -116,11 +141,7 @@ static PyObject *fc_event_record(PyObject *self, PyObject *const *args, Py_ssize
     }
     if (!ready() || !handle_of(args[0], &e) || !handle_of(args[1], &s))
         return NULL;
-    int r;
-    Py_BEGIN_ALLOW_THREADS
-    r = event_record(e, s);
-    Py_END_ALLOW_THREADS
-    return PyLong_FromLong(r);
+    return PyLong_FromLong(record_nogil(e, s));
 }
 
 /* stream_wait_event(stream, event) -> CUresult */
@@ -132,11 +153,7 @@ static PyObject *fc_stream_wait_event(PyObject *self, PyObject *const *args, Py_
     }
     if (!ready() || !handle_of(args[0], &s) || !handle_of(args[1], &e))
         return NULL;
-    int r;
-    Py_BEGIN_ALLOW_THREADS
-    r = stream_wait_event(s, e, 0);
-    Py_END_ALLOW_THREADS
-    return PyLong_FromLong(r);
+    return PyLong_FromLong(wait_nogil(s, e));
 }
 
 /* record_and_wait(event, producer, waiter) -> CUresult: record event on producer, and if
@@ -292,11 +309,7 @@ static PyObject *fc_launch(PyObject *self, PyObject *const *args, Py_ssize_t nar
         vals[i] = v;
         ptrs[i] = &vals[i];
     }
-    int r;
-    Py_BEGIN_ALLOW_THREADS
-    r = launch_kernel(f, dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], (unsigned)shared, s, ptrs, NULL);
-    Py_END_ALLOW_THREADS
-    return PyLong_FromLong(r);
+    return PyLong_FromLong(launch_nogil(f, dims, (unsigned)shared, s, ptrs));
 }
 
 /* pyshim.CheckStream, exported by gopy's generated Go (the same function _sbnative's
@@ -357,64 +370,63 @@ static PyObject *stream_core_new(PyTypeObject *type, PyObject *args, PyObject *k
     return (PyObject *)s;
 }
 
+/* callable(first, *args, **kw), or, with callable NULL, the method `name` of first, called
+ * with a vectorcall's own arguments (nargs positional, then the values of kwnames). One
+ * slot is kept before first, which PY_VECTORCALL_ARGUMENTS_OFFSET lets the callee use. */
+static PyObject *call_with_first(PyObject *callable, PyObject *name, PyObject *first, PyObject *const *args,
+                                 Py_ssize_t nargs, PyObject *kwnames) {
+    PyObject *small[10];
+    Py_ssize_t total = nargs + (kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames));
+    PyObject **buf = total + 2 <= 10 ? small : PyMem_Malloc((total + 2) * sizeof(PyObject *));
+    if (buf == NULL)
+        return PyErr_NoMemory();
+    PyObject **call = buf + 1;
+    call[0] = first;
+    if (total > 0)
+        memcpy(call + 1, args, total * sizeof(PyObject *));
+    size_t nargsf = (size_t)(nargs + 1) | PY_VECTORCALL_ARGUMENTS_OFFSET;
+    PyObject *r = callable != NULL ? PyObject_Vectorcall(callable, call, nargsf, kwnames)
+                                   : PyObject_VectorcallMethod(name, call, nargsf, kwnames);
+    if (buf != small)
+        PyMem_Free(buf);
+    return r;
+}
+
 /* The Python method `name` of self with the call's own arguments. */
 static PyObject *slow(PyObject *self, PyObject *name, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
-    PyObject *small[8];
-    Py_ssize_t total = nargs + (kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames));
-    PyObject **call = total < 8 ? small : PyMem_Malloc((total + 1) * sizeof(PyObject *));
-    if (call == NULL)
-        return PyErr_NoMemory();
-    call[0] = self;
-    for (Py_ssize_t i = 0; i < total; i++)
-        call[i + 1] = args[i];
-    PyObject *r = PyObject_VectorcallMethod(name, call, (nargs + 1) | PY_VECTORCALL_ARGUMENTS_OFFSET, kwnames);
-    if (call != small)
-        PyMem_Free(call);
-    return r;
+    return call_with_first(NULL, name, self, args, nargs, kwnames);
+}
+
+/* The other object of a core method's common case: one positional argument of `type`, on
+ * an object whose fast calls are on (self_fast); NULL for anything else. */
+static PyObject *fast_arg(char self_fast, PyTypeObject *type, PyObject *const *args, Py_ssize_t nargs,
+                          PyObject *kwnames) {
+    if (!self_fast || nargs != 1 || kwnames != NULL || !PyObject_TypeCheck(args[0], type))
+        return NULL;
+    return args[0];
 }
 
 static PyObject *stream_core_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
     StreamCore *s = (StreamCore *)self;
-    if (nargs == 1 && kwnames == NULL && s->fast && PyObject_TypeCheck(args[0], &EventCoreType) &&
-        ((EventCore *)args[0])->fast) {
-        int r;
-        uintptr_t e = ((EventCore *)args[0])->eptr, st = s->ptr;
-        Py_BEGIN_ALLOW_THREADS
-        r = event_record(e, st);
-        Py_END_ALLOW_THREADS
-        if (r == 0)
-            return Py_NewRef(args[0]);
-    }
+    EventCore *e = (EventCore *)fast_arg(s->fast, &EventCoreType, args, nargs, kwnames);
+    if (e != NULL && e->fast && record_nogil(e->eptr, s->ptr) == 0)
+        return Py_NewRef((PyObject *)e);
     return slow(self, name_record, args, nargs, kwnames);
 }
 
 static PyObject *stream_core_wait_event(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
     StreamCore *s = (StreamCore *)self;
-    if (nargs == 1 && kwnames == NULL && s->fast && PyObject_TypeCheck(args[0], &EventCoreType) &&
-        ((EventCore *)args[0])->fast) {
-        int r;
-        uintptr_t e = ((EventCore *)args[0])->eptr, st = s->ptr;
-        Py_BEGIN_ALLOW_THREADS
-        r = stream_wait_event(st, e, 0);
-        Py_END_ALLOW_THREADS
-        if (r == 0)
-            Py_RETURN_NONE;
-    }
+    EventCore *e = (EventCore *)fast_arg(s->fast, &EventCoreType, args, nargs, kwnames);
+    if (e != NULL && e->fast && wait_nogil(s->ptr, e->eptr) == 0)
+        Py_RETURN_NONE;
     return slow(self, name_wait_event, args, nargs, kwnames);
 }
 
 static PyObject *event_core_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
     EventCore *e = (EventCore *)self;
-    if (nargs == 1 && kwnames == NULL && e->fast && PyObject_TypeCheck(args[0], &StreamCoreType) &&
-        ((StreamCore *)args[0])->fast) {
-        int r;
-        uintptr_t ev = e->eptr, st = ((StreamCore *)args[0])->ptr;
-        Py_BEGIN_ALLOW_THREADS
-        r = event_record(ev, st);
-        Py_END_ALLOW_THREADS
-        if (r == 0)
-            Py_RETURN_NONE;
-    }
+    StreamCore *s = (StreamCore *)fast_arg(e->fast, &StreamCoreType, args, nargs, kwnames);
+    if (s != NULL && s->fast && record_nogil(e->eptr, s->ptr) == 0)
+        Py_RETURN_NONE;
     return slow(self, name_record, args, nargs, kwnames);
 }
 
@@ -524,20 +536,7 @@ static PyObject *fc_external_new(PyObject *self, PyObject *const *args, Py_ssize
     if (kwnames == NULL && external_fast(obj, args + 1, nargs - 1))
         return obj;
     /* The initializer with the call's own arguments: obj, then what followed cls. */
-    PyObject *small[8];
-    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
-    Py_ssize_t total = nargs + nkw;
-    PyObject **call = total <= 8 ? small : PyMem_Malloc(total * sizeof(PyObject *));
-    if (call == NULL) {
-        Py_DECREF(obj);
-        return PyErr_NoMemory();
-    }
-    call[0] = obj;
-    for (Py_ssize_t i = 1; i < total; i++)
-        call[i] = args[i];
-    PyObject *r = PyObject_Vectorcall(external_init, call, nargs, kwnames);
-    if (call != small)
-        PyMem_Free(call);
+    PyObject *r = call_with_first(external_init, NULL, obj, args + 1, nargs - 1, kwnames);
     if (r == NULL) {
         Py_DECREF(obj);
         return NULL;
@@ -703,12 +702,7 @@ static PyObject *kernel_core_call(PyObject *self, PyObject *args, PyObject *kwar
             goto slow_path;
         ptrs[i] = &vals[i];
     }
-    uintptr_t s = (uintptr_t)((StreamCore *)stream)->ptr;
-    int r;
-    Py_BEGIN_ALLOW_THREADS
-    r = launch_kernel((uintptr_t)k->fn, dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], shared, s, ptrs, NULL);
-    Py_END_ALLOW_THREADS
-    if (r == 0)
+    if (launch_nogil((uintptr_t)k->fn, dims, shared, (uintptr_t)((StreamCore *)stream)->ptr, ptrs) == 0)
         Py_RETURN_NONE;
 slow_path:;
     PyObject *call = PyObject_GetAttr(self, name_call);

@@ -23,7 +23,6 @@ from ._stream import ExternalStream, _BaseStream, _device_index, resolve
 Dim = Union[int, Sequence[int]]
 
 _INVALID_CONTEXT = 201  # CUDA_ERROR_INVALID_CONTEXT: no context current on this thread
-_DIM_LIMIT = 2**32
 
 
 class Module:
@@ -98,17 +97,15 @@ class Kernel(_fc.KernelCore):
         """The launch (cuLaunchKernel) for everything the C core does not take: stream-likes
         of every kind, arrays and NumPy scalars as arguments, dim3 tuples; it raises the
         typed errors, and repeats a fast launch that failed to report why."""
-        g = (grid, 1, 1) if type(grid) is int and 0 < grid < _DIM_LIMIT else _dim3(grid, "grid")
-        b = (block, 1, 1) if type(block) is int and 0 < block < _DIM_LIMIT else _dim3(block, "block")
-        if type(shared_mem) is not int or not 0 <= shared_mem < _DIM_LIMIT:
+        g, b = _dim3(grid, "grid"), _dim3(block, "block")
+        if type(shared_mem) is not int or not 0 <= shared_mem < 2**32:
             raise ValueError(f"shared_mem must be a byte count, not {shared_mem!r}")
-        module = self._module
-        s = stream if isinstance(stream, _BaseStream) else resolve(stream, module._device)
-        values, waits = ((), ()) if args == () else marshal(args, dlpack_stream(s))
-        if not module._key:
+        s = stream if isinstance(stream, _BaseStream) else resolve(stream, self._device)
+        values, waits = marshal(args, dlpack_stream(s))
+        if not self._module._key:
             raise ClosedError(f"kernel {self.name!r}: its module was closed")
-        if (s._device if s._device >= 0 else s.device_id) != module._device:
-            raise DeviceMismatchError(f"kernel {self.name!r} is loaded on device {module._device}, "
+        if s.device_id != self._device:
+            raise DeviceMismatchError(f"kernel {self.name!r} is loaded on device {self._device}, "
                                       f"the stream is on device {s.device_id}")
         if waits:
             wait_producers(s, waits)
