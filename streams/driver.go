@@ -2,8 +2,10 @@ package streams
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	"github.com/streambridge/streambridge/internal/cuda"
 	"github.com/streambridge/streambridge/internal/driver"
@@ -14,13 +16,19 @@ import (
 type Driver struct {
 	api driver.API
 
+	// The borrowed contexts met through wrapped handles. Every wrap looks its context up,
+	// so it is read with no lock; added to (rarely: once per context) by replacing it
+	// whole, under mu.
+	contexts atomic.Pointer[map[driver.Context]*Context]
+
 	mu       sync.Mutex
-	contexts map[driver.Context]*Context // borrowed contexts met through wrapped handles
-	captures map[uint64][]uintptr        // host functions captured per capture id
+	captures map[uint64][]uintptr // host functions captured per capture id
 }
 
 func newDriver(api driver.API) *Driver {
-	return &Driver{api: api, contexts: map[driver.Context]*Context{}, captures: map[uint64][]uintptr{}}
+	d := &Driver{api: api, captures: map[uint64][]uintptr{}}
+	d.contexts.Store(&map[driver.Context]*Context{})
+	return d
 }
 
 var (
@@ -93,9 +101,13 @@ func (d *Driver) Device(ordinal int) (*Device, error) {
 // borrowedContext returns the Context for a context handle some other code made, so that
 // streams wrapped from that context share one.
 func (d *Driver) borrowedContext(h driver.Context) (*Context, error) {
+	if c, ok := (*d.contexts.Load())[h]; ok {
+		return c, nil
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if c, ok := d.contexts[h]; ok {
+	known := *d.contexts.Load()
+	if c, ok := known[h]; ok { // met meanwhile
 		return c, nil
 	}
 	c := &Context{drv: d, api: d.api, handle: h}
@@ -107,7 +119,10 @@ func (d *Driver) borrowedContext(h driver.Context) (*Context, error) {
 		return nil, err
 	}
 	c.dev = &Device{drv: d, dev: dev}
-	d.contexts[h] = c
+	grown := make(map[driver.Context]*Context, len(known)+1)
+	maps.Copy(grown, known)
+	grown[h] = c
+	d.contexts.Store(&grown)
 	return c, nil
 }
 

@@ -65,3 +65,74 @@ func BenchmarkPeek(b *testing.B) {
 		})
 	}
 }
+
+// fakeStream lays out in Go memory what streamChain follows: a handle block whose first
+// word points to an object that holds the handle and a context.
+type fakeStream struct {
+	block [2]uint64
+	obj   [4]uint64
+	ctx   [2]uint64
+}
+
+var fakeLayout = streamLayout{ok: true, backAt: 3, ctxAt: 1, objWords: 4}
+
+func newFakeStream() *fakeStream {
+	f := &fakeStream{ctx: [2]uint64{0xc0ffee, 0xbeef}}
+	f.block[0] = uint64(uintptr(unsafe.Pointer(&f.obj[0])))
+	f.obj[3] = uint64(f.handle())
+	f.obj[1] = uint64(uintptr(unsafe.Pointer(&f.ctx[0])))
+	return f
+}
+
+func (f *fakeStream) handle() uintptr { return uintptr(unsafe.Pointer(&f.block[0])) }
+
+// The chain is followed to the context's header; broken anywhere (a pointer into an
+// unmapped page at each link, a handle the object does not point back to), it is false,
+// with no fault reaching the process.
+func TestStreamChain(t *testing.T) {
+	gone, err := unix.Mmap(-1, 0, unix.Getpagesize(), unix.PROT_READ, unix.MAP_ANON|unix.MAP_PRIVATE)
+	require.NoError(t, err)
+	unmapped := uintptr(unsafe.Pointer(&gone[0]))
+	require.NoError(t, unix.Munmap(gone))
+
+	readers := map[string]reader{"process_vm_readv": {}}
+	if canLoadUnmapped {
+		readers["loads"] = reader{loads: true}
+	}
+	for name, rd := range readers {
+		t.Run(name, func(t *testing.T) {
+			f := newFakeStream()
+			var obj [4]uint64
+			ctx, hdr, ok := rd.streamChain(f.handle(), &fakeLayout, obj[:])
+			require.True(t, ok)
+			assert.Equal(t, uintptr(unsafe.Pointer(&f.ctx[0])), ctx)
+			assert.Equal(t, [2]uint64{0xc0ffee, 0xbeef}, hdr)
+
+			_, _, ok = rd.streamChain(unmapped, &fakeLayout, obj[:])
+			assert.False(t, ok, "the handle unmapped")
+			f.block[0] = uint64(unmapped)
+			_, _, ok = rd.streamChain(f.handle(), &fakeLayout, obj[:])
+			assert.False(t, ok, "the object unmapped")
+			f = newFakeStream()
+			f.obj[1] = uint64(unmapped)
+			_, _, ok = rd.streamChain(f.handle(), &fakeLayout, obj[:])
+			assert.False(t, ok, "the context unmapped")
+			f = newFakeStream()
+			f.obj[3]++
+			_, _, ok = rd.streamChain(f.handle(), &fakeLayout, obj[:])
+			assert.False(t, ok, "no back-pointer")
+		})
+	}
+}
+
+// A check's three reads in one protected region.
+func BenchmarkStreamChain(b *testing.B) {
+	f := newFakeStream()
+	rd := reader{loads: canLoadUnmapped}
+	var obj [4]uint64
+	for b.Loop() {
+		if _, _, ok := rd.streamChain(f.handle(), &fakeLayout, obj[:]); !ok {
+			b.Fatal("chain broken")
+		}
+	}
+}

@@ -352,6 +352,7 @@ typedef struct {
     unsigned long long ptr; /* the CUstream */
     long long device;       /* its device; -1 until known */
     char fast;              /* a stream object, open, and the fast calls are ready */
+    PyObject *owner;        /* what a borrowed stream came from, kept alive with it; or NULL */
 } StreamCore;
 
 typedef struct {
@@ -368,6 +369,23 @@ static PyObject *stream_core_new(PyTypeObject *type, PyObject *args, PyObject *k
     if (s != NULL)
         s->device = -1;
     return (PyObject *)s;
+}
+
+/* The owner may refer back to the stream (a user's protocol object caching its wrapper). */
+static int stream_core_traverse(StreamCore *s, visitproc visit, void *arg) {
+    Py_VISIT(s->owner);
+    return 0;
+}
+
+static int stream_core_clear(StreamCore *s) {
+    Py_CLEAR(s->owner);
+    return 0;
+}
+
+static void stream_core_dealloc(StreamCore *s) {
+    PyObject_GC_UnTrack(s);
+    Py_CLEAR(s->owner);
+    Py_TYPE(s)->tp_free((PyObject *)s);
 }
 
 /* callable(first, *args, **kw), or, with callable NULL, the method `name` of first, called
@@ -443,6 +461,7 @@ static PyMemberDef stream_core_members[] = {
     {"_ptr", T_ULONGLONG, offsetof(StreamCore, ptr), 0, "the CUstream"},
     {"_device", T_LONGLONG, offsetof(StreamCore, device), 0, "the device; -1 until known"},
     {"_fast", T_BOOL, offsetof(StreamCore, fast), 0, "a stream object, open, and fast calls are ready"},
+    {"_owner", T_OBJECT, offsetof(StreamCore, owner), 0, "what a borrowed stream came from, kept alive with it"},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -463,9 +482,13 @@ static PyTypeObject StreamCoreType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "streambridge._native.StreamCore",
     .tp_basicsize = sizeof(StreamCore),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "The C core of streambridge's streams (see fastcall.c).",
     .tp_new = stream_core_new,
+    .tp_traverse = (traverseproc)stream_core_traverse,
+    .tp_clear = (inquiry)stream_core_clear,
+    .tp_dealloc = (destructor)stream_core_dealloc,
+    .tp_free = PyObject_GC_Del,
     .tp_methods = stream_core_methods,
     .tp_members = stream_core_members,
 };
@@ -481,13 +504,15 @@ static PyTypeObject EventCoreType = {
     .tp_members = event_core_members,
 };
 
-/* ExternalStream.__new__(cls, ptr, device_id=-1, ...): the common case, a stream object's
- * handle with CuPy's positional signature, made here: the check in Go (as check_stream),
- * then the instance with _ptr, _device and _fast set. A wrap is mostly Python object work
- * around one check; this halves that work (bench/python_bench.py, wrap). Everything else
- * (keywords, 0/1/2, any failure, fast calls off) goes to the Python initializer registered
- * with set_external_init, which raises the typed errors: a failure here is only ever retried
- * there, never reported from here. */
+/* ExternalStream(ptr, device_id=-1, ...): the common case, a stream object's handle with
+ * CuPy's positional signature, made here: the check in Go (as check_stream), then the
+ * instance with _ptr, _device and _fast set. A wrap is mostly Python object work around one
+ * check; this halves that work (bench/python_bench.py, wrap). Everything else (keywords,
+ * 0/1/2, any failure, fast calls off) goes to the Python initializer registered with
+ * set_external_init, which raises the typed errors: a failure here is only ever retried
+ * there, never reported from here. ExternalStream's first base is ExternalCore, whose
+ * tp_new this is, so Python calls it directly (a __new__ in the class would be looked up
+ * and called with cls prepended, on every wrap). */
 static PyObject *external_init;
 
 static PyObject *fc_set_external_init(PyObject *self, PyObject *init) {
@@ -523,20 +548,29 @@ static int external_fast(PyObject *obj, PyObject *const *args, Py_ssize_t nargs)
     return 1;
 }
 
-static PyObject *fc_external_new(PyObject *self, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
-    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    if (nargs < 1 || !PyType_Check(args[0]) || !PyType_IsSubtype((PyTypeObject *)args[0], &StreamCoreType) ||
-        external_init == NULL) {
-        PyErr_SetString(PyExc_TypeError, "ExternalStream.__new__(cls, ...)");
+static PyObject *external_core_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    if (external_init == NULL) {
+        PyErr_SetString(PyExc_TypeError, "ExternalCore is only a base of streambridge.ExternalStream");
         return NULL;
     }
-    PyObject *obj = stream_core_new((PyTypeObject *)args[0], NULL, NULL);
+    PyObject *obj = stream_core_new(type, NULL, NULL);
     if (obj == NULL)
         return NULL;
-    if (kwnames == NULL && external_fast(obj, args + 1, nargs - 1))
+    Py_ssize_t nargs = PyTuple_GET_SIZE(args);
+    if ((kwargs == NULL || PyDict_GET_SIZE(kwargs) == 0) &&
+        external_fast(obj, &PyTuple_GET_ITEM(args, 0), nargs))
         return obj;
-    /* The initializer with the call's own arguments: obj, then what followed cls. */
-    PyObject *r = call_with_first(external_init, NULL, obj, args + 1, nargs - 1, kwnames);
+    /* The initializer with the call's own arguments: obj, then the rest. */
+    PyObject *full = PyTuple_New(nargs + 1);
+    if (full == NULL) {
+        Py_DECREF(obj);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(full, 0, Py_NewRef(obj));
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        PyTuple_SET_ITEM(full, i + 1, Py_NewRef(PyTuple_GET_ITEM(args, i)));
+    PyObject *r = PyObject_Call(external_init, full, kwargs);
+    Py_DECREF(full);
     if (r == NULL) {
         Py_DECREF(obj);
         return NULL;
@@ -545,13 +579,25 @@ static PyObject *fc_external_new(PyObject *self, PyObject *const *args, Py_ssize
     return obj;
 }
 
+static PyTypeObject ExternalCoreType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "streambridge._native.ExternalCore",
+    .tp_basicsize = sizeof(StreamCore),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "The constructor of streambridge.ExternalStream (see fastcall.c).",
+    .tp_base = &StreamCoreType,
+    .tp_new = external_core_new,
+    .tp_traverse = (traverseproc)stream_core_traverse,
+    .tp_clear = (inquiry)stream_core_clear,
+};
+
 /* Stream.from_external(obj) (a classmethod over this function; the result is always an
  * ExternalStream): the common case, a protocol object answering (0, handle of a stream
  * object), made here as external_new makes a wrap, with the object kept in _owner. The
  * protocol is called once; whatever this does not take (no protocol, another shape, any
  * failed check, fast calls off) goes with the answer to the Python function registered
  * with set_from_external, which raises the typed errors. */
-static PyObject *external_type, *from_external_slow, *name_owner, *name_cuda_stream;
+static PyObject *external_type, *from_external_slow, *name_cuda_stream;
 
 static PyObject *fc_set_from_external(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 2 || !PyType_Check(args[0]) || !PyType_IsSubtype((PyTypeObject *)args[0], &StreamCoreType) ||
@@ -572,15 +618,16 @@ static PyObject *fc_from_external(PyObject *self, PyObject *const *args, Py_ssiz
         return NULL;
     }
     PyObject *obj = args[1];
-    PyObject *method = PyObject_GetAttr((PyObject *)Py_TYPE(obj), name_cuda_stream); /* the protocol is the type's */
-    if (method == NULL) {
-        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
-            return NULL;
-        PyErr_Clear();
+    /* The protocol is the type's, as a special method's is: looked up there once (the type's
+     * method cache), and called unbound where the interpreter would call it so. */
+    PyObject *method = _PyType_Lookup(Py_TYPE(obj), name_cuda_stream); /* borrowed */
+    if (method == NULL)
         return PyObject_CallOneArg(from_external_slow, obj); /* raises the TypeError */
-    }
+    Py_INCREF(method);
+    PyObject *value = PyType_HasFeature(Py_TYPE(method), Py_TPFLAGS_METHOD_DESCRIPTOR)
+                          ? PyObject_Vectorcall(method, &obj, 1, NULL)
+                          : PyObject_CallMethodNoArgs(obj, name_cuda_stream);
     Py_DECREF(method);
-    PyObject *value = PyObject_CallMethodNoArgs(obj, name_cuda_stream);
     if (value == NULL)
         return NULL;
     if (PyTuple_CheckExact(value) && PyTuple_GET_SIZE(value) == 2 && PyLong_CheckExact(PyTuple_GET_ITEM(value, 0)) &&
@@ -593,8 +640,7 @@ static PyObject *fc_from_external(PyObject *self, PyObject *const *args, Py_ssiz
         PyObject *handle = PyTuple_GET_ITEM(value, 1);
         if (external_fast(s, &handle, 1)) {
             Py_DECREF(value);
-            if (PyObject_SetAttr(s, name_owner, obj) < 0)
-                Py_CLEAR(s);
+            ((StreamCore *)s)->owner = Py_NewRef(obj);
             return s;
         }
         Py_DECREF(s);
@@ -741,8 +787,6 @@ static PyMethodDef methods[] = {
      "cuLaunchHostFunc(stream, host_trampoline, userData) -> CUresult (-1: the stream is capturing)"},
     {"host_trampoline", fc_host_trampoline, METH_NOARGS, "the C address of the host-callback trampoline"},
     {"callback_errors", fc_callback_errors, METH_NOARGS, "exceptions raised in host callbacks since the last call"},
-    {"external_new", (PyCFunction)(void (*)(void))fc_external_new, METH_FASTCALL | METH_KEYWORDS,
-     "ExternalStream.__new__: the common case made here, the rest by the Python initializer"},
     {"set_external_init", fc_set_external_init, METH_O, "set_external_init(init): ExternalStream's initializer"},
     {"from_external", (PyCFunction)(void (*)(void))fc_from_external, METH_FASTCALL,
      "from_external($module, cls, obj, /)\n--\n\nCuPy 14's ``Stream.from_external``: borrow the stream of any "
@@ -774,17 +818,17 @@ __attribute__((visibility("default"))) PyObject *sb_fastcall_module(void) {
             return NULL;
         name_record = PyUnicode_InternFromString("_record");
         name_wait_event = PyUnicode_InternFromString("_wait_event");
-        name_owner = PyUnicode_InternFromString("_owner");
         name_cuda_stream = PyUnicode_InternFromString("__cuda_stream__");
         name_call = PyUnicode_InternFromString("_call");
         name_stream = PyUnicode_InternFromString("stream");
         name_shared_mem = PyUnicode_InternFromString("shared_mem");
-        if (name_record == NULL || name_wait_event == NULL || name_owner == NULL || name_cuda_stream == NULL ||
+        if (name_record == NULL || name_wait_event == NULL || name_cuda_stream == NULL ||
             name_call == NULL || name_stream == NULL || name_shared_mem == NULL || PyType_Ready(&StreamCoreType) < 0 ||
-            PyType_Ready(&EventCoreType) < 0 || PyType_Ready(&KernelCoreType) < 0)
+            PyType_Ready(&ExternalCoreType) < 0 || PyType_Ready(&EventCoreType) < 0 || PyType_Ready(&KernelCoreType) < 0)
             return NULL;
         m = PyModule_Create(&module);
         if (m == NULL || PyModule_AddObjectRef(m, "StreamCore", (PyObject *)&StreamCoreType) < 0 ||
+            PyModule_AddObjectRef(m, "ExternalCore", (PyObject *)&ExternalCoreType) < 0 ||
             PyModule_AddObjectRef(m, "EventCore", (PyObject *)&EventCoreType) < 0 ||
             PyModule_AddObjectRef(m, "KernelCore", (PyObject *)&KernelCoreType) < 0) {
             Py_CLEAR(m);

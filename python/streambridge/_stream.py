@@ -87,13 +87,13 @@ class _BaseStream(_fc.StreamCore):
     """What every streambridge stream does; its driver object lives in Go under ``_key``.
 
     The C core (fastcall.c) holds ``_ptr`` (the CUstream), ``_device`` (-1 until read from
-    Go) and ``_fast`` (a stream object, open, and fast calls are ready), and runs ``record``
+    Go), ``_fast`` (a stream object, open, and fast calls are ready) and ``_owner``, and runs ``record``
     and ``wait_event`` for the common case; ``_record`` and ``_wait_event`` do the rest."""
 
     _k: int = 0  # the key of the Go stream; 0 before a borrowed stream first needs it, or closed
     _closed: bool = False
     _owned: bool = False
-    _owner: Any = None  # the object a borrowed stream came from, kept alive with it
+    _owner: Any  # the object a borrowed stream came from, kept alive with it; None if none (C core)
     _fence: int = 0  # the CUevent wait_stream records here, the Go stream's (StreamFence)
 
     @property
@@ -403,7 +403,7 @@ def _forget_on_collection(stream: _BaseStream, key: int) -> None:
     weakref.finalize(stream, _forget, key)
 
 
-class ExternalStream(_BaseStream):
+class ExternalStream(_fc.ExternalCore, _BaseStream):
     """A stream another library created, borrowed: streambridge never destroys it.
 
     ``ExternalStream(ptr, device_id=-1)`` as in CuPy, or ``ExternalStream(stream_ptr=...,
@@ -414,8 +414,8 @@ class ExternalStream(_BaseStream):
     streams of the stated device (device 0 if none).
     """
 
-    # Made by __new__, in C for the common case (fastcall.c, external_new), else by _init.
-    __new__ = staticmethod(_fc.external_new)
+    # Made by ExternalCore's constructor, in C for the common case (fastcall.c,
+    # external_core_new), else by _init.
 
     def _init(self, ptr: Optional[int] = None, device_id: Any = -1, *,
               stream_ptr: Optional[int] = None, device: Any = None) -> None:

@@ -46,9 +46,21 @@ def test_from_external_borrows_and_keeps_the_object_alive(foreign_stream):
     gc.collect()
     assert ref() is not None, "the stream keeps its owner alive"
     assert s.ptr == handle and s.device_id == device
+    assert s._owner is ref()
     s.close()
     del s
     gc.collect()
+    assert ref() is None, "a dropped stream releases its owner"
+
+
+def test_a_stream_and_an_owner_that_refers_back_are_collected(foreign_stream):
+    handle, _ = foreign_stream
+    obj = Protocol(handle)
+    obj.wrapper = streambridge.Stream.from_external(obj)  # a cycle through the C core's _owner
+    ref = weakref.ref(obj)
+    del obj
+    gc.collect()
+    assert ref() is None, "the collector sees the owner the stream holds"
 
 
 @pytest.mark.parametrize(
