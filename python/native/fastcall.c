@@ -593,7 +593,7 @@ static PyTypeObject ExternalCoreType = {
 
 /* Stream.from_external(obj) (a classmethod over this function; the result is always an
  * ExternalStream): the common case, a protocol object answering (0, handle of a stream
- * object), made here as external_new makes a wrap, with the object kept in _owner. The
+ * object), made here as external_core_new makes a wrap, with the object kept in _owner. The
  * protocol is called once; whatever this does not take (no protocol, another shape, any
  * failed check, fast calls off) goes with the answer to the Python function registered
  * with set_from_external, which raises the typed errors. */
