@@ -87,8 +87,9 @@ class _BaseStream(_fc.StreamCore):
     """What every streambridge stream does; its driver object lives in Go under ``_key``.
 
     The C core (fastcall.c) holds ``_ptr`` (the CUstream), ``_device`` (-1 until read from
-    Go), ``_fast`` (a stream object, open, and fast calls are ready) and ``_owner``, and runs ``record``
-    and ``wait_event`` for the common case; ``_record`` and ``_wait_event`` do the rest."""
+    Go), ``_fast`` (a stream object, open, and fast calls are ready) and ``_owner``, and
+    runs ``record`` and ``wait_event`` for the common case; ``_record`` and ``_wait_event``
+    do the rest."""
 
     _k: int = 0  # the key of the Go stream; 0 before a borrowed stream first needs it, or closed
     _closed: bool = False
