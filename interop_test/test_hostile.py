@@ -5,7 +5,7 @@ cuda.core's Stream.from_handle, the garbage and freed ones kill the process (SIG
 import os
 
 import pytest
-from _interop import run_child
+from _interop import framework, run_child
 
 CHILD = r"""
 import gc, random, sys
@@ -135,3 +135,40 @@ def test_hostile_summary():
         with open(os.environ["STREAMBRIDGE_REPORT"], "a") as f:
             f.write(line + "\n")
     assert len(outcomes) == len(KINDS) and counts["raised"] == len(KINDS)
+
+
+NON_PRIMARY = r"""
+import streambridge as sb
+from cuda.bindings import driver as cu
+
+def ok(r):
+    assert r[0] == cu.CUresult.CUDA_SUCCESS, r[0]
+    return r[1] if len(r) == 2 else None
+
+ok(cu.cuInit(0))
+dev = ok(cu.cuDeviceGet(0))
+ok(cu.cuDevicePrimaryCtxRetain(dev))  # active, as the frameworks leave it
+try:
+    ctx = ok(cu.cuCtxCreate(None, 0, dev))
+except TypeError:  # cuda.bindings 12's signature
+    ctx = ok(cu.cuCtxCreate(0, dev))
+s = ok(cu.cuStreamCreate(1))
+assert cu.cuStreamQuery(s)[0] == cu.CUresult.CUDA_SUCCESS  # live, as far as the driver is concerned
+try:
+    sb.ExternalStream(int(s))
+except sb.InvalidHandleError as e:
+    print("REFUSED", e)
+else:
+    print("ACCEPTED")
+ok(cu.cuStreamDestroy(s))
+ok(cu.cuCtxDestroy(ctx))
+"""
+
+
+def test_a_stream_of_a_non_primary_context_is_refused_and_the_process_lives():
+    """A documented limit: the check proves streams of a device's primary context only (the
+    context every framework here uses); a cuCtxCreate context's live stream is refused with
+    InvalidHandleError, not crashed on and not guessed at."""
+    framework("cuda.bindings")
+    rc, out, err = run_child(NON_PRIMARY)
+    assert rc == 0 and out.startswith("REFUSED") and "primary context" in out, f"exit {rc}: {out}{err[-2000:]}"

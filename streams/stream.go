@@ -135,7 +135,7 @@ func (d *Driver) checkStream(h driver.Stream) (driver.Context, error) {
 			Hint: "this driver's stream layout could not be learned, so a foreign handle cannot be proven live"}
 	default:
 		return 0, &CallError{Call: "stream check", Result: r,
-			Hint: fmt.Sprintf("%#x is not a live CUDA stream; it was not passed to the driver", uintptr(h))}
+			Hint: fmt.Sprintf("%#x is not a live CUDA stream of a device's primary context; it was not passed to the driver", uintptr(h))}
 	}
 }
 
