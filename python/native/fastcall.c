@@ -560,17 +560,10 @@ static PyObject *external_core_new(PyTypeObject *type, PyObject *args, PyObject 
     if ((kwargs == NULL || PyDict_GET_SIZE(kwargs) == 0) &&
         external_fast(obj, &PyTuple_GET_ITEM(args, 0), nargs))
         return obj;
-    /* The initializer with the call's own arguments: obj, then the rest. */
-    PyObject *full = PyTuple_New(nargs + 1);
-    if (full == NULL) {
-        Py_DECREF(obj);
-        return NULL;
-    }
-    PyTuple_SET_ITEM(full, 0, Py_NewRef(obj));
-    for (Py_ssize_t i = 0; i < nargs; i++)
-        PyTuple_SET_ITEM(full, i + 1, Py_NewRef(PyTuple_GET_ITEM(args, i)));
-    PyObject *r = PyObject_Call(external_init, full, kwargs);
-    Py_DECREF(full);
+    /* The initializer, bound to obj, with the call's own arguments. */
+    PyObject *init = PyMethod_New(external_init, obj);
+    PyObject *r = init == NULL ? NULL : PyObject_Call(init, args, kwargs);
+    Py_XDECREF(init);
     if (r == NULL) {
         Py_DECREF(obj);
         return NULL;
@@ -583,12 +576,10 @@ static PyTypeObject ExternalCoreType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "streambridge._native.ExternalCore",
     .tp_basicsize = sizeof(StreamCore),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE, /* GC, traverse, clear, dealloc: StreamCore's */
     .tp_doc = "The constructor of streambridge.ExternalStream (see fastcall.c).",
     .tp_base = &StreamCoreType,
     .tp_new = external_core_new,
-    .tp_traverse = (traverseproc)stream_core_traverse,
-    .tp_clear = (inquiry)stream_core_clear,
 };
 
 /* Stream.from_external(obj) (a classmethod over this function; the result is always an
