@@ -5,7 +5,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p build
 log=build/test.log
-go test -race -count=1 -v "$@" ./... >"$log" 2>&1
+go test -race -shuffle=on -count=1 -v "$@" ./... >"$log" 2>&1
 rc=$?
 grep -E '^(ok|FAIL|panic:)|^\s*--- FAIL|Error Trace:|Error:|\*\*\*' "$log"
 grep -E '^\s+[a-z_]+\.go:[0-9]+: SKIP: ' "$log" | sed 's/.*SKIP: //' | sort | uniq -c | sed 's/^ */skipped /; s/ /x: /2'

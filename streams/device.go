@@ -102,9 +102,14 @@ func (c *Context) takeFence() (*Event, error) {
 // framework's stream afresh for each as_stream(...).wait_stream(...), and reuse saves an
 // event create and destroy per wrapper. Re-recording a fence does not change the waits
 // already made on it.
+//
+// Only a context this package retains keeps idle fences: its retain is what stops a reset
+// (the last release of a primary context destroys every event in it), and Close drains the
+// pool before releasing it. A borrowed context is retained by someone else, who may
+// release it at any time; an event pooled there could be handed out destroyed.
 func (c *Context) putFence(e *Event) error {
 	c.fenceMu.Lock()
-	if c.closed.Load() || len(c.fences) >= maxIdleFences {
+	if !c.primary || c.closed.Load() || len(c.fences) >= maxIdleFences {
 		c.fenceMu.Unlock()
 		return e.Close()
 	}

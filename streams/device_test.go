@@ -112,3 +112,28 @@ func TestContextLivesUntilItsObjectsClose(t *testing.T) {
 		require.ErrorIs(t, err, ErrInvalidHandle, "the reset destroyed the stream made behind our back")
 	})
 }
+
+// A fence a borrowed wrapper leaves behind must not outlive a reset of its context: the
+// reset destroys every event in it, and a pooled one would reach the driver destroyed.
+func TestFencesDoNotOutliveAContextReset(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		for round := range 2 { // the second round meets whatever the first left behind
+			dev, err := d.Device(0)
+			require.NoError(t, err)
+			c, err := dev.PrimaryContext()
+			require.NoError(t, err)
+			producer, err := c.NewStream(StreamOptions{NonBlocking: true})
+			require.NoError(t, err)
+			consumer, err := c.NewStream(StreamOptions{NonBlocking: true})
+			require.NoError(t, err)
+			wrapper, err := d.WrapStream(producer.Handle())
+			require.NoError(t, err)
+			require.NoError(t, consumer.WaitStream(wrapper), "round %d", round)
+			require.NoError(t, wrapper.Close())
+			require.NoError(t, consumer.Synchronize())
+			require.NoError(t, producer.Close())
+			require.NoError(t, consumer.Close())
+			require.NoError(t, c.Close(), "the last retain: the context resets")
+		}
+	})
+}

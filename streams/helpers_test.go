@@ -54,6 +54,16 @@ func newStream(t testing.TB, c *Context, opts StreamOptions) *Stream {
 	return s
 }
 
+// wrapStream borrows handle in c, closed when the test ends: an open wrapper holds c's
+// retain, and a test that leaves one open keeps the context from resetting for the next.
+func wrapStream(t testing.TB, c *Context, handle uintptr) *Stream {
+	t.Helper()
+	s, err := c.WrapStream(handle)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	return s
+}
+
 func newEvent(t testing.TB, c *Context, opts EventOptions) *Event {
 	t.Helper()
 	e, err := c.NewEvent(opts)

@@ -210,8 +210,7 @@ func TestLegacyStreamSynchronizesWithBlockingStreams(t *testing.T) {
 		c := primary(t, d, 0)
 		blocking := newStream(t, c, StreamOptions{})
 		nonBlocking := newStream(t, c, StreamOptions{NonBlocking: true})
-		legacy, err := c.WrapStream(LegacyStream)
-		require.NoError(t, err)
+		legacy := wrapStream(t, c, LegacyStream)
 		blockingDone := newEvent(t, c, EventOptions{})
 		legacyDone := newEvent(t, c, EventOptions{})
 		nonBlockingDone := newEvent(t, c, EventOptions{})
@@ -293,8 +292,7 @@ func TestWaitStreamWithDefaultStream(t *testing.T) {
 	eachDriver(t, func(t *testing.T, d *Driver) {
 		c := primary(t, d, 0)
 		s := newStream(t, c, StreamOptions{NonBlocking: true})
-		legacy, err := c.WrapStream(LegacyStream)
-		require.NoError(t, err)
+		legacy := wrapStream(t, c, LegacyStream)
 		done := newEvent(t, c, EventOptions{})
 
 		slowWork(t, s, 200*time.Millisecond)

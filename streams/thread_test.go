@@ -94,6 +94,9 @@ func exercise(d *Driver, ctxs []*Context, g, iterations int) error {
 		if err := e.Close(); err != nil {
 			return err
 		}
+		if err := legacy.Close(); err != nil {
+			return err
+		}
 		runtime.Gosched()
 		if locked {
 			cur, r := d.api.CtxGetCurrent()
