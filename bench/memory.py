@@ -45,14 +45,14 @@ def main():
                        ("events", lambda: streambridge.Event(disable_timing=True)),
                        ("wrapped (borrowed) streams", lambda: streambridge.ExternalStream(keep.ptr)),
                        ("refused calls of an error-only Go function (gokernels.Saxpy)", refused_go_call)):
-        base_live = _core.live_streams()
+        base_live = _core.live_keys()
         start = time.perf_counter()
         samples = []
         for i in range(1, args.count + 1):
             make().close()
             if i % step == 0:
                 gc.collect()
-                samples.append((i, rss_mib(), _core.live_streams() - base_live))
+                samples.append((i, rss_mib(), _core.live_keys() - base_live))
         per = (time.perf_counter() - start) / args.count * 1e6
         print(f"\n{what}: {per:.2f} us per create+close")
         for i, rss, live in samples:

@@ -2,41 +2,68 @@ package bridge
 
 import (
 	"errors"
-	"fmt"
 
+	"github.com/streambridge/streambridge/internal/boundary"
 	"github.com/streambridge/streambridge/streams"
 )
 
-// PythonError encodes err for the Python package as "kind|code|message", which
-// streambridge turns into its typed exceptions (InvalidHandleError, CUDAError with .code,
-// DeviceMismatchError, CompileError, ...): return it from a Go function exported to Python
-// next to streambridge and called through streambridge.go_function. nil stays nil.
-func PythonError(err error) error {
-	if err == nil {
-		return nil
-	}
+// PythonError is how an error crosses into Python: the exception's kind, and the CUDA or
+// NVRTC code, its name and the compiler's log where there are. Every error a Go function
+// built into streambridge's native module returns (pyshim's, and those of Go packages of
+// your own, see examples/gokernels) becomes the typed exception of its kind there
+// (InvalidHandleError with .code and .name, DeviceMismatchError, CompileError with .log,
+// ...): return errors as they are, wrapped or not; nothing needs encoding.
+type PythonError struct {
+	Kind boundary.ErrorKind
+	Code int
+	Name string
+	Log  string
+}
+
+// ErrValue marks an argument with a bad value: Python's ValueError.
+var ErrValue = errors.New("invalid argument")
+
+// ErrType marks an argument of the wrong type, such as a key of one kind of object used
+// as another: Python's TypeError.
+var ErrType = errors.New("wrong type")
+
+// ErrCapture marks a call refused because its stream is capturing: Python's CaptureError.
+var ErrCapture = errors.New("not allowed during capture")
+
+// DescribeForPython classifies err for Python.
+func DescribeForPython(err error) PythonError {
 	var r streams.Result
 	var mismatch *DeviceMismatchError
 	var compile *streams.CompileError
-	kind, code := "error", 0
 	switch {
 	case errors.As(err, &compile):
-		kind, code = "compile", int(compile.Result)
+		name := ""
+		if compile.Result == 6 {
+			name = "NVRTC_ERROR_COMPILATION"
+		}
+		return PythonError{Kind: boundary.KindCompile, Code: int(compile.Result), Name: name, Log: compile.Log}
 	case errors.Is(err, streams.ErrNoNVRTC):
-		kind = "nonvrtc"
+		return PythonError{Kind: boundary.KindNoDriver}
 	case errors.Is(err, streams.ErrNoDriver):
-		kind = "nodriver"
+		return PythonError{Kind: boundary.KindNoDriver, Code: 100, Name: "CUDA_ERROR_NO_DEVICE"}
 	case errors.As(err, &mismatch):
-		kind = "device"
+		return PythonError{Kind: boundary.KindDeviceMismatch}
+	case errors.Is(err, ErrCapture):
+		return PythonError{Kind: boundary.KindCapture}
+	case errors.Is(err, streams.ErrInHostFunc):
+		return PythonError{Kind: boundary.KindInCallback}
 	case errors.Is(err, ErrAmbiguousHandle), errors.Is(err, ErrValue):
-		kind = "value"
+		return PythonError{Kind: boundary.KindValue}
+	case errors.Is(err, ErrType):
+		return PythonError{Kind: boundary.KindType}
 	case errors.Is(err, streams.ErrClosed):
-		kind = "closed"
+		return PythonError{Kind: boundary.KindClosed}
 	case errors.As(err, &r):
-		kind, code = "cuda", int(r)
+		kind := boundary.KindCUDA
+		if r == streams.ErrInvalidHandle {
+			kind = boundary.KindInvalidHandle
+		}
+		return PythonError{Kind: kind, Code: int(r), Name: r.Name()}
 	}
-	return fmt.Errorf("%s|%d|%s", kind, code, err.Error())
+	return PythonError{Kind: boundary.KindRuntime}
 }
-
-// ErrValue marks an argument with a bad value: Python's ValueError through [PythonError].
-var ErrValue = errors.New("invalid argument")

@@ -1,103 +1,118 @@
 // Package pyshim is the Go package gopy exports to Python as streambridge's native module.
 // Its functions take and return plain integers, so that each Python operation is one
-// crossing into Go; streams live in a table here, named to Python by integer keys.
+// crossing into Go; streams, events, graphs, modules and kernels live in a table here,
+// named to Python by integer keys, each key usable only as the kind of object it was made
+// for. The frequent operations on them do not come here: the C core (python/native/core.c)
+// calls the driver's entry points (Entry) itself.
 //
-// Errors reach Python as "kind|code|message" (see errorf), which the hand-written package
-// (python/streambridge/_errors.py) turns into typed exceptions.
+// An error reaches Python as the exception of its kind (bridge.DescribeForPython), raised
+// by gopy's generated error path, which scripts/gopy-fixups.py routes to core.c's sb_raise.
 //
 // gopy's generated code releases the GIL around every call, which costs two more crossings
 // than a cuStreamQuery takes. Functions marked //streambridge:keepgil keep it
 // (scripts/gopy-fixups.py edits the generated code): they never block, never call back
 // into Python, enqueue nothing (a full launch queue can block an enqueue while a host
 // callback waits for the GIL), and take nanoseconds to microseconds. The others
-// (synchronize, create, record, wait, launch, first use of the driver) release it.
+// (synchronize, create, capture, first use of the driver) release it.
 package pyshim
 
 import (
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
-	"time"
-
-	"github.com/ebitengine/purego"
 
 	"github.com/streambridge/streambridge/bridge"
+	"github.com/streambridge/streambridge/internal/boundary"
 	"github.com/streambridge/streambridge/internal/cuda"
 	"github.com/streambridge/streambridge/streams"
 )
 
 var (
 	mu      sync.RWMutex
-	table   = map[int64]any{} // *streams.Stream and *streams.Event, by key
+	table   = map[int64]keyed{}
 	nextKey int64
 )
 
+// keyed is an object under a key, with the kind the key was made for.
+type keyed struct {
+	kind boundary.ObjectKind
+	obj  any
+}
+
 // driver is the process's bridge, shared with Go packages built into the same extension.
-func driver() (*bridge.Bridge, error) {
-	b, err := bridge.Default()
-	return b, errorf(err)
-}
-
-// errorf encodes err as "kind|code|message" for Python (bridge.PythonError, and "capture"
-// for a call refused during capture); nil stays nil.
-func errorf(err error) error {
-	if errors.Is(err, errCapture) {
-		return fmt.Errorf("capture|0|%s", err.Error())
-	}
-	return bridge.PythonError(err)
-}
-
-// errCapture marks a call refused because the stream is capturing.
-var errCapture = errors.New("not allowed during capture")
+func driver() (*bridge.Bridge, error) { return bridge.Default() }
 
 // done is the (true, nil) or (false, err) of a call with nothing else to return. No
 // exported function returns only an error: for those gopy v0.5.0 returns a C string it
 // never frees (32 bytes a call, seen in bench/memory.py).
 func done(err error) (bool, error) { return err == nil, err }
 
-func store(obj any) int64 {
+func store(kind boundary.ObjectKind, obj any) int64 {
 	mu.Lock()
 	defer mu.Unlock()
 	nextKey++
-	table[nextKey] = obj
+	table[nextKey] = keyed{kind, obj}
 	return nextKey
 }
 
+// kindOf is the kind of object a Go type is kept as.
+func kindOf(obj any) boundary.ObjectKind {
+	switch obj.(type) {
+	case *streams.Stream:
+		return boundary.ObjectStream
+	case *streams.Event:
+		return boundary.ObjectEvent
+	case *streams.GraphExec:
+		return boundary.ObjectGraph
+	case *streams.Module:
+		return boundary.ObjectModule
+	case *streams.Function:
+		return boundary.ObjectKernel
+	}
+	return 0
+}
+
+// find is the object under key, which must be of type T: a key of another kind is a type
+// error, and a key not (or no longer) in the table a closed object.
 func find[T any](key int64) (T, error) {
+	var zero T
 	mu.RLock()
-	obj, ok := table[key].(T)
+	k, ok := table[key]
 	mu.RUnlock()
 	if !ok {
-		return obj, errorf(streams.ErrClosed)
+		return zero, fmt.Errorf("%w (key %d)", streams.ErrClosed, key)
+	}
+	obj, ok := k.obj.(T)
+	if !ok {
+		return zero, fmt.Errorf("%w: key %d is a %s, not a %s", bridge.ErrType, key, k.kind.Name(), kindOf(zero).Name())
 	}
 	return obj, nil
 }
 
-func lookup(key int64) (*streams.Stream, error) { return find[*streams.Stream](key) }
-
-// call1 is the one shape of a call on one object: fn on the object under key, its error
-// encoded for Python. Method expressions ((*streams.Stream).Query) make most of them.
+// call1 is the one shape of a call on one object: fn on the object under key. Method
+// expressions ((*streams.Stream).Priority) make most of them.
 func call1[T, R any](key int64, fn func(T) (R, error)) (R, error) {
 	obj, err := find[T](key)
 	if err != nil {
 		var zero R
 		return zero, err
 	}
-	r, err := fn(obj)
-	return r, errorf(err)
+	return fn(obj)
 }
 
 // act2 is the shape of a call on two objects with nothing to return.
 func act2[A, B any](a, b int64, fn func(A, B) error) (bool, error) {
-	x, y, err := both[A, B](a, b)
+	x, err := find[A](a)
 	if err != nil {
 		return false, err
 	}
-	return done(errorf(fn(x, y)))
+	y, err := find[B](b)
+	if err != nil {
+		return false, err
+	}
+	return done(fn(x, y))
 }
 
 // context is the primary context of device, retained by the bridge for the process:
@@ -107,19 +122,7 @@ func context(device int) (*streams.Context, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := b.Context(device)
-	return c, errorf(err)
-}
-
-// both finds the objects under two keys.
-func both[A, B any](a, b int64) (A, B, error) {
-	x, err := find[A](a)
-	if err != nil {
-		var y B
-		return x, y, err
-	}
-	y, err := find[B](b)
-	return x, y, err
+	return b.Context(device)
 }
 
 // Setenv sets an environment variable as Go sees it. Go in an extension module reads the
@@ -139,26 +142,19 @@ func DriverName() (string, error) {
 }
 
 // WrapStream validates a foreign stream handle and returns its key. device is the stated
-// device or -1; convention is 0 for the runtime reading of 0/1/2, 1 for the CUDA Array
-// Interface and DLPack reading.
+// device or -1; convention is boundary.ConventionRuntime or ConventionArrayInterface.
 //
 //streambridge:keepgil
 func WrapStream(handle uint64, device int, convention int) (int64, error) {
-	s, err := resolve(handle, device, convention)
+	b, err := driver()
 	if err != nil {
 		return 0, err
 	}
-	return store(s), nil
-}
-
-// resolve is the bridge's reading of a handle under the Python package's arguments.
-func resolve(handle uint64, device, convention int) (*streams.Stream, error) {
-	b, err := driver()
-	if err != nil {
-		return nil, err
-	}
 	s, err := b.Stream(handle, bridge.Options{Device: device, Convention: bridge.Convention(convention)})
-	return s, errorf(err)
+	if err != nil {
+		return 0, err
+	}
+	return store(boundary.ObjectStream, s), nil
 }
 
 // CheckStream validates a foreign stream handle as WrapStream does and returns its device,
@@ -173,7 +169,7 @@ func CheckStream(handle uint64, device int, convention int) (int, error) {
 	}
 	dev, err := b.Device(handle, bridge.Options{Device: device, Convention: bridge.Convention(convention)})
 	if err != nil {
-		return 0, errorf(err)
+		return 0, err
 	}
 	return dev.Ordinal(), nil
 }
@@ -186,9 +182,9 @@ func NewStream(device int, nonBlocking bool, priority int) (int64, error) {
 	}
 	s, err := c.NewStream(streams.StreamOptions{NonBlocking: nonBlocking, Priority: priority})
 	if err != nil {
-		return 0, errorf(err)
+		return 0, err
 	}
-	return store(s), nil
+	return store(boundary.ObjectStream, s), nil
 }
 
 // StreamHandle is the CUstream of key.
@@ -198,6 +194,14 @@ func StreamHandle(key int64) (uint64, error) {
 	return call1(key, func(s *streams.Stream) (uint64, error) { return uint64(s.Handle()), nil })
 }
 
+// StreamContext is the CUcontext of stream key: what the C core makes current for a call on
+// a special handle (0, 1, 2), whose meaning depends on it.
+//
+//streambridge:keepgil
+func StreamContext(key int64) (uint64, error) {
+	return call1(key, func(s *streams.Stream) (uint64, error) { return uint64(s.Context().Handle()), nil })
+}
+
 // StreamDevice is the device ordinal of key.
 //
 //streambridge:keepgil
@@ -205,26 +209,16 @@ func StreamDevice(key int64) (int, error) {
 	return call1(key, func(s *streams.Stream) (int, error) { return s.Device().Ordinal(), nil })
 }
 
-// StreamQuery reports whether key's work has completed (cuStreamQuery).
-//
-//streambridge:keepgil
-func StreamQuery(key int64) (bool, error) { return call1(key, (*streams.Stream).Query) }
-
 // StreamSynchronize waits for key's work (cuStreamSynchronize). The Python package refuses
 // it while the stream is capturing, which the driver would invalidate (Go's
 // Stream.Synchronize passes the driver's answer on: ErrCaptureUnsupported, capture lost).
 func StreamSynchronize(key int64) (bool, error) {
 	return call1(key, func(s *streams.Stream) (bool, error) {
 		if capturing, err := s.IsCapturing(); err == nil && capturing {
-			return false, fmt.Errorf("%w: the stream is capturing; synchronizing it would invalidate the capture", errCapture)
+			return false, fmt.Errorf("%w: the stream is capturing; synchronizing it would invalidate the capture", bridge.ErrCapture)
 		}
 		return done(s.Synchronize())
 	})
-}
-
-// StreamWaitStream makes waiter wait for producer's work so far: one crossing.
-func StreamWaitStream(waiter, producer int64) (bool, error) {
-	return act2(waiter, producer, (*streams.Stream).WaitStream)
 }
 
 // StreamPriority is cuStreamGetPriority of key.
@@ -247,21 +241,10 @@ func NewEvent(device int, blockingSync, disableTiming, interprocess bool) (int64
 	}
 	e, err := c.NewEvent(streams.EventOptions{BlockingSync: blockingSync, DisableTiming: disableTiming, Interprocess: interprocess})
 	if err != nil {
-		return 0, errorf(err)
+		return 0, err
 	}
-	return store(e), nil
+	return store(boundary.ObjectEvent, e), nil
 }
-
-// EventRecord records event key e on stream key s (cuEventRecord).
-func EventRecord(e, s int64) (bool, error) { return act2(s, e, (*streams.Stream).Record) }
-
-// StreamWaitEvent makes stream key s wait for event key e (cuStreamWaitEvent).
-func StreamWaitEvent(s, e int64) (bool, error) { return act2(s, e, (*streams.Stream).WaitEvent) }
-
-// EventQuery reports whether event key e has completed (cuEventQuery).
-//
-//streambridge:keepgil
-func EventQuery(e int64) (bool, error) { return call1(e, (*streams.Event).Query) }
 
 // EventSynchronize waits for event key e (cuEventSynchronize).
 func EventSynchronize(e int64) (bool, error) {
@@ -273,12 +256,16 @@ func EventSynchronize(e int64) (bool, error) {
 //
 //streambridge:keepgil
 func EventElapsedTime(start, end int64) (float64, error) {
-	a, b, err := both[*streams.Event, *streams.Event](start, end)
+	a, err := find[*streams.Event](start)
+	if err != nil {
+		return 0, err
+	}
+	b, err := find[*streams.Event](end)
 	if err != nil {
 		return 0, err
 	}
 	d, err := a.ElapsedTime(b)
-	return float64(d.Nanoseconds()) / 1e6, errorf(err)
+	return float64(d.Nanoseconds()) / 1e6, err
 }
 
 // EventIPCHandle exports interprocess event key e (cuIpcGetEventHandle), as hex.
@@ -295,7 +282,7 @@ func OpenIPCEvent(device int, handle string) (int64, error) {
 	var h streams.IPCEventHandle
 	raw, err := hex.DecodeString(handle)
 	if err != nil || len(raw) != len(h) {
-		return 0, errorf(fmt.Errorf("%w: an event IPC handle is %d bytes", bridge.ErrValue, len(h)))
+		return 0, fmt.Errorf("%w: an event IPC handle is %d bytes", bridge.ErrValue, len(h))
 	}
 	copy(h[:], raw)
 	c, err := context(device)
@@ -304,30 +291,35 @@ func OpenIPCEvent(device int, handle string) (int64, error) {
 	}
 	ev, err := c.OpenIPCEvent(h)
 	if err != nil {
-		return 0, errorf(err)
+		return 0, err
 	}
-	return store(ev), nil
+	return store(boundary.ObjectEvent, ev), nil
 }
 
-// Close forgets key, destroying the stream or event if streambridge created it; false if
-// key was not open.
+// Close forgets key, which must name an object of kind (a boundary.ObjectKind), destroying
+// what streambridge created; false if key was not open. A key of another kind is a type
+// error, and nothing is closed.
 //
 //streambridge:keepgil
-func Close(key int64) (bool, error) {
+func Close(key int64, kind int) (bool, error) {
 	mu.Lock()
-	obj, ok := table[key]
+	k, ok := table[key]
+	if ok && k.kind != boundary.ObjectKind(kind) {
+		mu.Unlock()
+		return false, fmt.Errorf("%w: key %d is a %s, not a %s", bridge.ErrType, key, k.kind.Name(), boundary.ObjectKind(kind).Name())
+	}
 	delete(table, key)
 	mu.Unlock()
 	if !ok {
 		return false, nil
 	}
-	if c, ok := obj.(interface{ Close() error }); ok {
-		return done(errorf(c.Close()))
+	if c, ok := k.obj.(interface{ Close() error }); ok {
+		return done(c.Close())
 	}
 	return true, nil // a kernel: its module owns it
 }
 
-// LiveStreams counts the keys (streams and events) not yet closed.
+// LiveStreams counts the keys (streams, events, graphs, modules, kernels) not yet closed.
 //
 //streambridge:keepgil
 func LiveStreams() int {
@@ -336,34 +328,14 @@ func LiveStreams() int {
 	return len(table)
 }
 
-// Entry is the address of the C function for a cuda.h entry point the Python package calls
-// without crossing into Go (see streams.Driver.Entry and python/native/fastcall.c); 0 for
-// one not offered.
+// Entry is the address of the C function for a cuda.h entry point the C core calls without
+// crossing into Go (boundary.EntryNames; see streams.Driver.Entry); 0 for one not offered.
 func Entry(name string) (uint64, error) {
 	b, err := driver()
 	if err != nil {
 		return 0, err
 	}
 	return uint64(b.Driver().Entry(name)), nil
-}
-
-// StreamLaunchCFunc enqueues the C function fn(userData) on stream key s, after the work
-// submitted so far, through the Go core's host functions (cuLaunchHostFunc); the Python
-// package passes its trampoline into Python (python/native/fastcall.c). Refused during
-// capture: such a call runs once and frees itself, and a graph would replay it.
-func StreamLaunchCFunc(key int64, fn, userData uint64) (bool, error) {
-	s, err := lookup(key)
-	if err != nil {
-		return false, err
-	}
-	capturing, err := s.IsCapturing()
-	if err != nil {
-		return false, errorf(err)
-	}
-	if capturing {
-		return false, errorf(fmt.Errorf("%w: a Python host callback cannot be captured into a graph (it would run once and be freed)", bridge.ErrValue))
-	}
-	return done(errorf(s.LaunchHostFunc(func() { purego.SyscallN(uintptr(fn), uintptr(userData)) })))
 }
 
 // StreamBeginCapture starts capturing stream key s (cuStreamBeginCapture); mode is 0
@@ -376,20 +348,20 @@ func StreamBeginCapture(key int64, mode int) (bool, error) {
 // cuGraphInstantiateWithFlags); it returns the executable graph's key. The graph itself
 // is released with it.
 func StreamEndCapture(key int64) (int64, error) {
-	s, err := lookup(key)
+	s, err := find[*streams.Stream](key)
 	if err != nil {
 		return 0, err
 	}
 	g, err := s.EndCapture()
 	if err != nil {
-		return 0, errorf(err)
+		return 0, err
 	}
 	defer g.Close() // the executable keeps what it needs
 	e, err := g.Instantiate()
 	if err != nil {
-		return 0, errorf(err)
+		return 0, err
 	}
-	return store(e), nil
+	return store(boundary.ObjectGraph, e), nil
 }
 
 // StreamIsCapturing reports whether stream key s is capturing (cuStreamIsCapturing).
@@ -416,9 +388,9 @@ func CompileModule(device int, source, name, arch, options, nameExpressions stri
 		Arch: arch, PTX: ptx, Name: name, Options: lines(options), NameExpressions: lines(nameExpressions),
 	})
 	if err != nil {
-		return 0, errorf(err)
+		return 0, err
 	}
-	return store(m), nil
+	return store(boundary.ObjectModule, m), nil
 }
 
 func lines(s string) []string {
@@ -436,7 +408,7 @@ func ModuleFunction(m int64, name string) (int64, error) {
 		if err != nil {
 			return 0, err
 		}
-		return store(f), nil
+		return store(boundary.ObjectKernel, f), nil
 	})
 }
 
@@ -445,33 +417,6 @@ func ModuleFunction(m int64, name string) (int64, error) {
 //streambridge:keepgil
 func FunctionHandle(f int64) (uint64, error) {
 	return call1(f, func(fn *streams.Function) (uint64, error) { return uint64(fn.Handle()), nil })
-}
-
-// LaunchKernel launches kernel key f on stream key s (cuLaunchKernel). args are the
-// kernel's parameters, each a value of up to 8 bytes (little-endian in a uint64), as
-// decimal numbers separated by commas.
-func LaunchKernel(f, s int64, gx, gy, gz, bx, by, bz, shared int, args string) (bool, error) {
-	fn, st, err := both[*streams.Function, *streams.Stream](f, s)
-	if err != nil {
-		return false, err
-	}
-	var a streams.Args
-	if args != "" {
-		for _, v := range strings.Split(args, ",") {
-			u, err := strconv.ParseUint(v, 10, 64)
-			if err != nil {
-				return false, errorf(fmt.Errorf("%w: kernel argument %q", bridge.ErrValue, v))
-			}
-			a.Uint64(u)
-		}
-	}
-	dim := func(v int) uint32 { return uint32(max(v, 1)) }
-	cfg := streams.LaunchConfig{
-		Grid:      streams.Dim3{X: dim(gx), Y: dim(gy), Z: dim(gz)},
-		Block:     streams.Dim3{X: dim(bx), Y: dim(by), Z: dim(bz)},
-		SharedMem: uint32(shared),
-	}
-	return done(errorf(fn.Launch(st, cfg, &a)))
 }
 
 // StreamFence is the CUevent stream key s records for others to wait on (see
@@ -505,21 +450,3 @@ func ResultName(code int) string { return streams.Result(code).Name() }
 //
 //streambridge:keepgil
 func ValidationReads() string { return cuda.ValidationReads() }
-
-// TimeCheckStream runs CheckStream n times inside Go and returns the mean ns: with Nop,
-// bench/python_bench.py splits a wrap's cost between the crossing and Go.
-func TimeCheckStream(handle uint64, n int) (float64, error) {
-	start := time.Now()
-	for range n {
-		if _, err := CheckStream(handle, -1, 0); err != nil {
-			return 0, err
-		}
-	}
-	return float64(time.Since(start).Nanoseconds()) / float64(n), nil
-}
-
-// Nop does nothing: bench/python_bench.py times it to measure the cost of one call from
-// Python into Go (gopy's generated layer and the cgo crossing).
-//
-//streambridge:keepgil
-func Nop() {}

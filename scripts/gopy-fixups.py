@@ -1,4 +1,6 @@
-"""Two fixes to gopy v0.5.0's generated code, applied after `gopy build` generates it.
+"""Three fixes to gopy v0.5.0's generated code, applied after `gopy build` generates it.
+Each one checks that it found the code it expects and stops the build if not, so a new
+gopy whose output changed fails here, loudly, rather than building something else.
 
 1. Keeps the GIL across the calls pyshim marks //streambridge:keepgil. gopy's generated Go
    releases the GIL around every call (PyEval_SaveThread, then PyEval_RestoreThread): two
@@ -9,6 +11,12 @@
    C.CString("") (or the error text) from it, and its C wrapper never frees that: 32 bytes
    lost a call (bench/memory.py found it). Functions returning a string already free theirs.
    This matters for Go packages of users' own built into the module (examples/gokernels).
+
+3. Raises a Go error as the typed exception of its kind. gopy raises every error as
+   RuntimeError(err.Error()); its generated error path is routed to sbRaise (written here
+   into the generated package), which classifies the error (bridge.DescribeForPython) and
+   hands (kind, code, name, message, log) to the C core's sb_raise (python/native/core.c).
+   Nothing on the Python side parses a message.
 
     python3 scripts/gopy-fixups.py GENERATED_DIR PKG_DIR
 """
@@ -35,7 +43,39 @@ for name in sorted(marked):
     if body.count("PyEval_") != 2 or "PyEval_" in kept:
         sys.exit(f"gopy-fixups: unexpected generated code for {name}")
     src = src[:head.end()] + kept + src[end:]
+
+# Errors: gopy's one shape of raising a returned error, in every generated function.
+raise_line = "\t\tC.PyErr_SetString(C.PyExc_RuntimeError, estr)\n"
+shape = "\t\testr := C.CString(__err.Error())\n" + raise_line
+errors = src.count("if __err != nil {")
+if errors == 0 or src.count(shape) != errors or src.count(raise_line) != errors:
+    sys.exit(f"gopy-fixups: gopy's error path changed ({errors} error checks, {src.count(shape)} raises of the known shape)")
+src = src.replace(shape, "\t\testr := C.CString(__err.Error())\n\t\tsbRaise(__err)\n")
 open(go_file, "w").write(src)
+open(f"{gen}/sbraise.go", "w").write('''// Written by scripts/gopy-fixups.py: gopy's generated error path raises through here.
+
+package main
+
+// #include <stdlib.h>
+// extern void sb_raise(int kind, long long code, char *name, char *message, char *log);
+import "C"
+
+import (
+	"unsafe"
+
+	"github.com/streambridge/streambridge/bridge"
+)
+
+// sbRaise sets the Python exception for err: the typed one of its kind (python/native/core.c).
+func sbRaise(err error) {
+	d := bridge.DescribeForPython(err)
+	name, message, log := C.CString(d.Name), C.CString(err.Error()), C.CString(d.Log)
+	C.sb_raise(C.int(d.Kind), C.longlong(d.Code), name, message, log)
+	C.free(unsafe.Pointer(name))
+	C.free(unsafe.Pointer(message))
+	C.free(unsafe.Pointer(log))
+}
+''')
 
 # The C wrappers of error-only functions: the one shape of a char* result with no free.
 leaky = re.compile(r"(    retval = (\w+)\(.*\);\n    if \(PyErr_Occurred\(\)\) \{\n)(        return NULL;\n    \}\n"
@@ -46,3 +86,4 @@ c_src = leaky.sub(lambda m: m.group(1) + "        free(retval);\n" + m.group(3) 
 open(c_file, "w").write(c_src)
 print(f"gopy-fixups: {len(marked)} calls keep the GIL: {', '.join(sorted(marked))}")
 print(f"gopy-fixups: {len(freed)} error-only calls free their result: {', '.join(freed) or '-'}")
+print(f"gopy-fixups: {errors} error paths raise the typed exception of their kind")

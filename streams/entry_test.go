@@ -1,6 +1,7 @@
 package streams
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -72,4 +73,25 @@ func hostFnForTest(out chan uintptr) uintptr {
 	hostFnOnce.Do(func() { hostFn = purego.NewCallback(func(v uintptr) { *hostFnOut.Load() <- v }) })
 	hostFnOut.Store(&out)
 	return hostFn
+}
+
+// The current-context pair the C core uses to run a special handle in its context.
+func TestEntryPointsSetTheCurrentContext(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		call := func(name string, args ...uintptr) driver.Result {
+			r, _, _ := purego.SyscallN(d.Entry(name), args...)
+			return driver.Result(int32(r))
+		}
+		c := primary(t, d, 0)
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		var prev uintptr
+		require.Equal(t, driver.Success, call("cuCtxGetCurrent", uintptr(unsafe.Pointer(&prev))))
+		require.Equal(t, driver.Success, call("cuCtxSetCurrent", c.Handle()))
+		defer call("cuCtxSetCurrent", prev)
+		var got uintptr
+		require.Equal(t, driver.Success, call("cuCtxGetCurrent", uintptr(unsafe.Pointer(&got))))
+		assert.Equal(t, c.Handle(), got)
+		assert.Equal(t, driver.Success, call("cuStreamQuery", NullStream), "0 means the current context's stream")
+	})
 }

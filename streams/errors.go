@@ -37,6 +37,11 @@ var ErrNoDriver = cuda.ErrNoDriver
 // ErrClosed is returned by a method called on an object after its Close.
 var ErrClosed = errors.New("streambridge: object is closed")
 
+// ErrInHostFunc is returned by a call that would block (a synchronize, a synchronous
+// copy) made from inside a host function: the driver runs host functions one at a time,
+// so such a wait for work queued behind a host function would never return.
+var ErrInHostFunc = errors.New("streambridge: a blocking call from inside a host function would deadlock: the driver runs host functions one at a time")
+
 // ErrNil is returned when a nil object is passed where one is needed.
 var ErrNil = errors.New("streambridge: nil object")
 

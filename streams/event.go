@@ -117,10 +117,14 @@ func (e *Event) Query() (bool, error) {
 	}
 }
 
-// Synchronize waits for the last record to complete (cuEventSynchronize).
+// Synchronize waits for the last record to complete (cuEventSynchronize). From inside a
+// host function it fails with [ErrInHostFunc].
 func (e *Event) Synchronize() error {
 	if err := e.live(); err != nil {
 		return err
+	}
+	if driver.InHostFunc() {
+		return ErrInHostFunc
 	}
 	return e.ctx.drv.check("cuEventSynchronize", e.api.EventSynchronize(e.handle))
 }

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -90,5 +91,33 @@ func TestMillionHostFuncs(t *testing.T) {
 		}
 		assert.Equal(t, int64(n), count.Load())
 		assert.Equal(t, before, LiveHostFuncs(), "every one-shot entry was freed")
+	})
+}
+
+// A host function that synchronizes a stream (its own, or another with a host function
+// queued) would wait forever for the driver's one host-function thread; it gets
+// ErrInHostFunc instead, and the streams go on.
+func TestBlockingCallsFromAHostFunctionFail(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		c := primary(t, d, 0)
+		s := newStream(t, c, StreamOptions{NonBlocking: true})
+		other := newStream(t, c, StreamOptions{NonBlocking: true})
+		e := newEvent(t, c, EventOptions{DisableTiming: true})
+		g := blockStream(t, other) // a host function queued on other, held
+		got := make(chan []error, 1)
+		require.NoError(t, s.LaunchHostFunc(func() {
+			got <- []error{s.Synchronize(), other.Synchronize(), e.Synchronize()}
+		}))
+		select {
+		case errs := <-got:
+			for i, err := range errs {
+				assert.ErrorIs(t, err, ErrInHostFunc, "call %d", i)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("a blocking call inside a host function hung")
+		}
+		g.open()
+		require.NoError(t, s.Synchronize(), "outside a host function it works")
+		require.NoError(t, other.Synchronize())
 	})
 }

@@ -73,6 +73,9 @@ func hostSpan[T any](b *Buffer, host []T) (unsafe.Pointer, uint64, error) {
 // CopyToDevice copies src to the start of b and returns when the copy is done
 // (cuMemcpyHtoD).
 func CopyToDevice[T any](b *Buffer, src []T) error {
+	if driver.InHostFunc() {
+		return ErrInHostFunc
+	}
 	p, n, err := hostSpan(b, src)
 	if err != nil || n == 0 {
 		return err
@@ -85,6 +88,9 @@ func CopyToDevice[T any](b *Buffer, src []T) error {
 // CopyFromDevice copies the start of b into dst and returns when the copy is done
 // (cuMemcpyDtoH).
 func CopyFromDevice[T any](dst []T, b *Buffer) error {
+	if driver.InHostFunc() {
+		return ErrInHostFunc
+	}
 	p, n, err := hostSpan(b, dst)
 	if err != nil || n == 0 {
 		return err

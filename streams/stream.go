@@ -227,10 +227,13 @@ func (s *Stream) Query() (bool, error) {
 }
 
 // Synchronize waits until all work submitted to the stream has completed
-// (cuStreamSynchronize).
+// (cuStreamSynchronize). From inside a host function it fails with [ErrInHostFunc].
 func (s *Stream) Synchronize() error {
 	if err := s.live(); err != nil {
 		return err
+	}
+	if driver.InHostFunc() {
+		return ErrInHostFunc
 	}
 	return s.ctx.drv.check("cuStreamSynchronize", s.api.StreamSynchronize(s.callCtx(), s.handle))
 }

@@ -11,7 +11,8 @@
 //	saxpy = streambridge.go_function(streambridge.ext.gokernels.Saxpy)
 //	saxpy(torch.cuda.current_stream(), 2.0, x, y)  # y = 2*x + y, on torch's stream
 //
-// Each function returns its error through [bridge.PythonError], so Python sees
+// Each function returns its errors as they are: the native module classifies them
+// ([bridge.DescribeForPython]), so Python sees
 // streambridge's typed exceptions.
 package gokernels
 
@@ -36,9 +37,9 @@ extern "C" __global__ void saxpy(float a, const float *x, float *y, long long n)
 func Saxpy(stream uint64, a float32, x, y string) error {
 	b, err := bridge.Default()
 	if err != nil {
-		return bridge.PythonError(err)
+		return err
 	}
-	return bridge.PythonError(saxpy(b, stream, a, x, y))
+	return saxpy(b, stream, a, x, y)
 }
 
 // Describe says what reached Go: the stream's handle and device, and the array's pointer,
@@ -46,16 +47,16 @@ func Saxpy(stream uint64, a float32, x, y string) error {
 func Describe(stream uint64, x string) (string, error) {
 	b, err := bridge.Default()
 	if err != nil {
-		return "", bridge.PythonError(err)
+		return "", err
 	}
 	s, err := b.Stream(stream, bridge.Options{Device: bridge.AnyDevice})
 	if err != nil {
-		return "", bridge.PythonError(err)
+		return "", err
 	}
 	defer s.Close()
 	a, err := bridge.ParseArray(x)
 	if err != nil {
-		return "", bridge.PythonError(err)
+		return "", err
 	}
 	return fmt.Sprintf("stream %#x on device %d; %d elements of %s at %#x on device %d, shape %v, strides %v",
 		s.Handle(), s.Device().Ordinal(), a.Len(), a.DType, uint64(a.Ptr), a.Device, a.Shape, a.Strides), nil

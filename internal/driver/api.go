@@ -148,7 +148,8 @@ type API interface {
 	MemcpyDtoHAsync(dst unsafe.Pointer, src DevicePtr, bytes uint64, s Stream) Result
 }
 
-// EntryNames are the entry points API.Entry offers: calls on stream and event objects
-// that need no current context.
+// EntryNames are the entry points API.Entry offers: calls on stream and event objects,
+// and the current-context pair the C core uses to give a special handle (0, 1, 2) its
+// context. The C core keeps them in this order (internal/boundary generates its table).
 var EntryNames = []string{"cuStreamQuery", "cuEventRecord", "cuStreamWaitEvent", "cuEventQuery",
-	"cuLaunchHostFunc", "cuStreamIsCapturing", "cuLaunchKernel"}
+	"cuLaunchHostFunc", "cuStreamIsCapturing", "cuLaunchKernel", "cuCtxGetCurrent", "cuCtxSetCurrent"}

@@ -2,9 +2,11 @@ package driver
 
 import (
 	"fmt"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"syscall"
 )
 
 // Host functions cross into the driver as one C entry point (purego's callback slots are
@@ -78,18 +80,6 @@ func release(key uintptr) {
 	hostFuncs.free = key
 }
 
-// PersistHostFunc turns a one-shot key into a persistent one; it reports false when the
-// key has already run and been freed.
-func PersistHostFunc(key uintptr) bool {
-	hostFuncs.Lock()
-	defer hostFuncs.Unlock()
-	if key == 0 || key >= uintptr(len(hostFuncs.slots)) || hostFuncs.slots[key].fn == nil {
-		return false
-	}
-	hostFuncs.slots[key].persist = true
-	return true
-}
-
 // LiveHostFuncs counts registered functions not yet freed.
 func LiveHostFuncs() int {
 	hostFuncs.Lock()
@@ -121,12 +111,47 @@ func RunHostFunc(key uintptr) {
 		reportPanic(&HostFuncPanic{Value: fmt.Sprintf("no host function under key %d", key)})
 		return
 	}
+	runtime.LockOSThread() // the thread is how InHostFunc knows it
+	defer runtime.UnlockOSThread()
+	tid := syscall.Gettid()
+	running.Lock()
+	running.tids[tid]++
+	running.Unlock()
+	running.n.Add(1)
 	defer func() {
+		running.n.Add(-1)
+		running.Lock()
+		if running.tids[tid]--; running.tids[tid] == 0 {
+			delete(running.tids, tid)
+		}
+		running.Unlock()
 		if v := recover(); v != nil {
 			reportPanic(&HostFuncPanic{Value: v, Stack: debug.Stack()})
 		}
 	}()
 	fn()
+}
+
+// running knows the threads that are inside a host function now.
+var running = struct {
+	sync.Mutex
+	tids map[int]int
+	n    atomic.Int64 // how many run now: 0 answers InHostFunc without a system call
+}{tids: map[int]int{}}
+
+// InHostFunc reports whether the calling goroutine runs inside a host function. Such code
+// must not block on a stream or event: the driver runs host functions one at a time, so
+// waiting there for work behind another host function (or behind itself) never returns.
+func InHostFunc() bool {
+	if running.n.Load() == 0 {
+		return false
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	tid := syscall.Gettid()
+	running.Lock()
+	defer running.Unlock()
+	return running.tids[tid] > 0
 }
 
 func reportPanic(p *HostFuncPanic) {

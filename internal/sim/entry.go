@@ -48,6 +48,16 @@ func (d *Driver) Entry(name string) uintptr {
 			"cuLaunchKernel": purego.NewCallback(func(f, gx, gy, gz, bx, by, bz, shared, s, params, extra uintptr) uintptr {
 				return uintptr(driver.ErrorNotSupported) // the software driver runs no device code
 			}),
+			"cuCtxGetCurrent": purego.NewCallback(func(out uintptr) uintptr {
+				c, r := entryDriver.Load().CtxGetCurrent()
+				if r == driver.Success {
+					*(*uintptr)(*(*unsafe.Pointer)(unsafe.Pointer(&out))) = uintptr(c) // the caller's out-parameter
+				}
+				return uintptr(r)
+			}),
+			"cuCtxSetCurrent": purego.NewCallback(func(c uintptr) uintptr {
+				return uintptr(entryDriver.Load().CtxSetCurrent(driver.Context(c)))
+			}),
 			"cuStreamIsCapturing": purego.NewCallback(func(s, status uintptr) uintptr {
 				st, _, r := entryDriver.Load().StreamGetCaptureInfo(0, driver.Stream(s))
 				if r == driver.Success {

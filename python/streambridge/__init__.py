@@ -5,7 +5,8 @@ Importing never needs a GPU; :func:`driver` says which driver is in use or raise
 software driver, which runs stream semantics and no kernels).
 """
 
-from ._errors import CaptureError, ClosedError, CompileError, CUDAError, DeviceMismatchError, InvalidHandleError, NoDriverError
+from ._errors import (CallbackReentryError, CaptureError, ClosedError, CompileError, CUDAError, DeviceMismatchError,
+                      ForkedProcessError, InvalidHandleError, NoDriverError)
 from ._core import driver_name as driver
 from ._device import Device
 from ._event import Event, get_elapsed_time
@@ -17,6 +18,7 @@ from . import ext
 
 __all__ = [
     "CUDAError",
+    "CallbackReentryError",
     "CaptureError",
     "ClosedError",
     "CompileError",
@@ -24,6 +26,7 @@ __all__ = [
     "DeviceMismatchError",
     "Event",
     "ExternalStream",
+    "ForkedProcessError",
     "Graph",
     "InvalidHandleError",
     "Kernel",

@@ -1,10 +1,15 @@
-"""Exceptions, and the translation of the native module's "kind|code|message" errors."""
+"""Exceptions. Every error reaches Python already typed: the native module raises the class
+of its kind (``_tables.ERROR_KINDS``, declared once in Go: internal/boundary) with its code,
+name and log as attributes; nothing here reads a message."""
 
 from __future__ import annotations
 
 
 class CUDAError(RuntimeError):
     """A CUDA driver error: ``.code`` is the CUresult, ``.name`` its CUDA_ERROR_* name."""
+
+    code: int
+    name: str
 
     def __init__(self, message: str, code: int = 0, name: str = "") -> None:
         super().__init__(message)
@@ -26,6 +31,8 @@ class NoDriverError(CUDAError):
 class CompileError(CUDAError):
     """A kernel that did not compile (NVRTC); ``.log`` is the compiler's whole log."""
 
+    log: str
+
     def __init__(self, message: str, code: int = 0, name: str = "", log: str = "") -> None:
         super().__init__(message, code, name)
         self.log = log
@@ -43,44 +50,13 @@ class ClosedError(ValueError):
     """The object was closed."""
 
 
-_INVALID_HANDLE = 400
+class ForkedProcessError(RuntimeError):
+    """A streambridge call in a child process made by ``fork()``: neither the CUDA driver
+    nor streambridge's Go runtime survives a fork, and such a call could hang. Use the
+    ``spawn`` start method (``multiprocessing.get_context("spawn")``)."""
 
 
-def _name(message: str) -> str:
-    for word in message.replace(":", " ").split():
-        if word.startswith("CUDA_ERROR_"):
-            return word
-    return ""
-
-
-def cuda_error(call: str, code: int, name: str) -> CUDAError:
-    """The typed error for a driver call that returned ``code`` (named ``name``)."""
-    cls = InvalidHandleError if code == _INVALID_HANDLE else CUDAError
-    return cls(f"{call}: {name}", code, name)
-
-
-def translate(err: BaseException) -> BaseException:
-    """The typed exception for an error raised by the native module."""
-    kind, sep, rest = str(err).partition("|")
-    if not sep:
-        return err
-    code_text, _, message = rest.partition("|")
-    code = int(code_text) if code_text.isdigit() else 0
-    if kind == "cuda":
-        cls = InvalidHandleError if code == _INVALID_HANDLE else CUDAError
-        return cls(message, code, _name(message))
-    if kind == "capture":
-        return CaptureError(message)
-    if kind == "compile":
-        return CompileError(message, code, "NVRTC_ERROR_COMPILATION" if code == 6 else "", message.partition("\n")[2])
-    if kind == "nonvrtc":
-        return NoDriverError(message, 0, "")
-    if kind == "nodriver":
-        return NoDriverError(message, 100, "CUDA_ERROR_NO_DEVICE")
-    if kind == "device":
-        return DeviceMismatchError(message)
-    if kind == "closed":
-        return ClosedError(message)
-    if kind == "value":
-        return ValueError(message)
-    return RuntimeError(message)
+class CallbackReentryError(RuntimeError):
+    """A streambridge call from inside a host callback that would enter the driver: the
+    driver runs host callbacks one at a time on its own thread, and such a call can
+    deadlock. It is raised inside the callback and reported by ``callback_errors()``."""

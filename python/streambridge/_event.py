@@ -7,16 +7,13 @@ import sys
 from typing import Any, Optional
 
 from . import _core, _stream
-from ._core import close as _close, event_query as _event_query, event_record as _event_record
-from ._core import stream_wait_event as _stream_wait_event
-from ._core import check as _check, fast_calls as _fast_calls, fastcall as _fc
-from ._errors import translate
+from ._core import core as _c
+from ._errors import ClosedError
 from ._stream import _BaseStream, _device_index, resolve
+from ._tables import OBJECT_EVENT
 
-_fc_event_record = _fc.event_record
-_fc_stream_wait_event = _fc.stream_wait_event
-_fc_event_query = _fc.event_query
-_NOT_READY = 600  # CUDA_ERROR_NOT_READY
+_OPTION_NAMES = ("timing_enabled", "blocking_sync", "ipc_enabled")
+
 
 def _flag(name: str, value: Any) -> bool:
     if not isinstance(value, bool):
@@ -24,8 +21,10 @@ def _flag(name: str, value: Any) -> bool:
     return value
 
 
-class Event(_fc.EventCore):
-    """A CUDA event (cuEventCreate), owned: destroyed on close.
+class Event(_c.EventCore):
+    """A CUDA event (cuEventCreate), owned: destroyed on close. The C core (core.c) holds
+    ``_eptr`` (the CUevent), ``_device`` and ``_open`` and is the one path of ``record``,
+    ``wait`` and ``query``.
 
     ``Event(block=False, disable_timing=False, interprocess=False)`` as in CuPy; PyTorch's
     ``enable_timing`` and ``blocking`` keywords are accepted too, and ``options`` takes a
@@ -36,7 +35,6 @@ class Event(_fc.EventCore):
     """
 
     _key: int = 0
-    _device: int = 0
     _timing: bool = False
     _interprocess: bool = False
 
@@ -44,10 +42,14 @@ class Event(_fc.EventCore):
                  enable_timing: Optional[bool] = None, blocking: Optional[bool] = None,
                  options: Any = None, device: Any = None) -> None:
         if options is not None:
-            opts = options if isinstance(options, dict) else {
-                name: getattr(options, name) for name in ("timing_enabled", "blocking_sync", "ipc_enabled")
-                if getattr(options, name, None) is not None}
-            unknown = set(opts) - {"timing_enabled", "blocking_sync", "ipc_enabled"}
+            if isinstance(options, dict):
+                opts = options
+            elif any(hasattr(options, name) for name in _OPTION_NAMES):
+                opts = {name: getattr(options, name) for name in _OPTION_NAMES if getattr(options, name, None) is not None}
+            else:
+                raise TypeError(f"options must be a cuda.core EventOptions (or an object or dict with "
+                                f"{', '.join(_OPTION_NAMES)}), not {type(options).__name__}")
+            unknown = set(opts) - set(_OPTION_NAMES)
             if unknown:
                 raise TypeError(f"unknown event options {sorted(unknown)}")
             enable_timing = opts.get("timing_enabled", False)
@@ -64,12 +66,11 @@ class Event(_fc.EventCore):
         self._key = _core.new_event(self._device, block, disable_timing, interprocess)
         self._timing = not disable_timing
         self._interprocess = interprocess
-        self._enable_fast()
+        self._made()
 
-    def _enable_fast(self) -> None:
-        if _fast_calls():
-            self._eptr = _core.event_handle(self._key)
-            self._fast = True
+    def _made(self) -> None:
+        self._eptr = _core.event_handle(self._key)
+        self._open = True
 
     @classmethod
     def _from_options(cls, options: Any, device: int) -> "Event":
@@ -89,50 +90,14 @@ class Event(_fc.EventCore):
     def is_ipc_enabled(self) -> bool:
         return self._interprocess
 
-    def _record(self, stream: Optional[_BaseStream] = None) -> None:
-        """Record on ``stream`` (cuEventRecord); None is the current streambridge stream,
-        else the device's legacy default stream, as CuPy and PyTorch take it."""
-        if not isinstance(stream, _BaseStream):
-            stream = _stream_for(stream, self._device, "record")
-        # Stream.record's fast path, written again rather than called: a call costs ~50 ns
-        # on a path measured against cuda.core's (bench/python_bench.py, event record).
-        if self._fast and stream._fast:
-            r = _fc_event_record(self._eptr, stream._ptr)
-            if r:
-                _check("cuEventRecord", r)
-            return
-        try:
-            _event_record(self._key, stream._key)
-        except RuntimeError as e:
-            raise translate(e) from None
+    def _record(self, stream: Any = None) -> None:
+        """``record``'s arguments other than one stream: None is the current streambridge
+        stream, else the device's legacy default stream, as CuPy and PyTorch take it."""
+        return self.record(_stream_for(stream, self._device, "record"))
 
-    def wait(self, stream: Optional[_BaseStream] = None) -> None:
-        """Make ``stream`` wait for this event (cuStreamWaitEvent); None as in :meth:`record`."""
-        if not isinstance(stream, _BaseStream):
-            stream = _stream_for(stream, self._device, "wait")
-        if self._fast and stream._fast:
-            r = _fc_stream_wait_event(stream._ptr, self._eptr)
-            if r:
-                _check("cuStreamWaitEvent", r)
-            return
-        try:
-            _stream_wait_event(stream._key, self._key)
-        except RuntimeError as e:
-            raise translate(e) from None
-
-    def query(self) -> bool:
-        """Whether the last record's work has completed (cuEventQuery)."""
-        if self._fast:
-            r = _fc_event_query(self._eptr)
-            if r == 0:
-                return True
-            if r == _NOT_READY:
-                return False
-            _check("cuEventQuery", r)
-        try:
-            return _event_query(self._key)
-        except RuntimeError as e:
-            raise translate(e) from None
+    def _wait(self, stream: Any = None) -> None:
+        """``wait``'s arguments other than one stream, as :meth:`_record` takes them."""
+        return self.wait(_stream_for(stream, self._device, "wait"))
 
     @property
     def done(self) -> bool:
@@ -143,7 +108,12 @@ class Event(_fc.EventCore):
 
     def synchronize(self) -> None:
         """Wait for the last record's work (cuEventSynchronize); other Python threads run."""
-        _core.event_synchronize(self._key)
+        _core.event_synchronize(self._live_key())
+
+    def _live_key(self) -> int:
+        if not self._key:
+            raise ClosedError("the event was closed")
+        return self._key
 
     sync = synchronize
 
@@ -151,7 +121,7 @@ class Event(_fc.EventCore):
         """Milliseconds from this event to ``end`` (cuEventElapsedTime)."""
         if not isinstance(end, Event):
             raise TypeError(f"elapsed_time takes an Event, not {type(end).__name__}")
-        return _core.event_elapsed_time(self._key, end._key)
+        return _core.event_elapsed_time(self._live_key(), end._live_key())
 
     def __sub__(self, start: "Event") -> float:
         """``end - start`` in milliseconds, as cuda.core has it."""
@@ -162,7 +132,7 @@ class Event(_fc.EventCore):
     def ipc_handle(self) -> bytes:
         """The 64-byte handle another process opens with :meth:`from_ipc_handle`
         (cuIpcGetEventHandle). The event must be ``interprocess``."""
-        return bytes.fromhex(_core.event_ipc_handle(self._key))
+        return bytes.fromhex(_core.event_ipc_handle(self._live_key()))
 
     @classmethod
     def from_ipc_handle(cls, device: Any, handle: bytes) -> "Event":
@@ -174,18 +144,15 @@ class Event(_fc.EventCore):
         self._device = max(_device_index(device), 0)
         self._key = _core.open_ipc_event(self._device, bytes(handle).hex())
         self._interprocess = True
-        self._enable_fast()
+        self._made()
         return self
 
     def close(self) -> None:
         """Destroy the event (cuEventDestroy). Idempotent."""
-        self._fast = False
+        self._open = False
         key, self._key = self._key, 0
         if key:
-            try:
-                _close(key)
-            except RuntimeError as e:
-                raise translate(e) from None
+            _core.release(key, OBJECT_EVENT)
 
     def __del__(self) -> None:
         if sys is None or sys.meta_path is None:  # interpreter shutdown
@@ -201,7 +168,7 @@ class Event(_fc.EventCore):
 
 def _stream_for(stream: Any, device: int, what: str) -> _BaseStream:
     if stream is not None:
-        raise TypeError(f"{what} takes a streambridge stream, not {type(stream).__name__}")
+        raise TypeError(f"{what} takes a streambridge stream or None, not {type(stream).__name__}")
     return resolve(None, device)
 
 

@@ -7,7 +7,7 @@ import functools
 from typing import Any, Callable, List, Optional
 
 from ._array import array_info
-from ._errors import translate
+from ._core import gate
 from ._kernel import dlpack_stream, wait_producers
 from ._stream import _BaseStream, as_stream
 
@@ -27,8 +27,9 @@ def go_function(fn: Callable[..., Any]) -> Callable[..., Any]:
       cuda.core buffers) is passed as the text ``bridge.ParseArray`` reads: pointer, dtype,
       shape, strides, device. First the call's stream (its first stream argument) is made to
       wait for the array's producer: a v3 interface's stream, or DLPack's own ordering;
-    - errors the Go function returns through ``bridge.PythonError`` raise streambridge's typed
-      exceptions.
+    - the errors the Go function returns raise streambridge's typed exceptions (the native
+      module classifies them: ``bridge.DescribeForPython``);
+    - like every streambridge call, it is refused in a forked child and inside a host callback.
     """
     if not callable(fn):
         raise TypeError(f"go_function takes a function of a Go package, not {type(fn).__name__}")
@@ -60,9 +61,7 @@ def go_function(fn: Callable[..., Any]) -> Callable[..., Any]:
             passed[i] = info.go()
         if waits:
             wait_producers(stream, waits)
-        try:
-            return fn(*passed)
-        except RuntimeError as e:
-            raise translate(e) from None
+        gate()
+        return fn(*passed)
 
     return call

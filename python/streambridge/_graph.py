@@ -6,31 +6,47 @@ import sys
 from typing import Any
 
 from . import _core
-from ._stream import resolve
+from ._errors import ClosedError
+from ._stream import _BaseStream, resolve
+from ._tables import OBJECT_GRAPH
 
 
 class Graph:
-    """A captured, instantiated CUDA graph (CUgraphExec), as CuPy's ``cuda.Graph``."""
+    """A captured, instantiated CUDA graph (CUgraphExec), as CuPy's ``cuda.Graph``. Made by
+    :meth:`Stream.end_capture`; it cannot be made from a key."""
 
-    def __init__(self, key: int, device: int) -> None:
+    _key: int = 0
+    _device: int = 0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("a Graph is made by Stream.end_capture()")
+
+    @classmethod
+    def _made(cls, key: int, device: int) -> "Graph":
+        self = cls.__new__(cls)
         self._key = key
         self._device = device
+        return self
 
+    def _live_key(self) -> int:
+        if not self._key:
+            raise ClosedError("the graph was closed")
+        return self._key
 
     def launch(self, stream: Any = None) -> None:
         """Run the graph on ``stream`` (the current streambridge stream, else the device's
         legacy default stream, if None) after the work already there (cuGraphLaunch)."""
-        _core.graph_launch(self._key, resolve(stream, self._device)._key)
+        _core.graph_launch(self._live_key(), resolve(stream, self._device)._key)
 
     def upload(self, stream: Any = None) -> None:
         """Prepare the graph's device resources ahead of its first launch (cuGraphUpload)."""
-        _core.graph_upload(self._key, resolve(stream, self._device)._key)
+        _core.graph_upload(self._live_key(), resolve(stream, self._device)._key)
 
     def close(self) -> None:
         """Destroy the executable graph (cuGraphExecDestroy); launches in flight finish."""
         key, self._key = self._key, 0
         if key:
-            _core.typed_close(key)
+            _core.release(key, OBJECT_GRAPH)
 
     def __del__(self) -> None:
         if sys is None or sys.meta_path is None:
@@ -39,3 +55,8 @@ class Graph:
             self.close()
         except Exception:
             pass
+
+
+def end_capture(stream: _BaseStream) -> Graph:
+    """The graph ``stream``'s capture made (Stream.end_capture)."""
+    return Graph._made(_core.stream_end_capture(stream._key), stream.device_id)

@@ -16,13 +16,12 @@ from typing import Any, List, Optional, Sequence, Tuple, Union
 
 from . import _core
 from ._array import array_info
-from ._core import check as _check, fast_calls as _fast_calls, fastcall as _fc
-from ._errors import ClosedError, DeviceMismatchError
+from ._core import core as _c
+from ._errors import ClosedError
 from ._stream import ExternalStream, _BaseStream, _device_index, resolve
+from ._tables import OBJECT_MODULE
 
 Dim = Union[int, Sequence[int]]
-
-_INVALID_CONTEXT = 201  # CUDA_ERROR_INVALID_CONTEXT: no context current on this thread
 
 
 class Module:
@@ -63,7 +62,7 @@ class Module:
         for k in list(self._kernels):
             k._live = False
         if key:
-            _core.typed_close(key)
+            _core.release(key, OBJECT_MODULE)
 
     def __enter__(self) -> "Module":
         return self
@@ -72,16 +71,17 @@ class Module:
         self.close()
 
 
-class Kernel(_fc.KernelCore):
+class Kernel(_c.KernelCore):
     """A kernel of a :class:`Module`; ``kernel(grid, block, args, shared_mem=0, stream=None)``
     launches it, as ``cupy.RawKernel`` does: on ``stream`` (anything stream-like; the current
     streambridge stream, else the device's legacy default stream, if None) after the streams
     of the array arguments' producers (cuLaunchKernel).
 
-    The C core (fastcall.c) holds ``_fn`` (the CUfunction), ``_device`` and ``_live`` (the
-    module loaded, fast calls ready) and launches the common case itself: ints for grid,
-    block and shared_mem, Python ints and floats as arguments, an open streambridge stream.
-    Everything else goes to :meth:`_call`."""
+    The C core (core.c) holds ``_fn`` (the CUfunction), ``_device`` and ``_live`` (the
+    module loaded), reads the common case itself (ints for grid, block and shared_mem,
+    Python ints and floats as arguments, a streambridge stream) and launches every call
+    (``_launch``, which checks the module, the stream and their devices). Everything else
+    is read by :meth:`_call`."""
 
     def __init__(self, module: Module, name: str) -> None:
         self._module = module  # kept alive: it owns the function
@@ -89,14 +89,14 @@ class Kernel(_fc.KernelCore):
         self._key = _core.module_function(module._key, name)
         self._fn = _core.function_handle(self._key)
         self._device = module._device
-        self._live = _fast_calls()
+        self._live = True
         module._kernels.add(self)
 
     def _call(self, grid: Dim, block: Dim, args: Sequence[Any], *, shared_mem: int = 0,
               stream: Any = None) -> None:
-        """The launch (cuLaunchKernel) for everything the C core does not take: stream-likes
-        of every kind, arrays and NumPy scalars as arguments, dim3 tuples; it raises the
-        typed errors, and repeats a fast launch that failed to report why."""
+        """What the C core does not read itself: stream-likes of every kind, arrays (whose
+        producers are waited for) and NumPy scalars as arguments, dim3 tuples; then the
+        core's launch."""
         g, b = _dim3(grid, "grid"), _dim3(block, "block")
         if type(shared_mem) is not int or not 0 <= shared_mem < 2**32:
             raise ValueError(f"shared_mem must be a byte count, not {shared_mem!r}")
@@ -104,18 +104,9 @@ class Kernel(_fc.KernelCore):
         values, waits = marshal(args, dlpack_stream(s))
         if not self._module._key:
             raise ClosedError(f"kernel {self.name!r}: its module was closed")
-        if s.device_id != self._device:
-            raise DeviceMismatchError(f"kernel {self.name!r} is loaded on device {self._device}, "
-                                      f"the stream is on device {s.device_id}")
         if waits:
             wait_producers(s, waits)
-        if s._fast:
-            r = _fc.launch(self._fn, s._ptr, g, b, shared_mem, values)
-            if r == 0:
-                return
-            if r != _INVALID_CONTEXT:  # no context current on this thread: Go sets it
-                _check("cuLaunchKernel", r)
-        _core.launch_kernel(self._key, s._key, *g, *b, shared_mem, ",".join(map(str, values)))
+        self._launch(s, g, b, shared_mem, values)
 
     def __repr__(self) -> str:
         return f"<streambridge.Kernel {self.name!r}>"

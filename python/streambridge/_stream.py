@@ -10,32 +10,22 @@ import weakref
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from . import _core
-from ._core import close as _close, event_record as _event_record, stream_query as _stream_query
-from ._core import stream_wait_event as _stream_wait_event, stream_wait_stream as _stream_wait_stream
-from ._core import check as _check, fast_calls as _fast_calls, fastcall as _fc
-from ._core import check_stream as _check_stream, wrap_stream as _wrap_stream
+from ._core import core as _c
 from ._device import Device
-from ._errors import translate
+from ._errors import ClosedError
+from ._tables import CONVENTION_RUNTIME, MAX_SPECIAL_STREAM, OBJECT_STREAM
 
 if TYPE_CHECKING:
+    from ._event import Event as EventType
     from ._graph import Graph
 
-_fc_stream_query = _fc.stream_query
-_fc_event_record = _fc.event_record
-_fc_stream_wait_event = _fc.stream_wait_event
-_fc_record_and_wait = _fc.record_and_wait
-_NOT_READY = 600  # CUDA_ERROR_NOT_READY
-_HOST_TRAMPOLINE = _fc.host_trampoline()
+Event: Any = None  # ._event.Event, set when that module loads (it imports this one)
 
 
 def callback_errors() -> List[BaseException]:
     """The exceptions raised in host callbacks (``launch_host_func``, ``add_callback``)
     since the last call, oldest first; each was also printed by ``sys.unraisablehook``."""
-    return _fc.callback_errors()
-
-Event: Any = None  # ._event.Event, set when that module loads (it imports this one)
-
-RUNTIME = 0  # 0/1/2 as the CUDA runtime reads them (PyTorch, CuPy, cuda.core)
+    return _c.callback_errors()
 
 
 def _device_index(device: Any) -> int:
@@ -45,12 +35,12 @@ def _device_index(device: Any) -> int:
     if isinstance(device, bool):
         raise TypeError(f"device must be an int, 'cuda:N' or a torch.device, not {device!r}")
     if isinstance(device, int):
-        if device < -1:
+        if not -1 <= device < 2**31:
             raise ValueError(f"device must be -1 or a device ordinal, not {device}")
         return device
     if isinstance(device, str):
         kind, _, index = device.partition(":")
-        if kind != "cuda" or not index.isdigit():
+        if kind != "cuda" or not index.isdigit() or int(index) >= 2**31:
             raise ValueError(f"device string must look like 'cuda:N', not {device!r}")
         return int(index)
     if hasattr(device, "type") and hasattr(device, "index"):  # torch.device
@@ -70,8 +60,9 @@ def _protocol_value(value: Any) -> int:
     if not isinstance(value, tuple) or len(value) != 2:
         raise ValueError(f"__cuda_stream__ must return (version, handle), not {value!r}")
     version, handle = value
-    if version != 0:
-        raise ValueError(f"__cuda_stream__ version {version!r} is not supported (streambridge speaks version 0)")
+    if type(version) is not int or version != 0:
+        raise ValueError(f"__cuda_stream__ version {version!r} is not supported (streambridge speaks version 0, "
+                         "the int)")
     return _handle(handle)
 
 
@@ -83,32 +74,29 @@ def _handle(ptr: Any) -> int:
     return ptr
 
 
-class _BaseStream(_fc.StreamCore):
-    """What every streambridge stream does; its driver object lives in Go under ``_key``.
-
-    The C core (fastcall.c) holds ``_ptr`` (the CUstream), ``_device`` (-1 until read from
-    Go), ``_fast`` (a stream object, open, and fast calls are ready) and ``_owner``, and
-    runs ``record`` and ``wait_event`` for the common case; ``_record`` and ``_wait_event``
-    do the rest."""
+class _BaseStream(_c.StreamCore):
+    """What every streambridge stream does. The C core (core.c) holds ``_ptr`` (the
+    CUstream), ``_ctx`` (the context a special handle 0, 1 or 2 is read in), ``_device``
+    (-1 until known), ``_fence``, ``_open`` and ``_owner``, and is the one path of the
+    frequent calls: ``query``, ``record``, ``wait_event``, ``wait_stream``,
+    ``launch_host_func`` and ``add_callback``, for every kind of stream. The rest goes
+    through the Go core under ``_key``."""
 
     _k: int = 0  # the key of the Go stream; 0 before a borrowed stream first needs it, or closed
     _closed: bool = False
     _owned: bool = False
-    _owner: Any  # the object a borrowed stream came from, kept alive with it; None if none (C core)
-    _fence: int = 0  # the CUevent wait_stream records here, the Go stream's (StreamFence)
 
     @property
     def _key(self) -> int:
         """The Go stream's key. A borrowed stream object is checked when wrapped and made a
         Go stream (checked again) only for its first call that goes through Go: the
-        frequent calls do not, and most borrowed streams never need one. 0 once closed."""
+        frequent calls do not, and most borrowed streams never need one."""
         k = self._k
-        if k or self._closed:
+        if k:
             return k
-        try:
-            self._k = _wrap_stream(self._ptr, self._device, RUNTIME)
-        except RuntimeError as e:
-            raise translate(e) from None
+        if self._closed:
+            raise ClosedError("the stream was closed")
+        self._k = _core.wrap_stream(self._ptr, self._device, CONVENTION_RUNTIME)
         _forget_on_collection(self, self._k)
         return self._k
 
@@ -139,20 +127,6 @@ class _BaseStream(_fc.StreamCore):
 
     is_nonblocking = is_non_blocking
 
-    def query(self) -> bool:
-        """Whether all work submitted so far has completed (cuStreamQuery)."""
-        if self._fast:
-            r = _fc_stream_query(self._ptr)
-            if r == 0:
-                return True
-            if r == _NOT_READY:
-                return False
-            _check("cuStreamQuery", r)
-        try:
-            return _stream_query(self._key)
-        except RuntimeError as e:
-            raise translate(e) from None
-
     @property
     def done(self) -> bool:
         """``query()``, as CuPy spells it."""
@@ -165,57 +139,24 @@ class _BaseStream(_fc.StreamCore):
 
     sync = synchronize
 
-    def _record(self, event: Optional["Event"] = None, options: Any = None) -> "Event":
-        """Record ``event`` (a new one if None, made with ``options``) on the stream
-        (cuEventRecord); return it."""
+    def _record(self, event: Optional["EventType"] = None, options: Any = None) -> "EventType":
+        """``record``'s arguments other than one Event: a new event (made with ``options``)
+        for None; then the core's record."""
         if event is None:
             event = Event._from_options(options, self.device_id)
         elif not isinstance(event, Event):
             raise TypeError(f"record takes a streambridge Event, not {type(event).__name__}")
-        if self._fast and event._fast:
-            r = _fc_event_record(event._eptr, self._ptr)
-            if r:
-                _check("cuEventRecord", r)
-            return event
-        try:
-            _event_record(event._key, self._key)
-        except RuntimeError as e:
-            raise translate(e) from None
-        return event
+        elif options is not None:
+            raise TypeError("record takes an event or options for a new one, not both")
+        return self.record(event)
 
-    def record_event(self, event: Optional["Event"] = None) -> "Event":
+    def record_event(self, event: Optional["EventType"] = None) -> "EventType":
         """PyTorch's name for :meth:`record`."""
         return self.record(event)
 
-    def _wait_event(self, event: "Event") -> None:
-        """Make work submitted from now on wait for ``event`` (cuStreamWaitEvent)."""
-        if not isinstance(event, Event):
-            raise TypeError(f"wait_event takes a streambridge Event, not {type(event).__name__}")
-        if self._fast and event._fast:
-            r = _fc_stream_wait_event(self._ptr, event._eptr)
-            if r:
-                _check("cuStreamWaitEvent", r)
-            return
-        try:
-            _stream_wait_event(self._key, event._key)
-        except RuntimeError as e:
-            raise translate(e) from None
-
-    def wait_stream(self, other: "_BaseStream") -> None:
-        """Make work submitted from now on wait for ``other``'s work so far
-        (cuEventRecord + cuStreamWaitEvent, one call into Go)."""
-        if not isinstance(other, _BaseStream):
-            raise TypeError(f"wait_stream takes a streambridge stream, not {type(other).__name__}")
-        if self._fast and other._fast:
-            fence = other._fence or other._make_fence()
-            r = _fc_record_and_wait(fence, other._ptr, self._ptr)
-            if r:
-                _check("cuEventRecord" if r < 0 else "cuStreamWaitEvent", abs(r))
-            return
-        try:
-            _stream_wait_stream(self._key, other._key)
-        except RuntimeError as e:
-            raise translate(e) from None
+    def _make_fence(self) -> None:
+        """The event ``wait_stream`` records on this stream, made once in Go."""
+        self._fence = _core.stream_fence(self._key)
 
     def begin_capture(self, mode: Any = None) -> None:
         """Capture the work submitted to this stream from now on into a graph instead of
@@ -231,50 +172,13 @@ class _BaseStream(_fc.StreamCore):
     def end_capture(self) -> "Graph":
         """End the capture and return the executable :class:`Graph` (cuStreamEndCapture,
         cuGraphInstantiateWithFlags). A capture invalidated by a forbidden call raises."""
-        from ._graph import Graph
+        from ._graph import end_capture  # _graph imports this module
 
-        return Graph(_core.stream_end_capture(self._key), self.device_id)
+        return end_capture(self)
 
     def is_capturing(self) -> bool:
         """Whether the stream is capturing (cuStreamIsCapturing)."""
         return _core.stream_is_capturing(self._key)
-
-    def launch_host_func(self, callback: Any, arg: Any) -> None:
-        """Call ``callback(arg)`` on the driver's host-function thread once the work
-        submitted so far has completed (cuLaunchHostFunc), as CuPy's ``launch_host_func``.
-
-        The callback takes the GIL there; ``arg`` is kept alive until it ran. It must not
-        call CUDA (the driver forbids it). An exception it raises is printed through
-        ``sys.unraisablehook`` and kept for :func:`streambridge.callback_errors`; it never
-        reaches the driver. Not allowed during graph capture (ValueError)."""
-        self._host_call(callback, (arg,))
-
-    def add_callback(self, callback: Any, arg: Any) -> None:
-        """CuPy's ``add_callback``: ``callback(stream, status, arg)`` with this stream and
-        status 0, once the work submitted so far has completed (cuLaunchHostFunc, which has
-        no error status: a failed stream's later work does not run at all)."""
-        self._host_call(callback, (self, 0, arg))
-
-    def _host_call(self, callback: Any, args: tuple) -> None:
-        if not callable(callback):
-            raise TypeError(f"callback must be callable, not {type(callback).__name__}")
-        ud = _fc.host_call_prepare(callback, args)
-        try:
-            if self._fast:  # straight to the driver, which calls the trampoline
-                r = _fc.launch_host_call(self._ptr, ud)
-                if r == -1:
-                    raise ValueError("a Python host callback cannot be captured into a graph "
-                                     "(it would run once and be freed)")
-                _check("cuLaunchHostFunc", r)
-            else:  # through the Go core's host functions
-                _core.stream_launch_cfunc(self._key, _HOST_TRAMPOLINE, ud)
-        except BaseException:
-            _fc.host_call_discard(ud)
-            raise
-
-    def _make_fence(self) -> int:
-        self._fence = _core.stream_fence(self._key)
-        return self._fence
 
     def wait(self, event_or_stream: Any) -> None:
         """cuda.core's spelling: wait for an Event or a stream."""
@@ -284,6 +188,8 @@ class _BaseStream(_fc.StreamCore):
             self.wait_event(event_or_stream)
 
     def __cuda_stream__(self) -> Tuple[int, int]:
+        if self._closed:
+            raise ClosedError("the stream was closed")
         return (0, self._ptr)
 
     def use(self) -> "_BaseStream":
@@ -303,14 +209,11 @@ class _BaseStream(_fc.StreamCore):
 
     def close(self) -> None:
         """Destroy the stream if streambridge created it, else forget it. Idempotent."""
-        self._fast = False
+        self._open = False
         self._closed = True
         key, self._k = self._k, 0
         if key:
-            try:
-                _close(key)
-            except RuntimeError as e:
-                raise translate(e) from None
+            _core.release(key, OBJECT_STREAM)
 
     def __eq__(self, other: object) -> bool:
         """The same stream: the same handle (and for 0/1/2, the same device)."""
@@ -391,7 +294,7 @@ class _BaseStream(_fc.StreamCore):
 def _forget(key: int) -> None:
     if sys is not None and sys.meta_path is not None:  # not at interpreter shutdown
         try:
-            _close(key)
+            _core.release(key, OBJECT_STREAM)
         except Exception:
             pass
 
@@ -404,7 +307,7 @@ def _forget_on_collection(stream: _BaseStream, key: int) -> None:
     weakref.finalize(stream, _forget, key)
 
 
-class ExternalStream(_fc.ExternalCore, _BaseStream):
+class ExternalStream(_c.ExternalCore, _BaseStream):
     """A stream another library created, borrowed: streambridge never destroys it.
 
     ``ExternalStream(ptr, device_id=-1)`` as in CuPy, or ``ExternalStream(stream_ptr=...,
@@ -415,8 +318,8 @@ class ExternalStream(_fc.ExternalCore, _BaseStream):
     streams of the stated device (device 0 if none).
     """
 
-    # Made by ExternalCore's constructor, in C for the common case (fastcall.c,
-    # external_core_new), else by _init.
+    # Made by ExternalCore's constructor: in C for a stream object's handle given as CuPy
+    # does (core.c, external_core_new), else by _init.
 
     def _init(self, ptr: Optional[int] = None, device_id: Any = -1, *,
               stream_ptr: Optional[int] = None, device: Any = None) -> None:
@@ -427,27 +330,21 @@ class ExternalStream(_fc.ExternalCore, _BaseStream):
             ptr, device_id = stream_ptr, device
         else:
             raise TypeError("give the stream pointer once: ptr (CuPy) or stream_ptr (PyTorch)")
-        if type(ptr) is not int or not 0 <= ptr < 1 << 64:
-            ptr = _handle(ptr)  # raises the TypeError or ValueError
-        if type(device_id) is not int or device_id < -1:
-            device_id = _device_index(device_id)
-        try:
-            if ptr > 2:  # a stream object: checked now, a Go stream when first needed
-                self._device = _check_stream(ptr, device_id, RUNTIME)
-            else:  # a default stream: named by device, used through Go
-                self._k = _wrap_stream(ptr, device_id, RUNTIME)
-        except RuntimeError as e:
-            raise translate(e) from None
+        ptr = _handle(ptr)
+        device_id = _device_index(device_id)
         self._ptr = ptr
-        if ptr <= 2:
-            self._device = _core.stream_device(self._k)
+        if ptr > MAX_SPECIAL_STREAM:  # a stream object: checked now, a Go stream when first needed
+            self._device = _c.check_stream(ptr, device_id)
+        else:  # a default stream: named by device, read in its context
+            self._k = _core.wrap_stream(ptr, device_id, CONVENTION_RUNTIME)
             _forget_on_collection(self, self._k)
-        else:
-            self._fast = _core._fast_state or _fast_calls()
+            self._device = _core.stream_device(self._k)
+            self._ctx = _core.stream_context(self._k)
+        self._open = True
 
 
 ExternalStream.__signature__ = inspect.Signature(list(inspect.signature(ExternalStream._init).parameters.values())[1:])
-_fc.set_external_init(ExternalStream._init)
+_c.set_external_init(ExternalStream._init)
 
 _UNASKED = object()
 
@@ -455,7 +352,7 @@ _UNASKED = object()
 def _from_external(obj: Any, value: Any = _UNASKED) -> ExternalStream:
     """CuPy 14's ``Stream.from_external``: borrow the stream of any object speaking the
     ``__cuda_stream__`` protocol, keeping the object alive as long as the stream. ``value``
-    is the object's answer when the C core (fastcall.c, from_external) already asked."""
+    is the object's answer when the C core (core.c, from_external) already asked."""
     if value is _UNASKED:
         if not hasattr(type(obj), "__cuda_stream__"):
             raise TypeError(f"{type(obj).__name__} does not speak the __cuda_stream__ protocol")
@@ -465,7 +362,7 @@ def _from_external(obj: Any, value: Any = _UNASKED) -> ExternalStream:
     return s
 
 
-_fc.set_from_external(ExternalStream, _from_external)
+_c.set_from_external(ExternalStream, _from_external)
 
 
 class Stream(_BaseStream):
@@ -484,15 +381,19 @@ class Stream(_BaseStream):
             raise ValueError("a stream cannot be both the null stream and the per-thread one")
         if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
             raise TypeError(f"priority must be an int, not {type(priority).__name__}")
+        if priority is not None and not -(2**31) <= priority < 2**31:
+            raise ValueError(f"priority must fit a C int, not {priority}")
         dev = max(_device_index(device), 0)
         if null or ptds:
-            self._k = _core.typed_wrap_stream(2 if ptds else 0, dev, RUNTIME)
+            self._k = _core.wrap_stream(2 if ptds else 0, dev, CONVENTION_RUNTIME)
         else:
             self._k = _core.new_stream(dev, non_blocking, priority or 0)
             self._owned = True
         self._ptr = _core.stream_handle(self._k)
         self._device = _core.stream_device(self._k)
-        self._fast = self._ptr > 2 and _fast_calls()
+        if self._ptr <= MAX_SPECIAL_STREAM:
+            self._ctx = _core.stream_context(self._k)
+        self._open = True
 
     def __del__(self) -> None:
         if sys is None or sys.meta_path is None:  # interpreter shutdown
@@ -507,9 +408,9 @@ class Stream(_BaseStream):
         """cuda.core's ``Stream.from_handle``: borrow a stream by its handle."""
         return ExternalStream(handle)
 
-    # CuPy 14's Stream.from_external(obj): in C for the common case (fastcall.c,
-    # from_external), else _from_external below.
-    from_external = classmethod(_fc.from_external)
+    # CuPy 14's Stream.from_external(obj): in C for the common case (core.c,
+    # from_external), else _from_external above.
+    from_external = classmethod(_c.from_external)
 
 
 _current = threading.local()

@@ -3,7 +3,7 @@ import os
 import pytest
 
 import streambridge
-from streambridge import _core
+from streambridge import _core, _tables
 
 
 @pytest.fixture(scope="session")
@@ -18,4 +18,4 @@ def foreign_stream(driver_name):
     device = 1 if driver_name == "sim" else 0
     key = _core.new_stream(device, True, 0)
     yield _core.stream_handle(key), device
-    _core.close(key)
+    _core.release(key, _tables.OBJECT_STREAM)

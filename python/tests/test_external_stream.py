@@ -6,7 +6,7 @@ import sys
 import pytest
 
 import streambridge
-from streambridge import _core
+from streambridge import _core, _tables
 
 
 def test_external_stream_signature_mirrors_cupy_and_torch():
@@ -67,7 +67,7 @@ def test_garbage_handles_raise_invalid_handle(handle):
 def test_a_freed_handle_raises_invalid_handle(driver_name):
     key = _core.new_stream(0, False, 0)
     handle = _core.stream_handle(key)
-    _core.close(key)
+    _core.release(key, _tables.OBJECT_STREAM)
     with pytest.raises(streambridge.InvalidHandleError):
         streambridge.ExternalStream(handle)
 
@@ -102,14 +102,14 @@ def test_special_handles_name_the_stated_devices_default_streams(driver_name):
 
 def test_close_is_idempotent_and_use_after_close_raises(foreign_stream):
     handle, _ = foreign_stream
-    live = _core.live_streams()
+    live = _core.live_keys()
     s = streambridge.ExternalStream(handle)
-    assert _core.live_streams() == live, "a borrowed stream is checked, not kept in Go, until a call needs Go"
+    assert _core.live_keys() == live, "a borrowed stream is checked, not kept in Go, until a call needs Go"
     assert s.is_non_blocking is True  # through Go: now it is
-    assert _core.live_streams() == live + 1
+    assert _core.live_keys() == live + 1
     s.close()
     s.close()
-    assert _core.live_streams() == live
+    assert _core.live_keys() == live
     with pytest.raises(streambridge.ClosedError):
         s.query()
     assert streambridge.ExternalStream(handle).query(), "the borrowed stream lives on"
@@ -126,7 +126,7 @@ def test_wait_stream_between_two_streams(foreign_stream):
         with pytest.raises(TypeError):
             b.wait_stream(handle)
     finally:
-        _core.close(other)
+        _core.release(other, _tables.OBJECT_STREAM)
 
 
 def test_import_without_a_driver_says_so():
@@ -156,12 +156,12 @@ def test_a_stream_made_with_nothing_else_holding_the_context_stays_valid():
         s.synchronize()
         assert s.query()
     finally:
-        _core.close(key)
+        _core.release(key, _tables.OBJECT_STREAM)
 
 
 def test_a_borrowed_stream_destroyed_before_its_first_go_call_is_refused():
     key = _core.new_stream(0, True, 0)
     s = streambridge.ExternalStream(_core.stream_handle(key))
-    _core.close(key)  # its owner destroys it
+    _core.release(key, _tables.OBJECT_STREAM)  # its owner destroys it
     with pytest.raises(streambridge.InvalidHandleError):
         s.priority  # checked again before Go uses it

@@ -168,7 +168,7 @@ def test_many_streams_and_events_leave_the_table_as_it_was():
     # bench/memory.py does a million, with RSS, on the GPU; this is the same loop, smaller
     from streambridge import _core
 
-    live = _core.live_streams()
+    live = _core.live_keys()
     for _ in range(2000):
         streambridge.Stream().close()
         streambridge.Event().close()
@@ -176,33 +176,39 @@ def test_many_streams_and_events_leave_the_table_as_it_was():
         streambridge.ExternalStream(s.ptr).close()
         streambridge.ExternalStream(s.ptr).priority  # given a Go key, then dropped unclosed
         del s  # closed by its finalizer
-    assert _core.live_streams() == live
+    assert _core.live_keys() == live
 
 
-def test_frequent_calls_skip_go_unless_turned_off():
-    import os
-
-    from streambridge import _core
-
-    s, t = streambridge.Stream(), streambridge.Stream()
+@pytest.mark.parametrize("make", [
+    lambda: streambridge.Stream(non_blocking=True),
+    lambda: streambridge.Stream(null=True),
+    lambda: streambridge.Stream(ptds=True),
+    lambda: streambridge.ExternalStream(1, 0),
+    lambda: streambridge.Stream.from_external(streambridge.Stream()),  # keeps its owner alive
+], ids=["owned", "null", "per-thread", "legacy-1", "borrowed"])
+def test_every_kind_of_stream_takes_the_one_path_and_refuses_use_after_close(make):
+    s, t = make(), streambridge.Stream(non_blocking=True)
     e = streambridge.Event(disable_timing=True)
-    fast = os.environ.get("STREAMBRIDGE_FASTCALL", "1") != "0"
-    assert _core.fast_calls() is fast and s._fast is fast and e._fast is fast
-    assert streambridge.Stream(null=True)._fast is False, "0/1/2 need a context: through Go"
-    s.record(e)
+    seen = []
+    assert s.record(e) is e
     t.wait_event(e)
     t.wait_stream(s)
+    s.wait_stream(t)
+    e.record(s)
+    e.wait(s)
+    s.launch_host_func(seen.append, "ran")
     t.synchronize()
-    assert e.query() is True and s.query() is True and t.query() is True
+    s.synchronize()
+    assert e.query() is True and s.query() is True and seen == ["ran"]
     s.close()
-    assert s._fast is False
-    with pytest.raises(streambridge.ClosedError):
-        s.query()
-    with pytest.raises(streambridge.ClosedError):
-        t.wait_stream(s)
+    for call in (s.query, lambda: s.record(e), lambda: s.wait_event(e), lambda: t.wait_stream(s),
+                 lambda: s.wait_stream(t), lambda: e.record(s), lambda: s.launch_host_func(seen.append, 1)):
+        with pytest.raises(streambridge.ClosedError, match="stream was closed"):
+            call()
     e.close()
-    with pytest.raises(streambridge.ClosedError):
-        t.wait_event(e)
+    for call in (e.query, lambda: t.record(e), lambda: t.wait_event(e), lambda: e.record(t)):
+        with pytest.raises(streambridge.ClosedError, match="event was closed"):
+            call()
 
 
 def test_none_means_the_current_stream_else_the_default_one():

@@ -1,0 +1,100 @@
+// Package boundary declares, once, the facts that the Go core, the C object core
+// (python/native/core.c) and the Python package (python/streambridge) must agree on: how
+// an error crosses into Python, the kinds of object the native module keeps under keys,
+// the driver entry points the C core calls directly, and what the special stream handles
+// mean. `go generate ./internal/boundary` writes them out for C and Python
+// (python/native/tables.h, python/streambridge/_tables.py); TestGeneratedFilesAreCurrent
+// fails when either file is stale.
+package boundary
+
+//go:generate go run ./gen
+
+import "github.com/streambridge/streambridge/internal/driver"
+
+// ErrorKind says which Python exception an error becomes. An error crosses the boundary as
+// (kind, code, name, message, log) and the exception is made from those in one place
+// (core.c, sb_raise); nothing parses a message.
+type ErrorKind int
+
+// The kinds, in the order of ErrorKinds.
+const (
+	KindRuntime        ErrorKind = iota // anything not classified below
+	KindCUDA                            // a CUresult other than those below
+	KindInvalidHandle                   // CUDA_ERROR_INVALID_HANDLE, or a handle refused before the driver saw it
+	KindNoDriver                        // no usable driver (or no NVRTC)
+	KindCompile                         // NVRTC refused the source; the log comes along
+	KindCapture                         // a call a stream capture forbids, refused before it invalidated the capture
+	KindDeviceMismatch                  // a stated device disagrees with the handle's
+	KindClosed                          // the object was closed
+	KindValue                           // an argument out of range
+	KindType                            // an argument of the wrong type (a key of another kind of object too)
+	KindForked                          // a call in a child made by fork()
+	KindInCallback                      // a call from inside a host callback that would enter the driver
+)
+
+// ErrorKindInfo is one kind: its name in the generated tables and the Python exception
+// class it becomes (defined in python/streambridge/_errors.py, or a builtin).
+type ErrorKindInfo struct {
+	Kind   ErrorKind
+	Name   string
+	Python string
+}
+
+// ErrorKinds lists every kind, indexed by ErrorKind.
+var ErrorKinds = []ErrorKindInfo{
+	{KindRuntime, "runtime", "RuntimeError"},
+	{KindCUDA, "cuda", "CUDAError"},
+	{KindInvalidHandle, "invalid_handle", "InvalidHandleError"},
+	{KindNoDriver, "no_driver", "NoDriverError"},
+	{KindCompile, "compile", "CompileError"},
+	{KindCapture, "capture", "CaptureError"},
+	{KindDeviceMismatch, "device_mismatch", "DeviceMismatchError"},
+	{KindClosed, "closed", "ClosedError"},
+	{KindValue, "value", "ValueError"},
+	{KindType, "type", "TypeError"},
+	{KindForked, "forked", "ForkedProcessError"},
+	{KindInCallback, "in_callback", "CallbackReentryError"},
+}
+
+// ObjectKind is what the native module keeps under a key (pyshim's table). A key is only
+// ever used as the kind it was made for: any other use is a KindType error.
+type ObjectKind int
+
+// The kinds of keyed object, in the order of ObjectKinds. 0 is no object.
+const (
+	ObjectStream ObjectKind = iota + 1
+	ObjectEvent
+	ObjectGraph
+	ObjectModule
+	ObjectKernel
+)
+
+// ObjectKinds names each kind, indexed by ObjectKind-1.
+var ObjectKinds = []string{"stream", "event", "graph", "module", "kernel"}
+
+// Name is the kind's name, as error messages say it.
+func (k ObjectKind) Name() string {
+	if k < 1 || int(k) > len(ObjectKinds) {
+		return "unknown object"
+	}
+	return ObjectKinds[k-1]
+}
+
+// Conventions: what the special stream handles 0, 1 and 2 mean where a handle came from
+// (bridge.Convention has the same values).
+const (
+	// ConventionRuntime is the CUDA runtime's reading (PyTorch, CuPy, cuda.core,
+	// __cuda_stream__): 0 the legacy default stream, 1 cudaStreamLegacy, 2 the per-thread one.
+	ConventionRuntime = 0
+	// ConventionArrayInterface is the CUDA Array Interface v3 and DLPack reading: 1 the
+	// legacy default stream, 2 the per-thread one; 0 is refused as ambiguous.
+	ConventionArrayInterface = 1
+)
+
+// MaxSpecialStream is the largest special stream handle: 0, 1 and 2 name a context's
+// default streams, not stream objects.
+const MaxSpecialStream = uint64(driver.StreamPerThread)
+
+// EntryNames are the driver entry points the C core calls directly, in the order it keeps
+// them (driver.EntryNames: both drivers offer exactly these).
+func EntryNames() []string { return driver.EntryNames }

@@ -1,0 +1,1066 @@
+/*
+ * streambridge._native core: the objects of the Python package (streams, events, kernels)
+ * and the one path of every operation that reaches the driver often: stream query, record,
+ * wait, wait_stream, event record, wait and query, host callbacks and kernel launches. Each
+ * has one body here, for every stream (owned, borrowed, the special handles 0, 1 and 2) on
+ * either driver: the entry points come from the Go core (streams.Driver.Entry), which offers
+ * the same ones for the real driver and the software one. What every call checks lives in
+ * that body: the process was not forked (gate), the call is not made from inside a host
+ * callback (gate), the objects are open, the devices agree. A failure raises where it is
+ * found, as the typed exception of its kind (sb_raise): nothing is re-run to learn why.
+ *
+ * Why C: every call through gopy's generated layer is a C-to-Go crossing, about 130-160 ns
+ * on an H200 before any work; the driver call itself is 150-300 ns.
+ *
+ * What stays in Go: loading the driver and resolving these entry points, validating every
+ * foreign handle, creating and destroying streams and events, synchronizing, captures,
+ * graphs, compiles, and everything else; Python calls those through gopy (_core.py), after
+ * the same gate. Errors from Go reach Python through sb_raise too (scripts/gopy-fixups.py
+ * routes gopy's generated error path there).
+ *
+ * Each call that enqueues work releases the GIL around the driver, as CuPy and cuda.core do:
+ * an enqueue can block (a full launch queue), and a host callback waiting for the GIL on the
+ * driver's thread must then be able to take it. The queries keep it: they never block.
+ *
+ * scripts/build-native.sh builds this file into the extension with gopy's generated code;
+ * sb_core_module returns the module object. tables.h is generated from Go
+ * (internal/boundary).
+ */
+#include <Python.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <structmember.h>
+
+#include "tables.h"
+
+/* ---- Entry points ---- */
+
+typedef int (*stream_fn)(uintptr_t);                                /* cuStreamQuery */
+typedef int (*event_fn)(uintptr_t);                                 /* cuEventQuery */
+typedef int (*record_fn)(uintptr_t, uintptr_t);                     /* cuEventRecord(event, stream) */
+typedef int (*wait_fn)(uintptr_t, uintptr_t, unsigned int);         /* cuStreamWaitEvent */
+typedef int (*host_fn_launch)(uintptr_t, void (*)(void *), void *); /* cuLaunchHostFunc */
+typedef int (*capturing_fn)(uintptr_t, int *);                      /* cuStreamIsCapturing */
+typedef int (*launch_fn)(uintptr_t, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                         uintptr_t, void **, void **); /* cuLaunchKernel */
+typedef int (*ctx_get_fn)(uintptr_t *);                /* cuCtxGetCurrent */
+typedef int (*ctx_set_fn)(uintptr_t);                  /* cuCtxSetCurrent */
+
+static void *entry[SB_ENTRY_COUNT];
+#define CALL(name, type) ((type)entry[SB_##name])
+
+enum { NOT_READY = 600, INVALID_HANDLE = 400 };
+
+/* ---- Errors ---- */
+
+static PyObject *error_classes[SB_KIND_COUNT]; /* by kind, from set_error_classes */
+
+static int set_attr_long(PyObject *o, const char *attr, long long v) {
+    PyObject *x = PyLong_FromLongLong(v);
+    int r = x == NULL ? -1 : PyObject_SetAttrString(o, attr, x);
+    Py_XDECREF(x);
+    return r;
+}
+
+static int set_attr_str(PyObject *o, const char *attr, const char *v) {
+    PyObject *x = PyUnicode_FromString(v ? v : "");
+    int r = x == NULL ? -1 : PyObject_SetAttrString(o, attr, x);
+    Py_XDECREF(x);
+    return r;
+}
+
+/* The exception of kind with message, carrying code, name and log where its class is one of
+ * streambridge's CUDA errors. Called with the GIL held, from here and from Go (gopy's
+ * generated error path, through scripts/gopy-fixups.py). */
+void sb_raise(int kind, long long code, const char *name, const char *message, const char *log) {
+    PyObject *cls = kind >= 0 && kind < SB_KIND_COUNT && error_classes[kind] != NULL ? error_classes[kind]
+                                                                                     : PyExc_RuntimeError;
+    PyObject *exc = PyObject_CallFunction(cls, "s", message);
+    if (exc == NULL)
+        return;
+    PyObject *cuda = error_classes[SB_KIND_CUDA];
+    if (cuda != NULL && PyObject_IsInstance(exc, cuda) == 1) {
+        int failed = set_attr_long(exc, "code", code) < 0 || set_attr_str(exc, "name", name) < 0 ||
+                     (log != NULL && log[0] != '\0' && set_attr_str(exc, "log", log) < 0);
+        if (failed) {
+            Py_DECREF(exc);
+            return;
+        }
+    }
+    PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+    Py_DECREF(exc);
+}
+
+/* Go's name for a CUresult (pyshim.ResultName, through gopy's export; the string is ours). */
+extern char *pyshim_ResultName(long long code);
+
+/* Raises the typed error of a driver call that returned r; returns NULL. */
+static PyObject *raise_result(const char *call, int r) {
+    char *name = pyshim_ResultName(r);
+    PyErr_Clear(); /* the name is a nicety: its lookup never hides the error itself */
+    char message[256];
+    snprintf(message, sizeof message, "%s: %s", call, name ? name : "");
+    sb_raise(r == INVALID_HANDLE ? SB_KIND_INVALID_HANDLE : SB_KIND_CUDA, r, name, message, "");
+    free(name);
+    return NULL;
+}
+
+static PyObject *set_error_classes(PyObject *self, PyObject *classes) {
+    if (!PyTuple_Check(classes) || PyTuple_GET_SIZE(classes) != SB_KIND_COUNT) {
+        PyErr_Format(PyExc_TypeError, "set_error_classes takes a tuple of %d exception classes", SB_KIND_COUNT);
+        return NULL;
+    }
+    for (int i = 0; i < SB_KIND_COUNT; i++) {
+        PyObject *c = PyTuple_GET_ITEM(classes, i);
+        if (!PyExceptionClass_Check(c)) {
+            PyErr_Format(PyExc_TypeError, "error kind %d: %R is not an exception class", i, c);
+            return NULL;
+        }
+    }
+    for (int i = 0; i < SB_KIND_COUNT; i++)
+        Py_XSETREF(error_classes[i], Py_NewRef(PyTuple_GET_ITEM(classes, i)));
+    Py_RETURN_NONE;
+}
+
+/* ---- The gate: what no call may be ---- */
+
+static volatile int forked;             /* set in a child made by fork() */
+static PyObject *initializer;           /* loads the driver and calls init: the first gate runs it */
+static __thread int in_callback;        /* this thread runs a Python host callback now */
+
+static void mark_forked(void) { forked = 1; }
+
+/* 1 if a call may go on; else 0 with the typed error set. */
+static int gate(void) {
+    if (forked) {
+        sb_raise(SB_KIND_FORKED, 0, "", "streambridge cannot be used in a process made by fork(): the CUDA driver "
+                 "and streambridge's Go runtime do not survive it (a call could hang). Start worker processes with the "
+                 "'spawn' method (multiprocessing.get_context('spawn')) and use streambridge there.", "");
+        return 0;
+    }
+    if (in_callback) {
+        sb_raise(SB_KIND_IN_CALLBACK, 0, "", "streambridge was called from inside a host callback: the driver runs "
+                 "host callbacks one at a time on its own thread, and a call that enters the driver from there can "
+                 "deadlock. Do the work after the stream's work instead (record an event and wait for it elsewhere).",
+                 "");
+        return 0;
+    }
+    if (entry[SB_cuStreamQuery] == NULL) { /* the first call: the driver is loaded now, not at import */
+        if (initializer == NULL) {
+            PyErr_SetString(PyExc_RuntimeError, "streambridge's core has no initializer");
+            return 0;
+        }
+        PyObject *r = PyObject_CallNoArgs(initializer); /* raises NoDriverError where there is none */
+        if (r == NULL)
+            return 0;
+        Py_DECREF(r);
+        if (entry[SB_cuStreamQuery] == NULL) {
+            PyErr_SetString(PyExc_RuntimeError, "streambridge's core initializer did not call init");
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static PyObject *py_gate(PyObject *self, PyObject *unused) {
+    if (!gate())
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* Whether a call made now would pass the gate: the object's close() uses it to decide
+ * whether to release through Go now or leave that to later (in_callback) or to nobody
+ * (forked: what the parent made is the parent's). 0 ok, 1 forked, 2 in a callback. */
+static PyObject *py_gate_state(PyObject *self, PyObject *unused) {
+    return PyLong_FromLong(forked ? 1 : in_callback ? 2 : 0);
+}
+
+/* ---- Contexts: a special handle means its context's default stream ---- */
+
+typedef struct {
+    uintptr_t prev;
+    int switched;
+} ctx_scope;
+
+/* Makes ctx current on this thread for a call on a special handle (ctx 0: nothing to do). */
+static int ctx_enter(uintptr_t ctx, ctx_scope *sc) {
+    sc->switched = 0;
+    if (ctx == 0)
+        return 0;
+    int r = CALL(cuCtxGetCurrent, ctx_get_fn)(&sc->prev);
+    if (r != 0 || sc->prev == ctx)
+        return r;
+    r = CALL(cuCtxSetCurrent, ctx_set_fn)(ctx);
+    sc->switched = r == 0;
+    return r;
+}
+
+static void ctx_leave(ctx_scope *sc) {
+    if (sc->switched)
+        CALL(cuCtxSetCurrent, ctx_set_fn)(sc->prev);
+}
+
+/* ---- Objects ---- */
+
+typedef struct {
+    PyObject_HEAD
+    unsigned long long ptr;   /* the CUstream */
+    unsigned long long ctx;   /* its context where ptr is a special handle (0, 1, 2); else 0 */
+    unsigned long long fence; /* the CUevent wait_stream records on this stream; 0 until made */
+    long long device;         /* its device; -1 until known */
+    char open;                /* usable: made, and not closed */
+    PyObject *owner;          /* what a borrowed stream came from, kept alive with it; or NULL */
+} StreamCore;
+
+typedef struct {
+    PyObject_HEAD
+    unsigned long long eptr; /* the CUevent */
+    long long device;        /* its device */
+    char open;               /* usable: made, and not closed */
+} EventCore;
+
+typedef struct {
+    PyObject_HEAD
+    unsigned long long fn; /* the CUfunction */
+    long long device;      /* its module's device */
+    char live;             /* the module is loaded */
+} KernelCore;
+
+static PyTypeObject StreamCoreType, ExternalCoreType, EventCoreType, KernelCoreType;
+static PyObject *name_record, *name_wait, *name_make_fence, *name_call, *name_stream, *name_shared_mem,
+    *name_cuda_stream;
+
+static int stream_usable(StreamCore *s) {
+    if (!s->open) {
+        sb_raise(SB_KIND_CLOSED, 0, "", "the stream was closed", "");
+        return 0;
+    }
+    return 1;
+}
+
+static int event_usable(EventCore *e) {
+    if (!e->open) {
+        sb_raise(SB_KIND_CLOSED, 0, "", "the event was closed", "");
+        return 0;
+    }
+    return 1;
+}
+
+/* The checks of a call on a stream and an event. */
+static int both_usable(StreamCore *s, EventCore *e) { return gate() && stream_usable(s) && event_usable(e); }
+
+/* cuEventRecord(e, s) in s's context, the GIL released. */
+static int record_nogil(EventCore *e, StreamCore *s) {
+    int r;
+    ctx_scope sc;
+    Py_BEGIN_ALLOW_THREADS
+    r = ctx_enter(s->ctx, &sc);
+    if (r == 0)
+        r = CALL(cuEventRecord, record_fn)(e->eptr, s->ptr);
+    ctx_leave(&sc);
+    Py_END_ALLOW_THREADS
+    return r;
+}
+
+static int wait_nogil(StreamCore *s, EventCore *e) {
+    int r;
+    ctx_scope sc;
+    Py_BEGIN_ALLOW_THREADS
+    r = ctx_enter(s->ctx, &sc);
+    if (r == 0)
+        r = CALL(cuStreamWaitEvent, wait_fn)(s->ptr, e->eptr, 0);
+    ctx_leave(&sc);
+    Py_END_ALLOW_THREADS
+    return r;
+}
+
+/* The one record of an event on a stream. */
+static PyObject *do_record(EventCore *e, StreamCore *s) {
+    if (!both_usable(s, e))
+        return NULL;
+    int r = record_nogil(e, s);
+    return r == 0 ? Py_NewRef(Py_None) : raise_result("cuEventRecord", r);
+}
+
+/* The one wait of a stream for an event. */
+static PyObject *do_wait(StreamCore *s, EventCore *e) {
+    if (!both_usable(s, e))
+        return NULL;
+    int r = wait_nogil(s, e);
+    return r == 0 ? Py_NewRef(Py_None) : raise_result("cuStreamWaitEvent", r);
+}
+
+/* The Python method `name` of self (its argument handling: defaults, keywords, other
+ * frameworks' objects), with the call's own arguments; it comes back here for the driver. */
+static PyObject *python_method(PyObject *self, PyObject *name, PyObject *const *args, Py_ssize_t nargs,
+                               PyObject *kwnames) {
+    PyObject *small[10];
+    Py_ssize_t total = nargs + (kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames));
+    PyObject **buf = total + 2 <= 10 ? small : PyMem_Malloc((total + 2) * sizeof(PyObject *));
+    if (buf == NULL)
+        return PyErr_NoMemory();
+    PyObject **call = buf + 1; /* one slot before, which PY_VECTORCALL_ARGUMENTS_OFFSET lets the callee use */
+    call[0] = self;
+    if (total > 0)
+        memcpy(call + 1, args, total * sizeof(PyObject *));
+    PyObject *r = PyObject_VectorcallMethod(name, call, (size_t)(nargs + 1) | PY_VECTORCALL_ARGUMENTS_OFFSET, kwnames);
+    if (buf != small)
+        PyMem_Free(buf);
+    return r;
+}
+
+/* One positional argument of type, and no keywords: the form the driver path takes. */
+static PyObject *only_arg(PyTypeObject *type, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    if (nargs != 1 || kwnames != NULL || !PyObject_TypeCheck(args[0], type))
+        return NULL;
+    return args[0];
+}
+
+/* -- StreamCore methods -- */
+
+static PyObject *stream_query(PyObject *self, PyObject *unused) {
+    StreamCore *s = (StreamCore *)self;
+    if (!gate() || !stream_usable(s))
+        return NULL;
+    ctx_scope sc;
+    int r = ctx_enter(s->ctx, &sc); /* a query never blocks: the GIL stays */
+    if (r == 0)
+        r = CALL(cuStreamQuery, stream_fn)(s->ptr);
+    ctx_leave(&sc);
+    if (r == 0)
+        Py_RETURN_TRUE;
+    if (r == NOT_READY)
+        Py_RETURN_FALSE;
+    return raise_result("cuStreamQuery", r);
+}
+
+/* record(event=None, options=None): an Event goes straight to the driver; anything else to
+ * the Python _record, which makes or refuses the event and comes back with one. */
+static PyObject *stream_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    EventCore *e = (EventCore *)only_arg(&EventCoreType, args, nargs, kwnames);
+    if (e == NULL)
+        return python_method(self, name_record, args, nargs, kwnames);
+    PyObject *r = do_record(e, (StreamCore *)self);
+    if (r == NULL)
+        return NULL;
+    Py_DECREF(r);
+    return Py_NewRef((PyObject *)e);
+}
+
+static PyObject *stream_wait_event(PyObject *self, PyObject *event) {
+    if (!PyObject_TypeCheck(event, &EventCoreType)) {
+        PyErr_Format(PyExc_TypeError, "wait_event takes a streambridge Event, not %.100s", Py_TYPE(event)->tp_name);
+        return NULL;
+    }
+    return do_wait((StreamCore *)self, (EventCore *)event);
+}
+
+/* wait_stream(other): other's fence recorded on other, then waited on by self: each in its
+ * own stream's context, in one release of the GIL. */
+static PyObject *stream_wait_stream(PyObject *self, PyObject *other_obj) {
+    StreamCore *s = (StreamCore *)self, *o = (StreamCore *)other_obj;
+    if (!PyObject_TypeCheck(other_obj, &StreamCoreType)) {
+        PyErr_Format(PyExc_TypeError, "wait_stream takes a stream, not %.100s", Py_TYPE(other_obj)->tp_name);
+        return NULL;
+    }
+    if (!gate() || !stream_usable(s) || !stream_usable(o))
+        return NULL;
+    if (o->fence == 0) { /* made once per stream, in Go (a setup call) */
+        PyObject *r = PyObject_CallMethodNoArgs(other_obj, name_make_fence);
+        if (r == NULL)
+            return NULL;
+        Py_DECREF(r);
+    }
+    int r, second = 0;
+    ctx_scope sc;
+    Py_BEGIN_ALLOW_THREADS
+    r = ctx_enter(o->ctx, &sc);
+    if (r == 0)
+        r = CALL(cuEventRecord, record_fn)(o->fence, o->ptr);
+    ctx_leave(&sc);
+    if (r == 0) {
+        second = 1;
+        r = ctx_enter(s->ctx, &sc);
+        if (r == 0)
+            r = CALL(cuStreamWaitEvent, wait_fn)(s->ptr, o->fence, 0);
+        ctx_leave(&sc);
+    }
+    Py_END_ALLOW_THREADS
+    return r == 0 ? Py_NewRef(Py_None) : raise_result(second ? "cuStreamWaitEvent" : "cuEventRecord", r);
+}
+
+/* ---- Host callbacks into Python ----
+ * host_trampoline(userData) runs on the driver's host-function thread: it takes the GIL,
+ * marks the thread (no streambridge call may enter the driver from there: see gate), calls
+ * fn(*args) and frees the call. An exception is reported through sys.unraisablehook and kept
+ * for callback_errors(); it never reaches the driver's thread. */
+typedef struct {
+    PyObject *fn;
+    PyObject *args;
+} host_call;
+
+static PyObject *callback_errors_list;
+
+static void host_trampoline(void *ud) {
+    host_call *hc = (host_call *)ud;
+    if (!Py_IsInitialized() || forked)
+        return; /* the interpreter is gone: nothing can run, and nothing is freed */
+    PyGILState_STATE g = PyGILState_Ensure();
+    in_callback++;
+    PyObject *r = PyObject_Call(hc->fn, hc->args, NULL);
+    in_callback--;
+    if (r == NULL) {
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        PyErr_NormalizeException(&type, &value, &tb);
+        if (value != NULL) {
+            if (tb != NULL)
+                PyException_SetTraceback(value, tb);
+            PyList_Append(callback_errors_list, value);
+        }
+        PyErr_Restore(type, value, tb);
+        PyErr_WriteUnraisable(hc->fn);
+    }
+    Py_XDECREF(r);
+    Py_DECREF(hc->fn);
+    Py_DECREF(hc->args);
+    PyMem_RawFree(hc);
+    PyGILState_Release(g);
+}
+
+/* The one enqueue of a Python host callback: fn(*args) once s's work so far has run. */
+static PyObject *host_call_on(StreamCore *s, PyObject *fn, PyObject *args) {
+    if (!PyCallable_Check(fn)) {
+        Py_DECREF(args);
+        PyErr_Format(PyExc_TypeError, "callback must be callable, not %.100s", Py_TYPE(fn)->tp_name);
+        return NULL;
+    }
+    if (!gate() || !stream_usable(s)) {
+        Py_DECREF(args);
+        return NULL;
+    }
+    host_call *hc = PyMem_RawMalloc(sizeof *hc);
+    if (hc == NULL) {
+        Py_DECREF(args);
+        return PyErr_NoMemory();
+    }
+    hc->fn = Py_NewRef(fn);
+    hc->args = args; /* the reference is the call's */
+    int r, status = 0;
+    ctx_scope sc;
+    Py_BEGIN_ALLOW_THREADS
+    r = ctx_enter(s->ctx, &sc);
+    if (r == 0)
+        r = CALL(cuStreamIsCapturing, capturing_fn)(s->ptr, &status);
+    if (r == 0 && status == 0)
+        r = CALL(cuLaunchHostFunc, host_fn_launch)(s->ptr, host_trampoline, hc);
+    ctx_leave(&sc);
+    Py_END_ALLOW_THREADS
+    if (r == 0 && status == 0)
+        Py_RETURN_NONE;
+    Py_DECREF(hc->fn);
+    Py_DECREF(hc->args);
+    PyMem_RawFree(hc);
+    if (r != 0)
+        return raise_result(status ? "cuLaunchHostFunc" : "cuStreamIsCapturing", r);
+    sb_raise(SB_KIND_VALUE, 0, "", "a Python host callback cannot be captured into a graph (it would run once and be "
+             "freed)", "");
+    return NULL;
+}
+
+static PyObject *stream_launch_host_func(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "launch_host_func takes (callback, arg)");
+        return NULL;
+    }
+    PyObject *a = PyTuple_Pack(1, args[1]);
+    return a == NULL ? NULL : host_call_on((StreamCore *)self, args[0], a);
+}
+
+static PyObject *stream_add_callback(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "add_callback takes (callback, arg)");
+        return NULL;
+    }
+    PyObject *zero = PyLong_FromLong(0);
+    PyObject *a = zero == NULL ? NULL : PyTuple_Pack(3, self, zero, args[1]);
+    Py_XDECREF(zero);
+    return a == NULL ? NULL : host_call_on((StreamCore *)self, args[0], a);
+}
+
+static PyObject *fn_callback_errors(PyObject *self, PyObject *unused) {
+    PyObject *out = PyList_GetSlice(callback_errors_list, 0, PyList_GET_SIZE(callback_errors_list));
+    if (out != NULL)
+        PyList_SetSlice(callback_errors_list, 0, PyList_GET_SIZE(callback_errors_list), NULL);
+    return out;
+}
+
+/* -- StreamCore type -- */
+
+static PyObject *stream_core_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    StreamCore *s = (StreamCore *)type->tp_alloc(type, 0);
+    if (s != NULL)
+        s->device = -1;
+    return (PyObject *)s;
+}
+
+/* The owner may refer back to the stream (a user's protocol object caching its wrapper). */
+static int stream_core_traverse(StreamCore *s, visitproc visit, void *arg) {
+    Py_VISIT(s->owner);
+    return 0;
+}
+
+static int stream_core_clear(StreamCore *s) {
+    Py_CLEAR(s->owner);
+    return 0;
+}
+
+static void stream_core_dealloc(StreamCore *s) {
+    PyObject_GC_UnTrack(s);
+    Py_CLEAR(s->owner);
+    Py_TYPE(s)->tp_free((PyObject *)s);
+}
+
+static PyMethodDef stream_core_methods[] = {
+    {"query", stream_query, METH_NOARGS,
+     "query($self, /)\n--\n\nWhether all work submitted so far has completed (cuStreamQuery)."},
+    {"record", (PyCFunction)(void (*)(void))stream_record, METH_FASTCALL | METH_KEYWORDS,
+     "record($self, /, event=None, options=None)\n--\n\nRecord ``event`` (a new one if None, made with "
+     "``options``) on the stream (cuEventRecord); return it."},
+    {"wait_event", stream_wait_event, METH_O,
+     "wait_event($self, event, /)\n--\n\nMake work submitted from now on wait for ``event`` (cuStreamWaitEvent)."},
+    {"wait_stream", stream_wait_stream, METH_O,
+     "wait_stream($self, other, /)\n--\n\nMake work submitted from now on wait for ``other``'s work so far "
+     "(cuEventRecord on other, cuStreamWaitEvent here)."},
+    {"launch_host_func", (PyCFunction)(void (*)(void))stream_launch_host_func, METH_FASTCALL,
+     "launch_host_func($self, callback, arg, /)\n--\n\nCall ``callback(arg)`` on the driver's host-function "
+     "thread once the work submitted so far has completed (cuLaunchHostFunc), as CuPy's ``launch_host_func``.\n\n"
+     "The callback takes the GIL there; ``arg`` is kept alive until it ran. A streambridge call inside it that "
+     "would enter the driver raises CallbackReentryError (the driver runs host callbacks one at a time, and such "
+     "a call can deadlock). An exception it raises is printed through ``sys.unraisablehook`` and kept for "
+     ":func:`streambridge.callback_errors`. Not allowed during graph capture (ValueError)."},
+    {"add_callback", (PyCFunction)(void (*)(void))stream_add_callback, METH_FASTCALL,
+     "add_callback($self, callback, arg, /)\n--\n\nCuPy's ``add_callback``: ``callback(stream, status, arg)`` "
+     "with this stream and status 0, once the work submitted so far has completed (cuLaunchHostFunc, which has "
+     "no error status: a failed stream's later work does not run at all)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef stream_core_members[] = {
+    {"_ptr", T_ULONGLONG, offsetof(StreamCore, ptr), 0, "the CUstream"},
+    {"_ctx", T_ULONGLONG, offsetof(StreamCore, ctx), 0, "the context of a special handle; else 0"},
+    {"_fence", T_ULONGLONG, offsetof(StreamCore, fence), 0, "the CUevent wait_stream records here; 0 until made"},
+    {"_device", T_LONGLONG, offsetof(StreamCore, device), 0, "the device; -1 until known"},
+    {"_open", T_BOOL, offsetof(StreamCore, open), 0, "made, and not closed"},
+    {"_owner", T_OBJECT, offsetof(StreamCore, owner), 0, "what a borrowed stream came from, kept alive with it"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject StreamCoreType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "streambridge._native.StreamCore",
+    .tp_basicsize = sizeof(StreamCore),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "The C core of streambridge's streams (see core.c).",
+    .tp_new = stream_core_new,
+    .tp_traverse = (traverseproc)stream_core_traverse,
+    .tp_clear = (inquiry)stream_core_clear,
+    .tp_dealloc = (destructor)stream_core_dealloc,
+    .tp_free = PyObject_GC_Del,
+    .tp_methods = stream_core_methods,
+    .tp_members = stream_core_members,
+};
+
+/* -- EventCore -- */
+
+static PyObject *event_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    EventCore *e = (EventCore *)type->tp_alloc(type, 0);
+    return (PyObject *)e;
+}
+
+/* record(stream=None) and wait(stream=None): a stream goes straight to the driver; anything
+ * else to the Python method of the same name with a leading underscore, which resolves or
+ * refuses it and comes back with a stream. */
+static PyObject *event_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    StreamCore *s = (StreamCore *)only_arg(&StreamCoreType, args, nargs, kwnames);
+    return s != NULL ? do_record((EventCore *)self, s) : python_method(self, name_record, args, nargs, kwnames);
+}
+
+static PyObject *event_wait(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    StreamCore *s = (StreamCore *)only_arg(&StreamCoreType, args, nargs, kwnames);
+    return s != NULL ? do_wait(s, (EventCore *)self) : python_method(self, name_wait, args, nargs, kwnames);
+}
+
+static PyObject *event_query(PyObject *self, PyObject *unused) {
+    EventCore *e = (EventCore *)self;
+    if (!gate() || !event_usable(e))
+        return NULL;
+    int r = CALL(cuEventQuery, event_fn)(e->eptr); /* never blocks: the GIL stays */
+    if (r == 0)
+        Py_RETURN_TRUE;
+    if (r == NOT_READY)
+        Py_RETURN_FALSE;
+    return raise_result("cuEventQuery", r);
+}
+
+static PyMethodDef event_core_methods[] = {
+    {"record", (PyCFunction)(void (*)(void))event_record, METH_FASTCALL | METH_KEYWORDS,
+     "record($self, /, stream=None)\n--\n\nRecord on ``stream`` (cuEventRecord); None is the current "
+     "streambridge stream, else the device's legacy default stream, as CuPy and PyTorch take it."},
+    {"wait", (PyCFunction)(void (*)(void))event_wait, METH_FASTCALL | METH_KEYWORDS,
+     "wait($self, /, stream=None)\n--\n\nMake ``stream`` wait for this event (cuStreamWaitEvent); None as in "
+     ":meth:`record`."},
+    {"query", event_query, METH_NOARGS,
+     "query($self, /)\n--\n\nWhether the last record's work has completed (cuEventQuery)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef event_core_members[] = {
+    {"_eptr", T_ULONGLONG, offsetof(EventCore, eptr), 0, "the CUevent"},
+    {"_device", T_LONGLONG, offsetof(EventCore, device), 0, "its device"},
+    {"_open", T_BOOL, offsetof(EventCore, open), 0, "made, and not closed"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject EventCoreType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "streambridge._native.EventCore",
+    .tp_basicsize = sizeof(EventCore),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "The C core of streambridge's events (see core.c).",
+    .tp_new = event_new,
+    .tp_methods = event_core_methods,
+    .tp_members = event_core_members,
+};
+
+/* ---- Wrapping foreign streams ---- */
+
+/* pyshim.CheckStream, exported by gopy's generated Go: the handle proven a live stream
+ * before the driver sees it, and its device; on failure the typed error is set (sb_raise). */
+extern long long pyshim_CheckStream(unsigned long long handle, long long device, long long convention);
+
+/* check_stream(handle, device) -> device: the check, under the runtime's reading. */
+static PyObject *fn_check_stream(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyLong_Check(args[0]) || !PyLong_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "check_stream takes a handle and a device");
+        return NULL;
+    }
+    unsigned long long handle = PyLong_AsUnsignedLongLong(args[0]);
+    long long device = PyLong_AsLongLong(args[1]);
+    if (PyErr_Occurred() || !gate())
+        return NULL;
+    long long got = pyshim_CheckStream(handle, device, SB_CONVENTION_RUNTIME);
+    return PyErr_Occurred() ? NULL : PyLong_FromLongLong(got);
+}
+
+/* Fills a new ExternalStream for a stream object's handle: 1 if made, 0 with the typed
+ * error set, -1 if the arguments are not this form (the Python initializer takes those). */
+static int external_stream_object(StreamCore *s, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs < 1 || nargs > 2 || !PyLong_CheckExact(args[0]) || (nargs == 2 && !PyLong_CheckExact(args[1])))
+        return -1;
+    int overflow = 0;
+    unsigned long long ptr = PyLong_AsUnsignedLongLong(args[0]);
+    long long device = nargs == 2 ? PyLong_AsLongLongAndOverflow(args[1], &overflow) : -1;
+    if (PyErr_Occurred() || overflow || ptr <= SB_MAX_SPECIAL_STREAM || device < -1) {
+        PyErr_Clear();
+        return -1;
+    }
+    if (!gate())
+        return 0;
+    long long got = pyshim_CheckStream(ptr, device, SB_CONVENTION_RUNTIME);
+    if (PyErr_Occurred())
+        return 0;
+    s->ptr = ptr;
+    s->device = got;
+    s->open = 1;
+    return 1;
+}
+
+/* ExternalStream(ptr, device_id=-1, ...): a stream object's handle with CuPy's positional
+ * signature is made here; every other form (keywords, 0/1/2, other types) goes to the
+ * Python initializer registered with set_external_init. ExternalStream's first base is
+ * ExternalCore, whose tp_new this is, so Python calls it directly. */
+static PyObject *external_init;
+
+static PyObject *fn_set_external_init(PyObject *self, PyObject *init) {
+    if (!PyCallable_Check(init)) {
+        PyErr_SetString(PyExc_TypeError, "set_external_init takes the Python initializer");
+        return NULL;
+    }
+    Py_XSETREF(external_init, Py_NewRef(init));
+    Py_RETURN_NONE;
+}
+
+static PyObject *external_core_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    if (external_init == NULL) {
+        PyErr_SetString(PyExc_TypeError, "ExternalCore is only a base of streambridge.ExternalStream");
+        return NULL;
+    }
+    PyObject *obj = stream_core_new(type, NULL, NULL);
+    if (obj == NULL)
+        return NULL;
+    int made = kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0
+                   ? -1
+                   : external_stream_object((StreamCore *)obj, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args));
+    if (made == 1)
+        return obj;
+    if (made == 0) {
+        Py_DECREF(obj);
+        return NULL;
+    }
+    PyObject *init = PyMethod_New(external_init, obj);
+    PyObject *r = init == NULL ? NULL : PyObject_Call(init, args, kwargs);
+    Py_XDECREF(init);
+    if (r == NULL) {
+        Py_DECREF(obj);
+        return NULL;
+    }
+    Py_DECREF(r);
+    return obj;
+}
+
+static PyTypeObject ExternalCoreType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "streambridge._native.ExternalCore",
+    .tp_basicsize = sizeof(StreamCore),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE, /* GC, traverse, clear, dealloc: StreamCore's */
+    .tp_doc = "The constructor of streambridge.ExternalStream (see core.c).",
+    .tp_base = &StreamCoreType,
+    .tp_new = external_core_new,
+};
+
+/* Stream.from_external(obj) (a classmethod over this function; the result is always an
+ * ExternalStream): the protocol is asked once; a (0, handle of a stream object) answer is
+ * made here with the object kept in _owner; every other answer goes, with the value, to
+ * the Python function registered with set_from_external, which reads or refuses it. */
+static PyObject *external_type, *from_external_python;
+
+static PyObject *fn_set_from_external(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyType_Check(args[0]) || !PyType_IsSubtype((PyTypeObject *)args[0], &StreamCoreType) ||
+        !PyCallable_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "set_from_external takes ExternalStream and the Python reader");
+        return NULL;
+    }
+    Py_XSETREF(external_type, Py_NewRef(args[0]));
+    Py_XSETREF(from_external_python, Py_NewRef(args[1]));
+    Py_RETURN_NONE;
+}
+
+static PyObject *fn_from_external(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || external_type == NULL) {
+        PyErr_SetString(PyExc_TypeError, "from_external(cls, obj)");
+        return NULL;
+    }
+    PyObject *obj = args[1];
+    /* The protocol is the type's, as a special method's is: looked up there once (the type's
+     * method cache), and called unbound where the interpreter would call it so. */
+    PyObject *method = _PyType_Lookup(Py_TYPE(obj), name_cuda_stream); /* borrowed */
+    if (method == NULL)
+        return PyObject_CallOneArg(from_external_python, obj); /* raises the TypeError */
+    Py_INCREF(method);
+    PyObject *value = PyType_HasFeature(Py_TYPE(method), Py_TPFLAGS_METHOD_DESCRIPTOR)
+                          ? PyObject_Vectorcall(method, &obj, 1, NULL)
+                          : PyObject_CallMethodNoArgs(obj, name_cuda_stream);
+    Py_DECREF(method);
+    if (value == NULL)
+        return NULL;
+    PyObject *version = PyTuple_CheckExact(value) && PyTuple_GET_SIZE(value) == 2 ? PyTuple_GET_ITEM(value, 0) : NULL;
+    if (version != NULL && PyLong_CheckExact(version) && PyLong_AsLong(version) == 0) {
+        PyObject *s = stream_core_new((PyTypeObject *)external_type, NULL, NULL);
+        if (s == NULL) {
+            Py_DECREF(value);
+            return NULL;
+        }
+        int made = external_stream_object((StreamCore *)s, &PyTuple_GET_ITEM(value, 1), 1);
+        if (made == 1) {
+            Py_DECREF(value);
+            ((StreamCore *)s)->owner = Py_NewRef(obj);
+            return s;
+        }
+        Py_DECREF(s);
+        if (made == 0) {
+            Py_DECREF(value);
+            return NULL;
+        }
+    }
+    PyObject *r = PyObject_CallFunctionObjArgs(from_external_python, obj, value, NULL);
+    Py_DECREF(value);
+    return r;
+}
+
+/* ---- Kernels ----
+ * Calling a Kernel launches it. The common case (ints for grid, block and shared_mem, a
+ * tuple of Python ints and floats, a streambridge stream) is read here; everything else
+ * goes to the Python method _call, which reads it (dim3 tuples, arrays and their producers,
+ * NumPy scalars, other frameworks' streams) and comes back through _launch. Both end in
+ * do_launch. */
+#define MAX_PARAMS 256
+
+static PyObject *do_launch(KernelCore *k, StreamCore *s, const unsigned dims[6], unsigned shared, void **params) {
+    if (!gate() || !stream_usable(s))
+        return NULL;
+    if (!k->live) {
+        sb_raise(SB_KIND_CLOSED, 0, "", "the kernel's module was closed", "");
+        return NULL;
+    }
+    if (s->device != k->device) {
+        char message[160];
+        snprintf(message, sizeof message, "the kernel is loaded on device %lld, the stream is on device %lld",
+                 k->device, s->device);
+        sb_raise(SB_KIND_DEVICE_MISMATCH, 0, "", message, "");
+        return NULL;
+    }
+    int r;
+    ctx_scope sc;
+    Py_BEGIN_ALLOW_THREADS
+    r = ctx_enter(s->ctx, &sc);
+    if (r == 0)
+        r = CALL(cuLaunchKernel, launch_fn)((uintptr_t)k->fn, dims[0], dims[1], dims[2], dims[3], dims[4], dims[5],
+                                            shared, (uintptr_t)s->ptr, params, NULL);
+    ctx_leave(&sc);
+    Py_END_ALLOW_THREADS
+    return r == 0 ? Py_NewRef(Py_None) : raise_result("cuLaunchKernel", r);
+}
+
+/* An exact int in 1 .. 2**32-1 (a grid or block dimension, or shared_mem when zero_ok). */
+static int dim_of(PyObject *o, unsigned *out, int zero_ok) {
+    if (!PyLong_CheckExact(o))
+        return 0;
+    unsigned long long v = PyLong_AsUnsignedLongLong(o);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (v >= (1ULL << 32) || (v == 0 && !zero_ok))
+        return 0;
+    *out = (unsigned)v;
+    return 1;
+}
+
+/* A kernel argument as _kernel.marshal packs it: an int as a long long, a float as a double. */
+static int param_of(PyObject *o, uint64_t *out) {
+    if (PyLong_CheckExact(o)) {
+        int overflow;
+        long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+        if (overflow > 0) {
+            unsigned long long u = PyLong_AsUnsignedLongLong(o);
+            if (PyErr_Occurred()) {
+                PyErr_Clear();
+                return 0;
+            }
+            *out = u;
+            return 1;
+        }
+        if (overflow < 0 || (v == -1 && PyErr_Occurred())) {
+            PyErr_Clear();
+            return 0;
+        }
+        *out = (uint64_t)v;
+        return 1;
+    }
+    if (PyFloat_CheckExact(o)) {
+        double d = PyFloat_AS_DOUBLE(o);
+        memcpy(out, &d, sizeof d);
+        return 1;
+    }
+    return 0;
+}
+
+static PyObject *kernel_call(PyObject *self, PyObject *args, PyObject *kwargs) {
+    PyObject *stream = NULL, *shared_obj = NULL;
+    unsigned dims[6], shared = 0;
+    uint64_t vals[MAX_PARAMS];
+    void *ptrs[MAX_PARAMS];
+    if (PyTuple_GET_SIZE(args) != 3)
+        goto python;
+    if (kwargs != NULL) {
+        Py_ssize_t found = 0;
+        if ((stream = PyDict_GetItemWithError(kwargs, name_stream)) != NULL)
+            found++;
+        if ((shared_obj = PyDict_GetItemWithError(kwargs, name_shared_mem)) != NULL)
+            found++;
+        if (PyErr_Occurred())
+            return NULL;
+        if (found != PyDict_GET_SIZE(kwargs))
+            goto python;
+    }
+    if (stream == NULL || !PyObject_TypeCheck(stream, &StreamCoreType))
+        goto python;
+    if (!dim_of(PyTuple_GET_ITEM(args, 0), &dims[0], 0) || !dim_of(PyTuple_GET_ITEM(args, 1), &dims[3], 0) ||
+        (shared_obj != NULL && !dim_of(shared_obj, &shared, 1)))
+        goto python;
+    dims[1] = dims[2] = dims[4] = dims[5] = 1;
+    PyObject *params = PyTuple_GET_ITEM(args, 2);
+    if (!PyTuple_CheckExact(params) || PyTuple_GET_SIZE(params) > MAX_PARAMS)
+        goto python;
+    Py_ssize_t n = PyTuple_GET_SIZE(params);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!param_of(PyTuple_GET_ITEM(params, i), &vals[i]))
+            goto python;
+        ptrs[i] = &vals[i];
+    }
+    return do_launch((KernelCore *)self, (StreamCore *)stream, dims, shared, ptrs);
+python:;
+    PyObject *call = PyObject_GetAttr(self, name_call);
+    if (call == NULL)
+        return NULL;
+    PyObject *result = PyObject_Call(call, args, kwargs);
+    Py_DECREF(call);
+    return result;
+}
+
+static int handle_of(PyObject *o, uint64_t *out) {
+    unsigned long long v = PyLong_AsUnsignedLongLong(o);
+    if (v == (unsigned long long)-1 && PyErr_Occurred())
+        return 0;
+    *out = v;
+    return 1;
+}
+
+/* _launch(stream, (gx, gy, gz), (bx, by, bz), shared, values): what _call read, launched.
+ * values: the kernel's parameters, each up to 8 bytes little-endian in an int. */
+static PyObject *kernel_launch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    unsigned dims[6];
+    uint64_t vals[MAX_PARAMS], v;
+    void *ptrs[MAX_PARAMS];
+    if (nargs != 5 || !PyObject_TypeCheck(args[0], &StreamCoreType) || !PyTuple_Check(args[1]) ||
+        PyTuple_GET_SIZE(args[1]) != 3 || !PyTuple_Check(args[2]) || PyTuple_GET_SIZE(args[2]) != 3 ||
+        !PyTuple_Check(args[4])) {
+        PyErr_SetString(PyExc_TypeError, "_launch takes (stream, (gx, gy, gz), (bx, by, bz), shared, values)");
+        return NULL;
+    }
+    for (int i = 0; i < 6; i++) {
+        if (!handle_of(PyTuple_GET_ITEM(args[1 + i / 3], i % 3), &v))
+            return NULL;
+        dims[i] = (unsigned)v;
+    }
+    uint64_t shared;
+    if (!handle_of(args[3], &shared))
+        return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(args[4]);
+    if (n > MAX_PARAMS) {
+        PyErr_SetString(PyExc_ValueError, "a kernel takes at most 256 parameters");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!handle_of(PyTuple_GET_ITEM(args[4], i), &vals[i]))
+            return NULL;
+        ptrs[i] = &vals[i];
+    }
+    return do_launch((KernelCore *)self, (StreamCore *)args[0], dims, (unsigned)shared, ptrs);
+}
+
+static PyMethodDef kernel_core_methods[] = {
+    {"_launch", (PyCFunction)(void (*)(void))kernel_launch, METH_FASTCALL,
+     "_launch(stream, grid, block, shared, values): the launch of what _call read (cuLaunchKernel)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef kernel_core_members[] = {
+    {"_fn", T_ULONGLONG, offsetof(KernelCore, fn), 0, "the CUfunction"},
+    {"_device", T_LONGLONG, offsetof(KernelCore, device), 0, "its module's device"},
+    {"_live", T_BOOL, offsetof(KernelCore, live), 0, "the module is loaded"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject KernelCoreType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "streambridge._native.KernelCore",
+    .tp_basicsize = sizeof(KernelCore),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "The C core of streambridge's kernels (see core.c).",
+    .tp_new = PyType_GenericNew,
+    .tp_call = kernel_call,
+    .tp_methods = kernel_core_methods,
+    .tp_members = kernel_core_members,
+};
+
+/* ---- The module ---- */
+
+/* init(*addresses): the entry points, in the order of tables.h (internal/boundary). */
+static PyObject *fn_init(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    void *a[SB_ENTRY_COUNT];
+    if (nargs != SB_ENTRY_COUNT) {
+        PyErr_Format(PyExc_TypeError, "init takes %d entry point addresses", SB_ENTRY_COUNT);
+        return NULL;
+    }
+    for (int i = 0; i < SB_ENTRY_COUNT; i++) {
+        uint64_t v;
+        if (!handle_of(args[i], &v))
+            return NULL;
+        if (v == 0) {
+            PyErr_Format(PyExc_RuntimeError, "the driver offers no entry point %d (tables.h)", i);
+            return NULL;
+        }
+        a[i] = (void *)(uintptr_t)v;
+    }
+    memcpy(entry, a, sizeof a);
+    Py_RETURN_NONE;
+}
+
+static PyObject *fn_set_initializer(PyObject *self, PyObject *fn) {
+    if (!PyCallable_Check(fn)) {
+        PyErr_SetString(PyExc_TypeError, "set_initializer takes a callable");
+        return NULL;
+    }
+    Py_XSETREF(initializer, Py_NewRef(fn));
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"init", (PyCFunction)(void (*)(void))fn_init, METH_FASTCALL, "init(*entry_points), in tables.h's order"},
+    {"set_initializer", fn_set_initializer, METH_O, "set_initializer(fn): what the first gate runs; it calls init"},
+    {"set_error_classes", set_error_classes, METH_O, "set_error_classes(classes by error kind)"},
+    {"gate", py_gate, METH_NOARGS, "raises ForkedProcessError or CallbackReentryError where no call may go on"},
+    {"gate_state", py_gate_state, METH_NOARGS, "0: calls may go on; 1: a forked child; 2: in a host callback"},
+    {"callback_errors", fn_callback_errors, METH_NOARGS, "exceptions raised in host callbacks since the last call"},
+    {"set_external_init", fn_set_external_init, METH_O, "set_external_init(init): ExternalStream's initializer"},
+    {"from_external", (PyCFunction)(void (*)(void))fn_from_external, METH_FASTCALL,
+     "from_external($module, cls, obj, /)\n--\n\nCuPy 14's ``Stream.from_external``: borrow the stream of any "
+     "object speaking the ``__cuda_stream__`` protocol as an ExternalStream, keeping the object alive as long "
+     "as the stream (the handle is checked as ExternalStream checks it)."},
+    {"set_from_external", (PyCFunction)(void (*)(void))fn_set_from_external, METH_FASTCALL,
+     "set_from_external(ExternalStream, reader(obj, value))"},
+    {"check_stream", (PyCFunction)(void (*)(void))fn_check_stream, METH_FASTCALL,
+     "check_stream(handle, device) -> device: pyshim.CheckStream, the runtime's reading of 0/1/2"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "streambridge._native.core",
+                                    "The objects' core and the one path of the frequent calls (see core.c).", -1,
+                                    methods};
+
+__attribute__((visibility("default"))) PyObject *sb_core_module(void) {
+    static PyObject *m;
+    if (m == NULL) {
+        if (pthread_atfork(NULL, NULL, mark_forked) != 0) {
+            PyErr_SetString(PyExc_RuntimeError, "pthread_atfork failed");
+            return NULL;
+        }
+        callback_errors_list = PyList_New(0);
+        name_record = PyUnicode_InternFromString("_record");
+        name_wait = PyUnicode_InternFromString("_wait");
+        name_make_fence = PyUnicode_InternFromString("_make_fence");
+        name_cuda_stream = PyUnicode_InternFromString("__cuda_stream__");
+        name_call = PyUnicode_InternFromString("_call");
+        name_stream = PyUnicode_InternFromString("stream");
+        name_shared_mem = PyUnicode_InternFromString("shared_mem");
+        if (callback_errors_list == NULL || name_record == NULL || name_wait == NULL || name_make_fence == NULL ||
+            name_cuda_stream == NULL || name_call == NULL || name_stream == NULL || name_shared_mem == NULL ||
+            PyType_Ready(&StreamCoreType) < 0 || PyType_Ready(&ExternalCoreType) < 0 ||
+            PyType_Ready(&EventCoreType) < 0 || PyType_Ready(&KernelCoreType) < 0)
+            return NULL;
+        m = PyModule_Create(&module);
+        if (m == NULL || PyModule_AddObjectRef(m, "StreamCore", (PyObject *)&StreamCoreType) < 0 ||
+            PyModule_AddObjectRef(m, "ExternalCore", (PyObject *)&ExternalCoreType) < 0 ||
+            PyModule_AddObjectRef(m, "EventCore", (PyObject *)&EventCoreType) < 0 ||
+            PyModule_AddObjectRef(m, "KernelCore", (PyObject *)&KernelCoreType) < 0) {
+            Py_CLEAR(m);
+            return NULL;
+        }
+    }
+    return Py_NewRef(m);
+}
