@@ -52,7 +52,7 @@ func DescribeForPython(err error) PythonError {
 		return PythonError{Kind: boundary.KindCapture}
 	case errors.Is(err, streams.ErrInHostFunc):
 		return PythonError{Kind: boundary.KindInCallback}
-	case errors.Is(err, ErrAmbiguousHandle), errors.Is(err, ErrValue):
+	case errors.Is(err, ErrAmbiguousHandle), errors.Is(err, ErrValue), errors.Is(err, streams.ErrSetting):
 		return PythonError{Kind: boundary.KindValue}
 	case errors.Is(err, ErrType):
 		return PythonError{Kind: boundary.KindType}

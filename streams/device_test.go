@@ -137,3 +137,23 @@ func TestFencesDoNotOutliveAContextReset(t *testing.T) {
 		}
 	})
 }
+
+func TestDefaultRefusesBadSettings(t *testing.T) {
+	tests := []struct{ driver, devices string }{
+		{"gpu", ""}, {"sim", "-1"}, {"sim", "abc"}, {"sim", "100000000"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.driver+"/"+tc.devices, func(t *testing.T) {
+			t.Setenv("STREAMBRIDGE_DRIVER", tc.driver)
+			t.Setenv("STREAMBRIDGE_SIM_DEVICES", tc.devices)
+			_, err := Default()
+			require.ErrorIs(t, err, ErrSetting)
+			assert.Contains(t, err.Error(), "STREAMBRIDGE_")
+		})
+	}
+	t.Setenv("STREAMBRIDGE_DRIVER", "sim")
+	t.Setenv("STREAMBRIDGE_SIM_DEVICES", "3")
+	d, err := Default()
+	require.NoError(t, err)
+	assert.Equal(t, "sim", d.Name())
+}

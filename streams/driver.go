@@ -1,9 +1,11 @@
 package streams
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -61,16 +63,26 @@ func Sim() *Driver {
 	return simDrv
 }
 
+// ErrSetting is matched (errors.Is) by an environment setting with a value this package
+// cannot use; the error names the variable and what it takes.
+var ErrSetting = errors.New("streambridge: bad setting")
+
 // Default returns the driver STREAMBRIDGE_DRIVER names: "cuda" or unset for the real
-// driver, "sim" for the software one.
+// driver, "sim" for the software one, with STREAMBRIDGE_SIM_DEVICES devices (0 to
+// sim.MaxDevices; 2 when unset). Any other value is an [ErrSetting].
 func Default() (*Driver, error) {
 	switch v := os.Getenv("STREAMBRIDGE_DRIVER"); v {
 	case "", "cuda":
 		return CUDA()
 	case "sim":
+		if v := os.Getenv("STREAMBRIDGE_SIM_DEVICES"); v != "" {
+			if n, err := strconv.Atoi(v); err != nil || n < 0 || n > sim.MaxDevices {
+				return nil, fmt.Errorf("%w: STREAMBRIDGE_SIM_DEVICES=%q: want a device count from 0 to %d", ErrSetting, v, sim.MaxDevices)
+			}
+		}
 		return Sim(), nil
 	default:
-		return nil, fmt.Errorf("streambridge: STREAMBRIDGE_DRIVER=%q: want \"cuda\" or \"sim\"", v)
+		return nil, fmt.Errorf("%w: STREAMBRIDGE_DRIVER=%q: want \"cuda\" (the default) or \"sim\" (the software driver)", ErrSetting, v)
 	}
 }
 

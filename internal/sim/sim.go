@@ -121,11 +121,14 @@ type allocation struct {
 
 var _ driver.API = (*Driver)(nil)
 
+// MaxDevices is the most devices STREAMBRIDGE_SIM_DEVICES may ask for.
+const MaxDevices = 64
+
 // New returns a software driver with the number of devices STREAMBRIDGE_SIM_DEVICES names
-// (2 when unset).
+// (2 when unset or not a count from 0 to MaxDevices; streams.Default refuses such values).
 func New() *Driver {
 	n := 2
-	if v, err := strconv.Atoi(os.Getenv("STREAMBRIDGE_SIM_DEVICES")); err == nil && v >= 0 {
+	if v, err := strconv.Atoi(os.Getenv("STREAMBRIDGE_SIM_DEVICES")); err == nil && v >= 0 && v <= MaxDevices {
 		n = v
 	}
 	d := &Driver{

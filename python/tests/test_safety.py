@@ -1,0 +1,206 @@
+"""What no call may do to the process: deadlock from a host callback, hang in a forked
+child, act on an object through a key of another kind, take an argument it cannot honour."""
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+
+import pytest
+
+import streambridge
+from streambridge import _core, _tables
+
+
+def _run_callback(s, fn, then=None):
+    """Runs fn inside a host callback on s (then() right after enqueueing it); returns what
+    fn raised (None if nothing)."""
+    streambridge.callback_errors()
+    s.launch_host_func(lambda _: fn(), None)
+    if then is not None:
+        then()
+    done = threading.Event()
+    s.launch_host_func(lambda _: done.set(), None)
+    assert done.wait(10), "the callback, or the one after it, never ran: a deadlock"
+    errors = streambridge.callback_errors()
+    return errors[0] if errors else None
+
+
+def test_a_callback_that_synchronizes_its_own_stream_gets_an_error_not_a_deadlock():
+    s = streambridge.Stream(non_blocking=True)
+    err = _run_callback(s, s.synchronize)
+    assert isinstance(err, streambridge.CallbackReentryError) and "host callback" in str(err)
+    s.synchronize()  # outside a callback it works, and the stream went on
+
+
+def test_a_callback_that_waits_for_another_streams_callback_gets_an_error():
+    # t's callback is queued behind the callback on s, and host callbacks run one at a time:
+    # waiting for t inside the callback on s could never return.
+    s, t = streambridge.Stream(non_blocking=True), streambridge.Stream(non_blocking=True)
+    ran = []
+
+    def queue_behind():
+        t.wait_stream(s)
+        t.launch_host_func(ran.append, "t")
+
+    err = _run_callback(s, t.synchronize, then=queue_behind)
+    assert isinstance(err, streambridge.CallbackReentryError)
+    t.synchronize()
+    assert ran == ["t"]
+
+
+@pytest.mark.parametrize("call", ["query", "record", "wait_stream", "launch_host_func", "event_query",
+                                  "event_synchronize", "new_stream", "wrap"])
+def test_every_call_that_enters_the_driver_is_refused_inside_a_callback(call):
+    s, t = streambridge.Stream(non_blocking=True), streambridge.Stream(non_blocking=True)
+    e = streambridge.Event()
+    calls = {
+        "query": t.query, "record": lambda: t.record(e), "wait_stream": lambda: t.wait_stream(s),
+        "launch_host_func": lambda: t.launch_host_func(print, None), "event_query": e.query,
+        "event_synchronize": e.synchronize, "new_stream": streambridge.Stream,
+        "wrap": lambda: streambridge.ExternalStream(t.ptr),
+    }
+    assert isinstance(_run_callback(s, calls[call]), streambridge.CallbackReentryError)
+
+
+def test_an_object_released_inside_a_callback_is_closed_later_not_lost():
+    s = streambridge.Stream(non_blocking=True)
+    before = _core.live_keys()
+    held = [streambridge.Stream(non_blocking=True), streambridge.Event()]
+    assert _core.live_keys() == before + 2
+    assert _run_callback(s, held.clear) is None, "dropping objects in a callback raises nothing"
+    streambridge.Stream().close()  # the next release outside a callback releases them too
+    assert _core.live_keys() == before
+
+
+def _child(code, env=None, timeout=60):
+    """Runs code in a fresh interpreter; returns (returncode, output)."""
+    full = dict(os.environ, **(env or {}))
+    p = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                       timeout=timeout, env=full)
+    return p.returncode, p.stdout + p.stderr
+
+
+@pytest.mark.parametrize("used", [False, True], ids=["imported", "used"])
+def test_a_forked_child_gets_a_typed_error_naming_spawn_and_never_hangs(used):
+    code = f"""
+        import os, sys
+        import streambridge
+        if {used}:
+            s = streambridge.Stream(non_blocking=True)
+            s.synchronize()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                streambridge.Stream(non_blocking=True).synchronize()
+            except streambridge.ForkedProcessError as e:
+                os._exit(0 if "spawn" in str(e) else 3)
+            os._exit(4)
+        _, status = os.waitpid(pid, 0)
+        print("child exit", os.waitstatus_to_exitcode(status))
+        if {used}:
+            s.synchronize()  # the parent goes on
+            print("parent ok")
+    """
+    rc, out = _child(code)
+    assert rc == 0 and "child exit 0" in out, out
+    assert not used or "parent ok" in out, out
+
+
+def test_a_fork_pool_reports_the_error_and_does_not_hang():
+    code = """
+        import multiprocessing as mp
+        import streambridge
+
+        def work(_):
+            try:
+                streambridge.Stream(non_blocking=True).query()
+            except streambridge.ForkedProcessError:
+                return "refused"
+            return "ran"
+
+        if __name__ == "__main__":
+            streambridge.Stream(non_blocking=True).synchronize()
+            with mp.get_context("fork").Pool(2) as pool:
+                print(pool.map(work, range(4), chunksize=1))
+    """
+    rc, out = _child(code)
+    assert rc == 0 and "['refused', 'refused', 'refused', 'refused']" in out, out
+
+
+def test_a_graph_cannot_be_made_from_a_key():
+    s = streambridge.Stream(non_blocking=True)
+    with pytest.raises(TypeError, match="end_capture"):
+        streambridge.Graph(s._key, 0)
+    s.query()  # untouched
+
+
+def test_a_key_of_another_kind_is_a_type_error_and_closes_nothing():
+    s = streambridge.Stream(non_blocking=True)
+    e = streambridge.Event()
+    with pytest.raises(TypeError, match="is a stream, not a event"):
+        _core.release(s._key, _tables.OBJECT_EVENT)
+    with pytest.raises(TypeError, match="is a event, not a stream"):
+        _core.stream_synchronize(e._key)
+    with pytest.raises(TypeError, match="is a stream, not a graph"):
+        _core.graph_launch(s._key, s._key)
+    s.record(e)
+    s.synchronize()
+    assert e.query() and s.query(), "both still open"
+
+
+@pytest.mark.parametrize("make, error, match", [
+    (lambda: streambridge.Event(options="garbage"), TypeError, "options must be"),
+    (lambda: streambridge.Event(options={"timing": True}), TypeError, "unknown event options"),
+    (lambda: streambridge.Event(device=2**64), ValueError, "device"),
+    (lambda: streambridge.Stream(device=2**64), ValueError, "device"),
+    (lambda: streambridge.Stream(device="cuda:99999999999"), ValueError, "device"),
+    (lambda: streambridge.ExternalStream(0, 2**64), ValueError, "device"),
+    (lambda: streambridge.Stream(priority=2**40), ValueError, "priority"),
+    (lambda: streambridge.Stream(priority=1.5), TypeError, "priority"),
+    (lambda: streambridge.ExternalStream(2**64), ValueError, "out of range"),
+    (lambda: streambridge.ExternalStream(-1), ValueError, "out of range"),
+    (lambda: streambridge.ExternalStream("7"), TypeError, "must be an int"),
+])
+def test_every_argument_is_checked_with_its_name(make, error, match):
+    with pytest.raises(error, match=match):
+        make()
+
+
+@pytest.mark.parametrize("version", [0.0, False, "0", None, 1])
+def test_a_cuda_stream_version_other_than_the_int_0_is_refused(version):
+    class Proto:
+        def __cuda_stream__(self):
+            return (version, 0)
+
+    with pytest.raises(ValueError, match="version"):
+        streambridge.Stream.from_external(Proto())
+    with pytest.raises(ValueError, match="version"):
+        streambridge.as_stream(Proto())
+
+
+@pytest.mark.parametrize("env, match", [
+    ({"STREAMBRIDGE_DRIVER": "gpu"}, "STREAMBRIDGE_DRIVER"),
+    ({"STREAMBRIDGE_DRIVER": "sim", "STREAMBRIDGE_SIM_DEVICES": "-1"}, "STREAMBRIDGE_SIM_DEVICES"),
+    ({"STREAMBRIDGE_DRIVER": "sim", "STREAMBRIDGE_SIM_DEVICES": "abc"}, "STREAMBRIDGE_SIM_DEVICES"),
+    ({"STREAMBRIDGE_DRIVER": "sim", "STREAMBRIDGE_SIM_DEVICES": "100000000"}, "STREAMBRIDGE_SIM_DEVICES"),
+])
+def test_a_bad_setting_is_a_value_error_naming_it(env, match):
+    rc, out = _child("""
+        import streambridge
+        try:
+            streambridge.Stream()
+        except ValueError as e:
+            print("refused:", e)
+    """, env, timeout=30)
+    assert rc == 0 and "refused:" in out and match in out, out
+
+
+def test_errors_from_go_arrive_typed_with_code_and_name(foreign_stream):
+    handle, _ = foreign_stream
+    with pytest.raises(streambridge.InvalidHandleError) as info:
+        streambridge.ExternalStream(handle + 8)  # not a stream: refused in Go, before the driver
+    assert info.value.code == 400 and info.value.name == "CUDA_ERROR_INVALID_HANDLE"
+    with pytest.raises(streambridge.DeviceMismatchError, match="device"):
+        streambridge.ExternalStream(handle, 1 - foreign_stream[1])
