@@ -3,15 +3,17 @@
     python3 bench/python_bench.py [--rounds 7] [--n 20000]
 
 Operations (each framework's own spelling):
-  wrap         borrow an existing stream handle (streambridge validates it first)
-  record+wait  record an event on stream A, make stream B wait for it
-  query        ask whether a stream's work has completed
-  event record record an event on a stream
+  wrap                borrow an existing stream handle (streambridge validates it first)
+  record+wait         record an event on stream A, make stream B wait for it
+  query               ask whether a stream's work has completed
+  event record        record an event on a stream
+  empty kernel launch launch a kernel with no arguments
+  stream create+close make a stream and destroy it (torch pools its streams: not a peer here)
+  event create+close  make an event (timing off) and destroy it
 Rounds interleave the frameworks; each number is the median over rounds of the mean
 ns per operation. Ratios are streambridge over the fastest peer, by medians, and in
-brackets by each one's best round (less exposed to a noisy machine, where the medians of
-one operation move 1.5x between runs). A profile of
-streambridge's layers (Python wrapper, gopy's generated layer + cgo crossing + Go) follows.
+brackets by each one's best round (less exposed to a noisy machine). A profile of
+streambridge's layers (the C core, gopy's generated layer + cgo crossing + Go) follows.
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ def main() -> int:
 
     import streambridge as sb
     from streambridge import _core
+    from streambridge._tables import OBJECT_EVENT, OBJECT_STREAM
 
     dev = Device(0)
     dev.set_current()
@@ -79,11 +82,6 @@ def main() -> int:
     cs_a, cs_b = cupy.cuda.Stream(non_blocking=False), cupy.cuda.Stream()
     ks_a, ks_b = dev.create_stream(), dev.create_stream()
     ss_a, ss_b = sb.Stream(), sb.Stream()
-    # The same calls through Go (gopy's generated layer, a cgo crossing each), for the profile:
-    # objects with the fast calls (python/native/fastcall.c) turned off.
-    gs_a, gs_b, ge = sb.Stream(), sb.Stream(), sb.Event(disable_timing=True)
-    for obj in (gs_a, gs_b, ge):
-        obj._fast = False
     te = torch.cuda.Event()
     ce = cupy.cuda.Event(disable_timing=True)
     ke = ks_a.record(options=EventOptions(timing_enabled=False))
@@ -106,10 +104,6 @@ def main() -> int:
     def sb_rw():
         ss_a.record(se)
         ss_b.wait_event(se)
-
-    def g_rw():
-        gs_a.record(ge)
-        gs_b.wait_event(ge)
 
     def t_rw():
         te.record(ts_a)
@@ -136,15 +130,12 @@ def main() -> int:
         "record+wait": {
             "streambridge": loop(sb_rw),
             "streambridge.wait_stream": loop(lambda: ss_b.wait_stream(ss_a)),
-            "streambridge through Go": loop(g_rw),
-            "streambridge.wait_stream through Go": loop(lambda: gs_b.wait_stream(gs_a)),
             "torch": loop(t_rw),
             "cupy": loop(c_rw),
             "cuda.core": loop(k_rw),
         },
         "query": {
             "streambridge": loop(ss_a.query),
-            "streambridge through Go": loop(gs_a.query),
             "streambridge event query": loop(se.query),
             "torch": loop(ts_a.query),
             "cupy": loop(lambda: cs_a.done),
@@ -152,7 +143,6 @@ def main() -> int:
         },
         "event record": {
             "streambridge": loop(lambda: se.record(ss_a)),
-            "streambridge through Go": loop(lambda: ge.record(gs_a)),
             "torch": loop(lambda: te.record(ts_a)),
             "cupy": loop(lambda: ce.record(cs_a)),
             "cuda.core": loop(lambda: ks_a.record(ke)),
@@ -176,36 +166,48 @@ def main() -> int:
     with cs_a:
         cp_empty((1,), (1,), ())
     ops["empty kernel launch"] = launches
+    ops["stream create+close"] = {
+        "streambridge": loop(lambda: sb.Stream().close()),
+        "cupy": loop(lambda: cupy.cuda.Stream()),  # destroyed when dropped
+        "cuda.core": loop(lambda: dev.create_stream().close()),
+    }
+    no_timing = EventOptions(timing_enabled=False)
+    ops["event create+close"] = {
+        "streambridge": loop(lambda: sb.Event(disable_timing=True).close()),
+        "cupy": loop(lambda: cupy.cuda.Event(disable_timing=True)),  # destroyed when dropped
+        "cuda.core": loop(lambda: dev.create_event(no_timing).close()),
+    }
+    bars = {"stream create+close": 1.0, "event create+close": 1.0}
 
-    # Where streambridge's time goes: the same query through each layer.
-    key = gs_a._key
-    raw, nop = _core.stream_query, _core.nop
-    gopy_py = _core._native  # gopy's own Python wrappers (pyshim.py), which _core skips
-    from streambridge._native import pyshim as gopy_wrappers
-    fq = _core.fastcall.stream_query
-    ptr = ss_a.ptr
+    # Where streambridge's time goes: a query and a wrap, layer by layer.
+
+    def go_event_cycle():
+        k = _core.new_event(0, False, True, False)
+        _core.event_handle(k)
+        _core.release(k, OBJECT_EVENT)
+
+    def go_stream_cycle():
+        k = _core.new_stream(0, False, 0)
+        _core.stream_handle(k)
+        _core.stream_device(k)
+        _core.release(k, OBJECT_STREAM)
 
     class Bare(sb._stream._BaseStream):
         """ExternalStream's shape (a Python subclass of the C core), made by the core's own
         constructor with no check: what a wrap costs beside the check."""
 
     profile = {
-        "s.query() (public API, fast call)": loop(ss_a.query),
-        "s.query() (public API, through Go)": loop(gs_a.query),
-
-        "_sbnative.pyshim_StreamQuery(key) (generated C + cgo + Go + driver)": loop(lambda: raw(key)),
-        "pyshim.StreamQuery(key) (gopy's Python wrapper over it, not used)": loop(lambda: gopy_wrappers.StreamQuery(key)),
-        "_sbnative.pyshim_Nop(False) (generated C + cgo, nothing in Go)": loop(lambda: nop(False)),
-        "_sbnative.pyshim_LiveStreams() (+ a Go read lock)": loop(gopy_py.pyshim_LiveStreams),
+        "s.query() (the C core: gate, open check, driver)": loop(ss_a.query),
+        "_native.core.gate() (the gate alone, a C call)": loop(_core.gate),
+        "_sbnative.pyshim_LiveStreams() (generated C + cgo + a Go read lock)": loop(_core.live_keys),
         "empty Python lambda (the loop itself)": loop(lambda: None),
-        **({"fastcall.stream_query(ptr) (C, then the driver)": loop(lambda: fq(ptr))} if _core.fast_calls() else {}),
-        "wrap: fastcall.check_stream(handle, -1) (C, cgo, the check in Go; no Python object)":
-            loop(lambda: _core.fastcall.check_stream(handle, -1)),
-        "wrap: _sbnative.pyshim_CheckStream(handle, -1, 0) (the same through gopy's C)":
-            loop(lambda: _core.check_stream(handle, -1, 0)),
-        "wrap: pyshim_ValidationReads (a crossing and the rt_sigaction, no reads)":
-            loop(_core._native.pyshim_ValidationReads),
+        "wrap: core.check_stream(handle, -1) (C, cgo, the check in Go; no Python object)":
+            loop(lambda: _core.core.check_stream(handle, -1)),
+        "wrap: pyshim_ValidationReads (a crossing and the rt_sigaction, no reads)": loop(_core.validation_reads),
         "wrap: a bare instance shaped as ExternalStream + teardown (no check)": loop(Bare),
+        "create: the Go calls of Event().close() (NewEvent, EventHandle, Close)": loop(go_event_cycle),
+        "create: the Go calls of Stream().close() (NewStream, StreamHandle, StreamDevice, Close)":
+            loop(go_stream_cycle),
     }
 
     results = {}
@@ -231,7 +233,7 @@ def main() -> int:
         low_peer = min((k for k in low if not k.startswith("streambridge")), key=low.get)
         for name in (k for k in impls if k.startswith("streambridge")):
             print(f"  ratio {name} / fastest peer ({best_name}): {med[name] / peers[best_name]:.2f} "
-                  f"(best rounds: {low[name] / low[low_peer]:.2f})  [bar 1.5]")
+                  f"(best rounds: {low[name] / low[low_peer]:.2f})  [bar {bars.get(op, 1.2)}]")
     print("\nhost callback into Python, enqueue to run (median of 2000, idle stream):")
     lat = {"streambridge launch_host_func": callback_latency(ss_a.launch_host_func, ss_a.synchronize),
            "cupy launch_host_func": callback_latency(cs_a.launch_host_func, cs_a.synchronize)}
@@ -241,8 +243,7 @@ def main() -> int:
     print("\nprofile (streambridge query and wrap, layer by layer):")
     for name in profile:
         print(f"  {name:70s} {statistics.median(results[('profile', name)]):8.0f} ns")
-    in_go = statistics.median(_core._native.pyshim_TimeCheckStream(handle, 100_000) for _ in range(5))
-    print(f"  {'wrap: the check inside Go (pyshim.TimeCheckStream; reads: ' + _core._native.pyshim_ValidationReads() + ')':70s} {in_go:8.0f} ns")
+    print(f"  (handle checks read memory by {_core.validation_reads()})")
     return 0
 
 

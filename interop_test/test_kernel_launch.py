@@ -106,9 +106,9 @@ def test_misuse_is_refused(module):
 
 
 def test_scalar_launches_on_our_streams_run_in_c_and_agree_with_python(module, monkeypatch):
-    # Python ints and floats on a streambridge stream: the C core launches (fastcall.c,
-    # kernel_core_call) without the Python method, which the rest goes through; both pack
-    # the arguments alike.
+    # Python ints and floats on a streambridge stream: the C core reads them (core.c,
+    # kernel_call) without the Python method, which reads the rest; both pack the arguments
+    # alike, and both launch through the core's one launch.
     torch = framework("torch")
     kernel = module.get_kernel("store")
     calls = []
@@ -126,7 +126,7 @@ def test_scalar_launches_on_our_streams_run_in_c_and_agree_with_python(module, m
         calls.clear()
         kernel(1, 1, (out.data_ptr(),) + args, stream=s, shared_mem=0)
         s.synchronize()
-        assert bool(calls) == (via_python or not streambridge._core.fast_calls()), args
+        assert bool(calls) == via_python, args
         a, b, c = out.cpu().tolist()
         assert a == int(args[0])
         assert numpy.array([b], dtype=numpy.int64).view(numpy.float64)[0] == float(args[1])

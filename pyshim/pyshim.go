@@ -17,6 +17,7 @@
 package pyshim
 
 import (
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"os"
@@ -400,6 +401,14 @@ func lines(s string) []string {
 	return strings.Split(s, "\n")
 }
 
+// ModuleContext is the CUcontext module key m was loaded in: what the C core makes current
+// for a launch of its kernels.
+//
+//streambridge:keepgil
+func ModuleContext(m int64) (uint64, error) {
+	return call1(m, func(mod *streams.Module) (uint64, error) { return uint64(mod.Context().Handle()), nil })
+}
+
 // ModuleFunction looks a kernel up in module key m by name or name expression and
 // returns its key.
 func ModuleFunction(m int64, name string) (int64, error) {
@@ -444,6 +453,24 @@ func EventHandle(e int64) (uint64, error) {
 //
 //streambridge:keepgil
 func ResultName(code int) string { return streams.Result(code).Name() }
+
+// ReadWords reads n little-endian words of this process's memory at addr, as hex, without
+// letting a bad address fault: the Python package reads DLPack capsules this way, whose
+// pointers a broken producer can make point anywhere. An unreadable address is a value
+// error.
+//
+//streambridge:keepgil
+func ReadWords(addr uint64, n int) (string, error) {
+	words, ok := cuda.ReadWords(uintptr(addr), n)
+	if !ok {
+		return "", fmt.Errorf("%w: %d words at %#x are not readable memory", bridge.ErrValue, n, addr)
+	}
+	buf := make([]byte, 8*len(words))
+	for i, w := range words {
+		binary.LittleEndian.PutUint64(buf[8*i:], w)
+	}
+	return hex.EncodeToString(buf), nil
+}
 
 // ValidationReads says how handle checks read memory now: "loads" (Go's SIGSEGV handler
 // is installed; fast) or "process_vm_readv" (another handler is, such as faulthandler's).

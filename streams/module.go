@@ -61,6 +61,9 @@ func (c *Context) LoadModuleFile(path string) (*Module, error) {
 	return c.LoadModule(image)
 }
 
+// Context is the context the module was loaded in; its kernels run there.
+func (m *Module) Context() *Context { return m.ctx }
+
 // Function looks up a kernel by its (mangled) name (cuModuleGetFunction), or, in a module
 // from Context.Compile, by one of its name expressions ("scale<float>").
 func (m *Module) Function(name string) (*Function, error) {

@@ -251,3 +251,18 @@ func ValidationReads() string {
 	}
 	return "process_vm_readv"
 }
+
+// ReadWords reads n words of this process's memory at addr the way a stream check does:
+// false, and no fault, where any of it is not mapped readable or addr is not 8-aligned.
+// For structures another library hands over by address (a DLPack capsule's tensor), which
+// a bad producer can make point anywhere.
+func ReadWords(addr uintptr, n int) ([]uint64, bool) {
+	if n <= 0 || n > 1024 {
+		return nil, false
+	}
+	words := make([]uint64, n)
+	if !newReader().peek(addr, words) {
+		return nil, false
+	}
+	return words, true
+}

@@ -136,3 +136,21 @@ func BenchmarkStreamChain(b *testing.B) {
 		}
 	}
 }
+
+func TestReadWordsRefusesWhatCannotBeRead(t *testing.T) {
+	x := [3]uint64{1, 2, 3}
+	got, ok := ReadWords(uintptr(unsafe.Pointer(&x[0])), 3)
+	require.True(t, ok)
+	assert.Equal(t, []uint64{1, 2, 3}, got)
+	for _, tc := range []struct {
+		name string
+		addr uintptr
+		n    int
+	}{{"zero", 0, 1}, {"first page", 16, 1}, {"misaligned", uintptr(unsafe.Pointer(&x[0])) + 3, 1},
+		{"top of user space", 1<<47 - 8, 1}, {"no words", uintptr(unsafe.Pointer(&x[0])), 0}} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, ok := ReadWords(tc.addr, tc.n)
+			assert.False(t, ok)
+		})
+	}
+}

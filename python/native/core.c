@@ -224,9 +224,10 @@ typedef struct {
 
 typedef struct {
     PyObject_HEAD
-    unsigned long long fn; /* the CUfunction */
-    long long device;      /* its module's device */
-    char live;             /* the module is loaded */
+    unsigned long long fn;  /* the CUfunction */
+    unsigned long long ctx; /* its module's context: a launch needs it current on the thread */
+    long long device;       /* its module's device */
+    char live;              /* the module is loaded */
 } KernelCore;
 
 static PyTypeObject StreamCoreType, ExternalCoreType, EventCoreType, KernelCoreType;
@@ -816,7 +817,10 @@ static PyObject *do_launch(KernelCore *k, StreamCore *s, const unsigned dims[6],
     int r;
     ctx_scope sc;
     Py_BEGIN_ALLOW_THREADS
-    r = ctx_enter(s->ctx, &sc);
+    /* Unlike the other entry points here, cuLaunchKernel of a module's function answers
+     * CUDA_ERROR_INVALID_CONTEXT on a thread with no context current: the kernel's context
+     * (the stream's too: the devices agree) is made current where it is not already. */
+    r = ctx_enter(k->ctx, &sc);
     if (r == 0)
         r = CALL(cuLaunchKernel, launch_fn)((uintptr_t)k->fn, dims[0], dims[1], dims[2], dims[3], dims[4], dims[5],
                                             shared, (uintptr_t)s->ptr, params, NULL);
@@ -961,6 +965,7 @@ static PyMethodDef kernel_core_methods[] = {
 
 static PyMemberDef kernel_core_members[] = {
     {"_fn", T_ULONGLONG, offsetof(KernelCore, fn), 0, "the CUfunction"},
+    {"_ctx", T_ULONGLONG, offsetof(KernelCore, ctx), 0, "its module's context"},
     {"_device", T_LONGLONG, offsetof(KernelCore, device), 0, "its module's device"},
     {"_live", T_BOOL, offsetof(KernelCore, live), 0, "the module is loaded"},
     {NULL, 0, 0, 0, NULL},

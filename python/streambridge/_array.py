@@ -5,7 +5,9 @@ array, a Numba array or a cuda.core buffer."""
 from __future__ import annotations
 
 import ctypes
-from typing import Any, NamedTuple, Optional, Tuple
+from typing import Any, List, NamedTuple, Optional, Tuple
+
+from . import _core
 
 
 class ArrayInfo(NamedTuple):
@@ -87,16 +89,6 @@ def _from_interface(obj: Any, cai: Any) -> ArrayInfo:
     return ArrayInfo(data[0], typestr, shape, tuple(strides), device, bool(data[1]), stream)
 
 
-class _DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
-
-
-class _DLTensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
-                ("dtype", ctypes.c_uint32), ("shape", ctypes.c_void_p), ("strides", ctypes.c_void_p),
-                ("byte_offset", ctypes.c_uint64)]
-
-
 _KDL_CUDA = 2
 _DL_KINDS = {0: "i", 1: "u", 2: "f", 5: "c", 6: "b"}  # DLDataTypeCode; 4 is bfloat
 _capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
@@ -106,34 +98,61 @@ _capsule_name = ctypes.pythonapi.PyCapsule_GetName
 _capsule_name.restype = ctypes.c_char_p
 _capsule_name.argtypes = [ctypes.py_object]
 # DLManagedTensorVersioned (DLPack 1.x): version, manager_ctx, deleter and flags, then the
-# DLTensor; flag bit 0 is read-only.
-_VERSIONED_FLAGS_AT, _VERSIONED_TENSOR_AT, _READ_ONLY = 24, 32, 1
+# DLTensor; flag bit 0 is read-only. A DLTensor is six words: data; device (type, id);
+# ndim and dtype (code, bits, lanes); shape; strides; byte_offset.
+_VERSIONED_FLAGS_WORD, _VERSIONED_TENSOR_AT, _READ_ONLY = 3, 32, 1
+_MAX_NDIM = 64
+
+
+def _words(addr: int, n: int, what: str) -> List[int]:
+    """n words at addr, read without letting a bad pointer fault (the Go core's protected
+    reader, as for stream handles)."""
+    try:
+        raw = bytes.fromhex(_core.read_words(addr, n))
+    except ValueError as e:
+        raise ValueError(f"__dlpack__ returned a capsule whose {what} is not readable: {e}") from None
+    return [int.from_bytes(raw[i:i + 8], "little") for i in range(0, len(raw), 8)]
+
+
+def _signed(v: int, bits: int = 64) -> int:
+    v &= (1 << bits) - 1
+    return v - (1 << bits) if v >= 1 << (bits - 1) else v
 
 
 def _from_dlpack(obj: Any, consumer: Optional[int]) -> ArrayInfo:
     """A DLPack producer's array. The capsule is read, not consumed: the producer keeps
-    ownership (released with the capsule), and ``obj`` must outlive the use of the data."""
+    ownership (released with the capsule), and ``obj`` must outlive the use of the data.
+    Every pointer in it is read through the Go core's fault-protected reader, so a broken
+    producer gets a ValueError, not a crash."""
     dev_type, dev_id = obj.__dlpack_device__()
     if dev_type != _KDL_CUDA:
         raise ValueError(f"a DLPack array must be on a CUDA device, not device type {dev_type}")
     capsule = obj.__dlpack__(stream=consumer)
+    if type(capsule).__name__ != "PyCapsule":
+        raise TypeError(f"__dlpack__ must return a PyCapsule, not {type(capsule).__name__}")
     name = _capsule_name(capsule)
     if name not in (b"dltensor", b"dltensor_versioned"):
         raise ValueError(f"__dlpack__ returned a capsule named {name!r}, not an unused DLPack tensor")
-    managed = _capsule_pointer(capsule, name)
+    managed = _capsule_pointer(capsule, name) or 0
     readonly = False
     if name == b"dltensor_versioned":
-        readonly = bool(ctypes.c_uint64.from_address(managed + _VERSIONED_FLAGS_AT).value & _READ_ONLY)
+        readonly = bool(_words(managed, _VERSIONED_FLAGS_WORD + 1, "header")[_VERSIONED_FLAGS_WORD] & _READ_ONLY)
         managed += _VERSIONED_TENSOR_AT
-    t = _DLTensor.from_address(managed)
-    code, bits, lanes = t.dtype & 0xFF, (t.dtype >> 8) & 0xFF, t.dtype >> 16
-    if lanes != 1 or bits % 8 or (code not in _DL_KINDS and code != 4):
+    data, device, ndim_dtype, shape_at, strides_at, byte_offset = _words(managed, 6, "tensor")
+    ndim, dtype = _signed(ndim_dtype, 32), ndim_dtype >> 32
+    if not 0 <= ndim <= _MAX_NDIM:
+        raise ValueError(f"__dlpack__ returned a tensor of {ndim} dimensions")
+    code, bits, lanes = dtype & 0xFF, (dtype >> 8) & 0xFF, dtype >> 16
+    if lanes != 1 or bits % 8 or not bits or (code not in _DL_KINDS and code != 4):
         raise ValueError(f"DLPack dtype (code {code}, {bits} bits, {lanes} lanes) has no NumPy type string")
     size = bits // 8
     typestr = "bfloat16" if code == 4 else ("|" if size == 1 else "<") + _DL_KINDS[code] + str(size)
-    shape = tuple((ctypes.c_int64 * t.ndim).from_address(t.shape)) if t.ndim else ()
-    if t.strides and t.ndim:
-        strides = tuple(s * size for s in (ctypes.c_int64 * t.ndim).from_address(t.strides))
+    shape = tuple(_signed(d) for d in _words(shape_at, ndim, "shape")) if ndim else ()
+    if any(d < 0 for d in shape):
+        raise ValueError(f"__dlpack__ returned a negative shape {shape}")
+    if strides_at and ndim:
+        strides = tuple(_signed(st) * size for st in _words(strides_at, ndim, "strides"))
     else:
         strides = _contiguous(shape, size)
-    return ArrayInfo((t.data or 0) + t.byte_offset, typestr, shape, strides, t.device.device_id, readonly, None)
+    device_id = _signed(device >> 32, 32)
+    return ArrayInfo((data + byte_offset) & ((1 << 64) - 1), typestr, shape, strides, device_id, readonly, None)

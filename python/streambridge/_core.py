@@ -80,9 +80,11 @@ graph_launch = _go(_native.pyshim_GraphLaunch)
 graph_upload = _go(_native.pyshim_GraphUpload)
 compile_module = _go(_native.pyshim_CompileModule)
 module_function = _go(_native.pyshim_ModuleFunction)
+module_context = _go(_native.pyshim_ModuleContext)
 function_handle = _go(_native.pyshim_FunctionHandle)
 live_keys = _native.pyshim_LiveStreams  # the count of open keys; no driver
 validation_reads = _native.pyshim_ValidationReads  # diagnostics; no driver
+read_words = _go(_native.pyshim_ReadWords)  # host memory, fault-protected (DLPack capsules)
 _close = _go(_native.pyshim_Close)
 
 _deferred: list = []  # keys closed inside host callbacks, released by the next call outside

@@ -88,6 +88,7 @@ class Kernel(_c.KernelCore):
         self.name = name
         self._key = _core.module_function(module._key, name)
         self._fn = _core.function_handle(self._key)
+        self._ctx = _core.module_context(module._key)
         self._device = module._device
         self._live = True
         module._kernels.add(self)
