@@ -577,11 +577,6 @@ static PyTypeObject StreamCoreType = {
 
 /* -- EventCore -- */
 
-static PyObject *event_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    EventCore *e = (EventCore *)type->tp_alloc(type, 0);
-    return (PyObject *)e;
-}
-
 /* record(stream=None) and wait(stream=None): a stream goes straight to the driver; anything
  * else to the Python method of the same name with a leading underscore, which resolves or
  * refuses it and comes back with a stream. */
@@ -632,7 +627,7 @@ static PyTypeObject EventCoreType = {
     .tp_basicsize = sizeof(EventCore),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
     .tp_doc = "The C core of streambridge's events (see core.c).",
-    .tp_new = event_new,
+    .tp_new = PyType_GenericNew,
     .tp_methods = event_core_methods,
     .tp_members = event_core_members,
 };

@@ -13,6 +13,11 @@ import streambridge
 from streambridge import _core, _tables
 
 
+# The errors these tests provoke inside callbacks are expected, and asserted through
+# callback_errors(); pytest would also warn of each as unraisable.
+pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+
+
 def _run_callback(s, fn, then=None):
     """Runs fn inside a host callback on s (then() right after enqueueing it); returns what
     fn raised (None if nothing)."""
