@@ -1,0 +1,163 @@
+package sim
+
+// Events: records, queries, waits on them, timing, IPC handles.
+
+import (
+	"encoding/binary"
+	"os"
+	"time"
+
+	"github.com/streambridge/streambridge/internal/driver"
+)
+
+func (d *Driver) EventCreate(ch driver.Context, flags uint32) (driver.Event, driver.Result) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	c := d.ctxIn(ch)
+	if c == nil {
+		return 0, driver.ErrorInvalidContext
+	}
+	all := driver.EventBlockingSync | driver.EventDisableTiming | driver.EventInterprocess
+	if flags&^all != 0 ||
+		(flags&driver.EventInterprocess != 0 && flags&driver.EventDisableTiming == 0) {
+		return 0, driver.ErrorInvalidValue
+	}
+	e := &event{ctx: c, state: &eventState{flags: flags}}
+	e.handle = driver.Event(d.newHandle(e))
+	return e.handle, driver.Success
+}
+
+func (d *Driver) EventDestroy(h driver.Event) driver.Result {
+	return d.destroy(uintptr(h), func(o any) bool { _, ok := o.(*event); return ok })
+}
+
+func (d *Driver) EventRecord(ch driver.Context, eh driver.Event, sh driver.Stream) driver.Result {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	e, ok := lookup[*event](d, uintptr(eh))
+	if !ok {
+		return driver.ErrorInvalidHandle
+	}
+	s, r := d.streamIn(ch, sh)
+	if r != driver.Success {
+		return r
+	}
+	if s.capture != nil {
+		e.state.captured = &capturedRecord{capture: s.capture, frontier: append([]*node(nil), s.frontier...)}
+		return driver.Success
+	}
+	rec := &record{}
+	rec.done = d.enqueue(s, func() { rec.at = time.Now() })
+	e.state.rec, e.state.captured = rec, nil
+	return driver.Success
+}
+
+func (d *Driver) EventRecordAndWait(ch driver.Context, e driver.Event, from, to driver.Stream) (driver.Result, bool) {
+	if r := d.EventRecord(ch, e, from); r != driver.Success {
+		return r, false
+	}
+	return d.StreamWaitEvent(ch, to, e, 0), true
+}
+
+func (d *Driver) event(h driver.Event) (*eventState, driver.Result) {
+	e, ok := lookup[*event](d, uintptr(h))
+	if !ok {
+		return nil, driver.ErrorInvalidHandle
+	}
+	if c := e.state.captured; c != nil {
+		if c.capture.ended { // what the real driver answers once the capture is over (H200)
+			return nil, driver.ErrorInvalidValue
+		}
+		return nil, driver.ErrorCapturedEvent
+	}
+	return e.state, driver.Success
+}
+
+func (d *Driver) EventQuery(h driver.Event) driver.Result {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	e, r := d.event(h)
+	if r != driver.Success {
+		return r
+	}
+	if e.rec == nil || closed(e.rec.done) {
+		return driver.Success
+	}
+	return driver.ErrorNotReady
+}
+
+func (d *Driver) EventSynchronize(h driver.Event) driver.Result {
+	d.mu.Lock()
+	e, r := d.event(h)
+	if r != driver.Success {
+		d.mu.Unlock()
+		return r
+	}
+	rec := e.rec
+	d.mu.Unlock()
+	if rec != nil {
+		<-rec.done
+	}
+	return driver.Success
+}
+
+func (d *Driver) EventElapsedTime(start, end driver.Event) (float32, driver.Result) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s, r := d.event(start)
+	if r != driver.Success {
+		return 0, r
+	}
+	e, r := d.event(end)
+	if r != driver.Success {
+		return 0, r
+	}
+	if (s.flags|e.flags)&driver.EventDisableTiming != 0 || s.rec == nil || e.rec == nil {
+		return 0, driver.ErrorInvalidHandle
+	}
+	if !closed(s.rec.done) || !closed(e.rec.done) {
+		return 0, driver.ErrorNotReady
+	}
+	return float32(e.rec.at.Sub(s.rec.at).Seconds() * 1e3), driver.Success
+}
+
+// The software driver's IPC handle names the event and the process that made it; it can be
+// opened in that process only.
+const ipcMagic = "streambridge-sim-ipc"
+
+func (d *Driver) IpcGetEventHandle(h driver.Event) (driver.IPCEventHandle, driver.Result) {
+	var out driver.IPCEventHandle
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	e, ok := lookup[*event](d, uintptr(h))
+	if !ok {
+		return out, driver.ErrorInvalidHandle
+	}
+	if e.state.flags&driver.EventInterprocess == 0 {
+		return out, driver.ErrorInvalidValue
+	}
+	n := copy(out[:], ipcMagic)
+	binary.LittleEndian.PutUint64(out[n:], uint64(os.Getpid()))
+	binary.LittleEndian.PutUint64(out[n+8:], uint64(h))
+	return out, driver.Success
+}
+
+func (d *Driver) IpcOpenEventHandle(in driver.IPCEventHandle) (driver.Event, driver.Result) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	c := d.currentCtx()
+	if c == nil {
+		return 0, driver.ErrorInvalidContext
+	}
+	n := len(ipcMagic)
+	if string(in[:n]) != ipcMagic || binary.LittleEndian.Uint64(in[n:]) != uint64(os.Getpid()) {
+		return 0, driver.ErrorInvalidValue
+	}
+	src, ok := lookup[*event](d, uintptr(binary.LittleEndian.Uint64(in[n+8:])))
+	if !ok {
+		return 0, driver.ErrorInvalidValue
+	}
+	e := &event{ctx: c, state: src.state, opened: true}
+	e.handle = driver.Event(d.newHandle(e))
+	return e.handle, driver.Success
+}

@@ -1,0 +1,296 @@
+package sim
+
+// Streams: in-order queues of goroutines, waits between them, host functions.
+
+import "github.com/streambridge/streambridge/internal/driver"
+
+func (d *Driver) StreamCreateWithPriority(ch driver.Context, flags uint32, priority int) (driver.Stream, driver.Result) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	c := d.ctxIn(ch)
+	if c == nil {
+		return 0, driver.ErrorInvalidContext
+	}
+	if flags&^driver.StreamNonBlocking != 0 {
+		return 0, driver.ErrorInvalidValue
+	}
+	priority = min(max(priority, greatestPriority), leastPriority) // the driver clamps
+	s := &stream{ctx: c, flags: flags, priority: priority, id: d.streamID()}
+	s.handle = driver.Stream(d.newHandle(s))
+	if flags&driver.StreamNonBlocking == 0 {
+		c.blocking[s] = struct{}{}
+	}
+	return s.handle, driver.Success
+}
+
+// ctxIn is the context a call names, or else the thread's current one. Caller holds d.mu.
+func (d *Driver) ctxIn(h driver.Context) *context {
+	if h == 0 {
+		return d.currentCtx()
+	}
+	c, _ := lookup[*context](d, uintptr(h))
+	return c
+}
+
+// stream resolves a handle, the special ones through the current context. Caller holds
+// d.mu.
+func (d *Driver) stream(h driver.Stream) (*stream, driver.Result) { return d.streamIn(0, h) }
+
+// streamIn resolves a handle, the special ones through context ch (0: the current one).
+// Caller holds d.mu.
+func (d *Driver) streamIn(ch driver.Context, h driver.Stream) (*stream, driver.Result) {
+	if h.IsSpecial() {
+		c := d.ctxIn(ch)
+		if c == nil {
+			return nil, driver.ErrorInvalidContext
+		}
+		if h == driver.StreamPerThread {
+			return c.ptds, driver.Success
+		}
+		return c.legacy, driver.Success
+	}
+	s, ok := lookup[*stream](d, uintptr(h))
+	if !ok {
+		return nil, driver.ErrorInvalidHandle
+	}
+	return s, driver.Success
+}
+
+// StreamCheck looks the handle up: the software driver knows every stream it made.
+func (d *Driver) StreamCheck(h driver.Stream) (driver.Context, driver.Result) {
+	if h.IsSpecial() {
+		return 0, driver.Success
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s, ok := lookup[*stream](d, uintptr(h))
+	if !ok {
+		return 0, driver.ErrorInvalidHandle
+	}
+	return s.ctx.handle, driver.Success
+}
+
+func (d *Driver) StreamDestroy(h driver.Stream) driver.Result {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if h.IsSpecial() {
+		return driver.ErrorInvalidHandle
+	}
+	s, r := d.stream(h)
+	if r != driver.Success {
+		return r
+	}
+	if s.capture != nil {
+		s.capture.invalid = true
+	}
+	delete(d.objects, uintptr(h))
+	delete(s.ctx.blocking, s)
+	return driver.Success
+}
+
+// enqueue appends run to s and returns the channel closed when it has run. Caller holds
+// d.mu.
+func (d *Driver) enqueue(s *stream, run func(), deps ...chan struct{}) chan struct{} {
+	if s.legacy {
+		for b := range s.ctx.blocking {
+			deps = append(deps, b.tail)
+		}
+	} else if s.flags&driver.StreamNonBlocking == 0 {
+		deps = append(deps, s.ctx.legacy.tail)
+	}
+	prev := s.tail
+	done := make(chan struct{})
+	s.tail = done
+	go func() {
+		if prev != nil {
+			<-prev
+		}
+		for _, dep := range deps {
+			if dep != nil {
+				<-dep
+			}
+		}
+		if run != nil {
+			run()
+		}
+		close(done)
+	}()
+	return done
+}
+
+// submit is what an operation does with its work: add it to s's capture while s is
+// capturing, else enqueue it. It returns the channel closed when the work has run, or nil
+// when it was captured. Caller holds d.mu.
+func (d *Driver) submit(s *stream, run func()) chan struct{} {
+	if s.capture != nil {
+		captureNode(s, run)
+		return nil
+	}
+	return d.enqueue(s, run)
+}
+
+// captureNode adds run to s's capture, after s's frontier. Caller holds d.mu.
+func captureNode(s *stream, run func()) {
+	n := &node{run: run, deps: s.frontier}
+	s.capture.nodes = append(s.capture.nodes, n)
+	s.frontier = []*node{n}
+}
+
+// uncapturable is what an operation that may not run during capture does to it: the
+// capture is invalidated and the call fails.
+func uncapturable(s *stream) driver.Result {
+	s.capture.invalid = true
+	return driver.ErrorCaptureUnsupported
+}
+
+func closed(ch chan struct{}) bool {
+	if ch == nil {
+		return true
+	}
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+func (d *Driver) StreamQuery(ch driver.Context, h driver.Stream) driver.Result {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s, r := d.streamIn(ch, h)
+	if r != driver.Success {
+		return r
+	}
+	if s.capture != nil {
+		return uncapturable(s)
+	}
+	if closed(s.tail) {
+		return driver.Success
+	}
+	return driver.ErrorNotReady
+}
+
+func (d *Driver) StreamSynchronize(ch driver.Context, h driver.Stream) driver.Result {
+	d.mu.Lock()
+	s, r := d.streamIn(ch, h)
+	if r != driver.Success {
+		d.mu.Unlock()
+		return r
+	}
+	if s.capture != nil {
+		r := uncapturable(s)
+		d.mu.Unlock()
+		return r
+	}
+	tail := s.tail
+	d.mu.Unlock()
+	if tail != nil {
+		<-tail
+	}
+	return driver.Success
+}
+
+func (d *Driver) StreamWaitEvent(ch driver.Context, h driver.Stream, eh driver.Event, flags uint32) driver.Result {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s, r := d.streamIn(ch, h)
+	if r != driver.Success {
+		return r
+	}
+	e, ok := lookup[*event](d, uintptr(eh))
+	if !ok {
+		return driver.ErrorInvalidHandle
+	}
+	if flags != 0 {
+		return driver.ErrorInvalidValue
+	}
+	if cr := e.state.captured; cr != nil {
+		return d.joinCapture(s, cr)
+	}
+	if s.capture != nil {
+		// A captured stream may not depend on work outside its capture.
+		s.capture.invalid = true
+		return driver.ErrorCaptureIsolation
+	}
+	if e.state.rec != nil {
+		d.enqueue(s, nil, e.state.rec.done)
+	}
+	return driver.Success
+}
+
+// joinCapture makes s wait on a point of a capture: s joins that capture (a fork) or, if
+// already in it, gains the dependency (a join).
+func (d *Driver) joinCapture(s *stream, cr *capturedRecord) driver.Result {
+	switch {
+	case s.capture == nil:
+		if s.legacy {
+			return driver.ErrorCaptureImplicit
+		}
+		s.capture = cr.capture
+		s.frontier = append([]*node(nil), cr.frontier...)
+		cr.capture.streams[s] = struct{}{}
+	case s.capture == cr.capture:
+		s.frontier = append(s.frontier, cr.frontier...)
+	default:
+		return driver.ErrorCaptureMerge
+	}
+	return driver.Success
+}
+
+func (d *Driver) StreamGetPriority(h driver.Stream) (int, driver.Result) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s, r := d.stream(h)
+	if r != driver.Success {
+		return 0, r
+	}
+	return s.priority, driver.Success
+}
+
+func (d *Driver) StreamGetFlags(h driver.Stream) (uint32, driver.Result) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s, r := d.stream(h)
+	if r != driver.Success {
+		return 0, r
+	}
+	return s.flags, driver.Success
+}
+
+func (d *Driver) StreamGetCtx(h driver.Stream) (driver.Context, driver.Result) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s, r := d.stream(h)
+	if r != driver.Success {
+		return 0, r
+	}
+	return s.ctx.handle, driver.Success
+}
+
+func (d *Driver) StreamGetId(h driver.Stream) (uint64, driver.Result) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s, r := d.stream(h)
+	if r != driver.Success {
+		return 0, r
+	}
+	return s.id, driver.Success
+}
+
+func (d *Driver) LaunchHostFunc(ch driver.Context, h driver.Stream, key uintptr) driver.Result {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s, r := d.streamIn(ch, h)
+	if r != driver.Success {
+		return r
+	}
+	c := s.ctx
+	run := func() {
+		c.hostFuncs.Lock()
+		defer c.hostFuncs.Unlock()
+		driver.RunHostFunc(key)
+	}
+	d.submit(s, run)
+	return driver.Success
+}
