@@ -82,6 +82,10 @@ leaky = re.compile(r"(    retval = (\w+)\(.*\);\n    if \(PyErr_Occurred\(\)\) \
                    r"    py_retval = Py_BuildValue\(\(char \*\) \"s\", retval\);\n)(    return py_retval;\n)")
 c_src = open(c_file).read()
 freed = [m.group(2) for m in leaky.finditer(c_src)]
+error_only = src.count("\tvar __err error\n\t__err = ")  # the Go side of each error-only function
+if len(freed) != error_only:
+    sys.exit(f"gopy-fixups: gopy's error-only functions changed ({error_only} in Go, {len(freed)} C wrappers of "
+             "the known shape)")
 c_src = leaky.sub(lambda m: m.group(1) + "        free(retval);\n" + m.group(3) + "    free(retval);\n" + m.group(4), c_src)
 open(c_file, "w").write(c_src)
 print(f"gopy-fixups: {len(marked)} calls keep the GIL: {', '.join(sorted(marked))}")

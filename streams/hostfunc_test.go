@@ -95,19 +95,22 @@ func TestMillionHostFuncs(t *testing.T) {
 }
 
 // A host function that synchronizes a stream (its own, or another with a host function
-// queued) would wait forever for the driver's one host-function thread; it gets
-// ErrInHostFunc instead, and the streams go on.
+// queued behind this one) would wait forever for the driver's one host-function thread; it
+// gets ErrInHostFunc instead, and the streams go on.
 func TestBlockingCallsFromAHostFunctionFail(t *testing.T) {
 	eachDriver(t, func(t *testing.T, d *Driver) {
 		c := primary(t, d, 0)
 		s := newStream(t, c, StreamOptions{NonBlocking: true})
 		other := newStream(t, c, StreamOptions{NonBlocking: true})
 		e := newEvent(t, c, EventOptions{DisableTiming: true})
-		g := blockStream(t, other) // a host function queued on other, held
 		got := make(chan []error, 1)
 		require.NoError(t, s.LaunchHostFunc(func() {
 			got <- []error{s.Synchronize(), other.Synchronize(), e.Synchronize()}
 		}))
+		require.NoError(t, other.WaitStream(s)) // other's host function waits for the one above
+		ran := make(chan struct{})
+		require.NoError(t, other.LaunchHostFunc(func() { close(ran) }))
+		require.NoError(t, other.Record(e))
 		select {
 		case errs := <-got:
 			for i, err := range errs {
@@ -116,8 +119,7 @@ func TestBlockingCallsFromAHostFunctionFail(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatal("a blocking call inside a host function hung")
 		}
-		g.open()
-		require.NoError(t, s.Synchronize(), "outside a host function it works")
-		require.NoError(t, other.Synchronize())
+		require.NoError(t, other.Synchronize(), "outside a host function it works")
+		<-ran
 	})
 }

@@ -71,12 +71,14 @@ def test_every_call_that_enters_the_driver_is_refused_inside_a_callback(call):
 
 def test_an_object_released_inside_a_callback_is_closed_later_not_lost():
     s = streambridge.Stream(non_blocking=True)
-    before = _core.live_keys()
     held = [streambridge.Stream(non_blocking=True), streambridge.Event()]
-    assert _core.live_keys() == before + 2
+    stream_key, event_key = held[0]._key, held[1]._key
     assert _run_callback(s, held.clear) is None, "dropping objects in a callback raises nothing"
+    assert _core.stream_handle(stream_key) and _core.event_handle(event_key), "kept for later, not lost"
     streambridge.Stream().close()  # the next release outside a callback releases them too
-    assert _core.live_keys() == before
+    for get, key in ((_core.stream_handle, stream_key), (_core.event_handle, event_key)):
+        with pytest.raises(streambridge.ClosedError):
+            get(key)
 
 
 def _child(code, env=None, timeout=60):
