@@ -123,21 +123,23 @@ func (b *Bridge) Stream(handle uint64, opts Options) (*streams.Stream, error) {
 	return c.WrapStream(uintptr(handle))
 }
 
-// Device is the device Stream would find for handle, proven the same way, keeping
-// nothing: no stream is made, nothing is retained beyond what Stream retains.
-func (b *Bridge) Device(handle uint64, opts Options) (*streams.Device, error) {
+// Identity is the device Stream would find for handle, proven the same way, and a stream
+// object's identity (cuStreamGetId; 0 for the special handles), keeping nothing: no stream
+// is made, nothing is retained beyond what Stream retains. A caller that keeps the handle
+// checks it before each use with streams.Driver.VerifyStream.
+func (b *Bridge) Identity(handle uint64, opts Options) (*streams.Device, uint64, error) {
 	if handle > uint64(streams.PerThreadStream) {
-		dev, err := b.drv.StreamDevice(uintptr(handle))
+		dev, id, err := b.drv.StreamIdentity(uintptr(handle))
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
-		return dev, stated(handle, opts, dev)
+		return dev, id, stated(handle, opts, dev)
 	}
 	c, err := b.special(handle, opts)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return c.Device(), nil
+	return c.Device(), 0, nil
 }
 
 // stated checks a stream object's device against the one the caller stated, if any.

@@ -134,8 +134,8 @@ func TestOrderAcrossStreams(t *testing.T) {
 	})
 }
 
-// Device answers what Stream would, for every kind of handle, without making a stream.
-func TestDeviceAgreesWithStream(t *testing.T) {
+// Identity answers what Stream would, for every kind of handle, without making a stream.
+func TestIdentityAgreesWithStream(t *testing.T) {
 	testdrivers.Each(t, func(t *testing.T, d *streams.Driver) {
 		b := newBridge(t, d)
 		n, err := d.DeviceCount()
@@ -160,7 +160,7 @@ func TestDeviceAgreesWithStream(t *testing.T) {
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				s, serr := b.Stream(tc.handle, tc.opts)
-				dev, derr := b.Device(tc.handle, tc.opts)
+				dev, id, derr := b.Identity(tc.handle, tc.opts)
 				if serr != nil {
 					require.Error(t, derr)
 					assert.Equal(t, serr.Error(), derr.Error())
@@ -168,6 +168,11 @@ func TestDeviceAgreesWithStream(t *testing.T) {
 				}
 				require.NoError(t, derr)
 				assert.Equal(t, s.Device().Ordinal(), dev.Ordinal())
+				if tc.handle > 2 {
+					sid, err := s.ID()
+					require.NoError(t, err)
+					assert.Equal(t, sid, id)
+				}
 				require.NoError(t, s.Close())
 			})
 		}

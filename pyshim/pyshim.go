@@ -23,6 +23,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"github.com/streambridge/streambridge/bridge"
 	"github.com/streambridge/streambridge/internal/boundary"
@@ -159,20 +160,39 @@ func WrapStream(handle uint64, device int, convention int) (int64, error) {
 }
 
 // CheckStream validates a foreign stream handle as WrapStream does and returns its device,
-// keeping nothing: the Python package checks each borrowed handle when it is wrapped, and
-// wraps it (WrapStream, which checks it again) only for a call that goes through Go.
+// keeping nothing; where idOut is not 0 it is the address of a uint64 that receives the
+// stream's identity (cuStreamGetId; 0 for the special handles). The C core checks each
+// borrowed handle so when it is wrapped, and verifies the identity before every use
+// (VerifyStream).
 //
 //streambridge:keepgil
-func CheckStream(handle uint64, device int, convention int) (int, error) {
+func CheckStream(handle uint64, device int, convention int, idOut uint64) (int, error) {
 	b, err := driver()
 	if err != nil {
 		return 0, err
 	}
-	dev, err := b.Device(handle, bridge.Options{Device: device, Convention: bridge.Convention(convention)})
+	dev, id, err := b.Identity(handle, bridge.Options{Device: device, Convention: bridge.Convention(convention)})
 	if err != nil {
 		return 0, err
 	}
+	if idOut != 0 {
+		*(*uint64)(*(*unsafe.Pointer)(unsafe.Pointer(&idOut))) = id // the C caller's out-parameter
+	}
 	return dev.Ordinal(), nil
+}
+
+// VerifyStream checks that a borrowed handle is still the live stream of identity id (see
+// streams.Driver.VerifyStream): a destroyed stream, also one whose address now names a new
+// stream, is an InvalidHandleError before the driver sees it. The C core calls it before
+// every use of a borrowed stream object.
+//
+//streambridge:keepgil
+func VerifyStream(handle, id uint64) (bool, error) {
+	b, err := driver()
+	if err != nil {
+		return false, err
+	}
+	return done(b.Driver().VerifyStream(uintptr(handle), id))
 }
 
 // NewStream creates a stream on device and returns its key; closing the key destroys it.

@@ -207,13 +207,28 @@ func BenchmarkHostFuncLatency(b *testing.B) {
 	})
 }
 
-// BenchmarkStreamDevice is a foreign handle proven live and its device found, keeping
-// nothing: what Python's ExternalStream(ptr) costs below the crossing.
-func BenchmarkStreamDevice(b *testing.B) {
+// BenchmarkStreamIdentity is a foreign handle proven live and its device and identity
+// found, keeping nothing: what Python's ExternalStream(ptr) costs below the crossing.
+func BenchmarkStreamIdentity(b *testing.B) {
 	env := setupBench(b)
 	d, h := env.c.drv, env.a.Handle()
 	env.loop(b, func() {
-		if _, err := d.StreamDevice(h); err != nil {
+		if _, _, err := d.StreamIdentity(h); err != nil {
+			b.Fatal(err)
+		}
+	})
+}
+
+// BenchmarkVerifyStream is the identity check a borrowed stream makes before each use.
+func BenchmarkVerifyStream(b *testing.B) {
+	env := setupBench(b)
+	d, h := env.c.drv, env.a.Handle()
+	_, id, err := d.StreamIdentity(h)
+	if err != nil {
+		b.Fatal(err)
+	}
+	env.loop(b, func() {
+		if err := d.VerifyStream(h, id); err != nil {
 			b.Fatal(err)
 		}
 	})

@@ -33,6 +33,11 @@ type Stream struct {
 	handle driver.Stream
 	owned  bool
 	closed atomic.Bool
+	// id is a borrowed stream object's cuStreamGetId when it was wrapped: its identity. A
+	// destroyed stream's address can come back as a new stream's; every use checks that
+	// the handle is still a live stream with this id (see Driver.VerifyStream). 0 for
+	// owned streams and the special handles, which need no such check.
+	id uint64
 
 	// fence is an event this package records on the stream so that other streams can
 	// wait for it ([Stream.WaitStream]); made on first use.
@@ -78,13 +83,14 @@ func (c *Context) wrapStream(handle uintptr) (*Stream, error) {
 	if s.handle.IsSpecial() {
 		return s, nil
 	}
-	owner, err := c.drv.checkStream(s.handle)
+	owner, id, err := c.drv.identify(s.handle)
 	if err != nil {
 		return nil, err
 	}
 	if owner != c.handle {
 		return nil, fmt.Errorf("streambridge: stream %#x belongs to context %#x, not %#x", handle, owner, c.handle)
 	}
+	s.id = id
 	return s, nil
 }
 
@@ -93,35 +99,65 @@ func (c *Context) wrapStream(handle uintptr) (*Stream, error) {
 // 2) name no context; wrap them with [Context.WrapStream]. Anything but a live stream
 // fails with [ErrInvalidHandle] before the driver sees it.
 func (d *Driver) WrapStream(handle uintptr) (*Stream, error) {
-	c, err := d.foreignContext(handle)
+	c, id, err := d.foreignContext(handle)
 	if err != nil {
 		return nil, err
 	}
-	return &Stream{ctx: c, api: d.api, handle: driver.Stream(handle)}, nil
+	return &Stream{ctx: c, api: d.api, handle: driver.Stream(handle), id: id}, nil
 }
 
-// StreamDevice is the device of a live stream handle that some other code created, proven
-// as [Driver.WrapStream] proves it, keeping nothing: for a caller that only needs to know
-// the handle is safe and where it lives.
-func (d *Driver) StreamDevice(handle uintptr) (*Device, error) {
-	c, err := d.foreignContext(handle)
+// StreamIdentity is the device and identity (cuStreamGetId) of a live stream handle that
+// some other code created, proven as [Driver.WrapStream] proves it, keeping nothing: for a
+// caller that keeps the handle itself and checks it before each use with
+// [Driver.VerifyStream].
+func (d *Driver) StreamIdentity(handle uintptr) (*Device, uint64, error) {
+	c, id, err := d.foreignContext(handle)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return c.dev, nil
+	return c.dev, id, nil
 }
 
-// foreignContext is the context of a stream handle some other code created, proven live
-// before the driver sees it. Special handles (0, 1, 2) name no context.
-func (d *Driver) foreignContext(handle uintptr) (*Context, error) {
+// VerifyStream reports whether handle is still the live stream whose identity
+// [Driver.StreamIdentity] (or a wrap) read: a handle whose stream was destroyed fails with
+// [ErrInvalidHandle], also when its address now belongs to a new stream, before the driver
+// sees it.
+func (d *Driver) VerifyStream(handle uintptr, id uint64) error {
+	_, got, err := d.identify(driver.Stream(handle))
+	if err != nil {
+		return err
+	}
+	if got != id {
+		return &CallError{Call: "stream check", Result: driver.ErrorInvalidHandle,
+			Hint: fmt.Sprintf("stream %#x was destroyed: its address now names another stream (id %d, not %d); it was not passed to the driver", handle, got, id)}
+	}
+	return nil
+}
+
+// foreignContext is the context and identity of a stream handle some other code created,
+// proven live before the driver sees it. Special handles (0, 1, 2) name no context.
+func (d *Driver) foreignContext(handle uintptr) (*Context, uint64, error) {
 	if driver.Stream(handle).IsSpecial() {
-		return nil, fmt.Errorf("streambridge: stream handle %d is a per-context default stream and names no context; wrap it with Context.WrapStream", handle)
+		return nil, 0, fmt.Errorf("streambridge: stream handle %d is a per-context default stream and names no context; wrap it with Context.WrapStream", handle)
 	}
-	h, err := d.checkStream(driver.Stream(handle))
+	h, id, err := d.identify(driver.Stream(handle))
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return d.borrowedContext(h)
+	c, err := d.borrowedContext(h)
+	return c, id, err
+}
+
+// identify proves h a live stream (checkStream) and reads its identity: cuStreamGetId,
+// unique among the process's streams for its life, which a handle proven live may be
+// given to.
+func (d *Driver) identify(h driver.Stream) (driver.Context, uint64, error) {
+	ctx, err := d.checkStream(h)
+	if err != nil {
+		return 0, 0, err
+	}
+	id, r := d.api.StreamGetId(h)
+	return ctx, id, d.check("cuStreamGetId", r)
 }
 
 // checkStream refuses a handle that is not a live stream, without the driver touching it,
@@ -180,12 +216,17 @@ func (s *Stream) run(fn func() driver.Result) driver.Result {
 	return fn()
 }
 
+// live checks that s can be used: not nil, not closed, and, borrowed, still the stream it
+// was when wrapped. Every method that reaches the driver calls it first.
 func (s *Stream) live() error {
 	if s == nil {
 		return ErrNil
 	}
 	if s.closed.Load() {
 		return ErrClosed
+	}
+	if s.id != 0 {
+		return s.ctx.drv.VerifyStream(uintptr(s.handle), s.id)
 	}
 	return nil
 }

@@ -332,3 +332,59 @@ func TestStreamCheckFindsTheDriversContext(t *testing.T) {
 		}
 	})
 }
+
+// A borrowed stream is its identity, not its address: once its stream is destroyed, every
+// use fails with ErrInvalidHandle before the driver sees the handle, also when the address
+// now belongs to a new stream (the software driver hands a freed address to the next
+// object, as an allocator does; on the real driver the test makes streams until one comes
+// back at the address, and a handle nobody reused must be refused all the same).
+func TestBorrowedStreamIsRefusedAfterItsAddressIsReused(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		c := primary(t, d, 0)
+		other := newStream(t, c, StreamOptions{NonBlocking: true})
+		e := newEvent(t, c, EventOptions{DisableTiming: true})
+		theirs, err := c.NewStream(StreamOptions{NonBlocking: true})
+		require.NoError(t, err)
+		borrowed, err := d.WrapStream(theirs.Handle())
+		require.NoError(t, err)
+		defer borrowed.Close()
+		require.NoError(t, borrowed.Record(e), "live: usable")
+		require.NoError(t, theirs.Close())
+		reused := false
+		for range 1000 {
+			s := newStream(t, c, StreamOptions{NonBlocking: true})
+			if s.Handle() == borrowed.Handle() {
+				reused = true
+				break
+			}
+		}
+		t.Logf("address reused by a new stream: %v", reused)
+		if d.Name() == "sim" {
+			require.True(t, reused, "the software driver reuses a freed address at once")
+		}
+		calls := map[string]func() error{
+			"Query":           func() error { _, err := borrowed.Query(); return err },
+			"Synchronize":     borrowed.Synchronize,
+			"Record":          func() error { return borrowed.Record(e) },
+			"WaitEvent":       func() error { return borrowed.WaitEvent(e) },
+			"WaitStream":      func() error { return borrowed.WaitStream(other) },
+			"waited on":       func() error { return other.WaitStream(borrowed) },
+			"LaunchHostFunc":  func() error { return borrowed.LaunchHostFunc(func() {}) },
+			"BeginCapture":    func() error { return borrowed.BeginCapture(CaptureRelaxed) },
+			"Priority":        func() error { _, err := borrowed.Priority(); return err },
+			"ID":              func() error { _, err := borrowed.ID(); return err },
+			"IsCapturing":     func() error { _, err := borrowed.IsCapturing(); return err },
+			"Fence":           func() error { _, err := borrowed.Fence(); return err },
+			"VerifyStream":    func() error { return d.VerifyStream(borrowed.Handle(), borrowed.id) },
+			"wrap, then used": func() error { w, err := d.WrapStream(borrowed.Handle()); _ = w; return err },
+		}
+		for name, call := range calls {
+			err := call()
+			if name == "wrap, then used" && reused {
+				assert.NoError(t, err, "a new wrap of a live stream's address is that stream")
+				continue
+			}
+			assert.ErrorIs(t, err, ErrInvalidHandle, name)
+		}
+	})
+}

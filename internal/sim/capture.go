@@ -170,6 +170,6 @@ func (d *Driver) destroy(h uintptr, is func(any) bool) driver.Result {
 	if o, ok := d.objects[h]; !ok || !is(o) {
 		return driver.ErrorInvalidHandle
 	}
-	delete(d.objects, h)
+	d.forget(h)
 	return driver.Success
 }

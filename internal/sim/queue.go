@@ -83,7 +83,7 @@ func (d *Driver) StreamDestroy(h driver.Stream) driver.Result {
 	if s.capture != nil {
 		s.capture.invalid = true
 	}
-	delete(d.objects, uintptr(h))
+	d.forget(uintptr(h))
 	delete(s.ctx.blocking, s)
 	return driver.Success
 }

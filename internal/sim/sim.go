@@ -29,6 +29,7 @@ const Version = 13000
 type Driver struct {
 	mu       sync.Mutex
 	objects  map[uintptr]any // every live handle, by its address
+	freed    []uintptr       // addresses of destroyed objects, reused last-freed first
 	nextAddr uintptr
 	nextID   uint64
 	devices  []*device
@@ -143,13 +144,29 @@ func New() *Driver {
 
 func (d *Driver) Name() string { return "sim" }
 
-// newHandle gives obj an address that no other live object of this driver has. Caller
-// holds d.mu.
+// newHandle gives obj an address that no other live object of this driver has: the most
+// recently freed one, as the real driver's allocator hands a destroyed stream's address to
+// the next stream (so a handle kept past its object's destroy can name a new object), else
+// a new one. Caller holds d.mu.
 func (d *Driver) newHandle(obj any) uintptr {
-	h := d.nextAddr
-	d.nextAddr += 0x40
+	var h uintptr
+	if n := len(d.freed); n > 0 {
+		h, d.freed = d.freed[n-1], d.freed[:n-1]
+	} else {
+		h = d.nextAddr
+		d.nextAddr += 0x40
+	}
 	d.objects[h] = obj
 	return h
+}
+
+// forget destroys the object at h and frees its address for reuse (allocations, whose
+// addresses are spans, are not reused). Caller holds d.mu.
+func (d *Driver) forget(h uintptr) {
+	if _, span := d.objects[h].(*allocation); !span {
+		d.freed = append(d.freed, h)
+	}
+	delete(d.objects, h)
 }
 
 func lookup[T any](d *Driver, h uintptr) (T, bool) {
@@ -263,7 +280,7 @@ func (d *Driver) resetContext(c *context) {
 			in = o.ctx
 		}
 		if in == c {
-			delete(d.objects, h)
+			d.forget(h)
 		}
 	}
 	c.legacy = &stream{ctx: c, legacy: true, id: d.streamID()}
