@@ -105,6 +105,12 @@ def main() -> int:
         ss_a.record(se)
         ss_b.wait_event(se)
 
+    sb_borrowed, sb_borrowed_b = sb.ExternalStream(ts_a.cuda_stream), sb.ExternalStream(ts_b.cuda_stream)
+
+    def sb_borrowed_rw():  # torch's two streams, borrowed: each use checks the identity in Go
+        sb_borrowed.record(se)
+        sb_borrowed_b.wait_event(se)
+
     def t_rw():
         te.record(ts_a)
         ts_b.wait_event(te)
@@ -130,6 +136,7 @@ def main() -> int:
         "record+wait": {
             "streambridge": loop(sb_rw),
             "streambridge.wait_stream": loop(lambda: ss_b.wait_stream(ss_a)),
+            "streambridge, borrowed streams (identity checked)": loop(sb_borrowed_rw),
             "torch": loop(t_rw),
             "cupy": loop(c_rw),
             "cuda.core": loop(k_rw),
@@ -137,6 +144,7 @@ def main() -> int:
         "query": {
             "streambridge": loop(ss_a.query),
             "streambridge event query": loop(se.query),
+            "streambridge, a borrowed stream (identity checked)": loop(sb_borrowed.query),
             "torch": loop(ts_a.query),
             "cupy": loop(lambda: cs_a.done),
             "cuda.core Event.is_done (it has no stream query)": loop(lambda: ke.is_done),

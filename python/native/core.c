@@ -210,6 +210,7 @@ typedef struct {
     unsigned long long ptr;   /* the CUstream */
     unsigned long long ctx;   /* its context where ptr is a special handle (0, 1, 2); else 0 */
     unsigned long long fence; /* the CUevent wait_stream records on this stream; 0 until made */
+    unsigned long long id;    /* a borrowed stream object's identity (cuStreamGetId); else 0 */
     long long device;         /* its device; -1 until known */
     char open;                /* usable: made, and not closed */
     PyObject *owner;          /* what a borrowed stream came from, kept alive with it; or NULL */
@@ -234,10 +235,22 @@ static PyTypeObject StreamCoreType, ExternalCoreType, EventCoreType, KernelCoreT
 static PyObject *name_record, *name_wait, *name_make_fence, *name_call, *name_stream, *name_shared_mem,
     *name_cuda_stream;
 
+/* pyshim.VerifyStream: a borrowed handle is still the live stream of identity id; on
+ * failure the typed error is set (InvalidHandleError: destroyed, or its address reused). */
+extern char pyshim_VerifyStream(unsigned long long handle, unsigned long long id);
+
+/* What every operation on a stream checks: open, and, borrowed, still the stream it was
+ * when wrapped (identity, not address: a destroyed stream's address can come back as a new
+ * stream's). */
 static int stream_usable(StreamCore *s) {
     if (!s->open) {
         sb_raise(SB_KIND_CLOSED, 0, "", "the stream was closed", "");
         return 0;
+    }
+    if (s->id != 0) {
+        pyshim_VerifyStream(s->ptr, s->id);
+        if (PyErr_Occurred())
+            return 0;
     }
     return 1;
 }
@@ -525,7 +538,10 @@ static void stream_core_dealloc(StreamCore *s) {
     Py_TYPE(s)->tp_free((PyObject *)s);
 }
 
+static PyObject *stream_verify(PyObject *self, PyObject *unused);
+
 static PyMethodDef stream_core_methods[] = {
+    {"_verify", stream_verify, METH_NOARGS, "raises what any operation on the stream would (gate, closed, identity)"},
     {"query", stream_query, METH_NOARGS,
      "query($self, /)\n--\n\nWhether all work submitted so far has completed (cuStreamQuery)."},
     {"record", (PyCFunction)(void (*)(void))stream_record, METH_FASTCALL | METH_KEYWORDS,
@@ -554,6 +570,7 @@ static PyMemberDef stream_core_members[] = {
     {"_ptr", T_ULONGLONG, offsetof(StreamCore, ptr), 0, "the CUstream"},
     {"_ctx", T_ULONGLONG, offsetof(StreamCore, ctx), 0, "the context of a special handle; else 0"},
     {"_fence", T_ULONGLONG, offsetof(StreamCore, fence), 0, "the CUevent wait_stream records here; 0 until made"},
+    {"_id", T_ULONGLONG, offsetof(StreamCore, id), 0, "a borrowed stream object's identity; else 0"},
     {"_device", T_LONGLONG, offsetof(StreamCore, device), 0, "the device; -1 until known"},
     {"_open", T_BOOL, offsetof(StreamCore, open), 0, "made, and not closed"},
     {"_owner", T_OBJECT, offsetof(StreamCore, owner), 0, "what a borrowed stream came from, kept alive with it"},
@@ -636,20 +653,30 @@ static PyTypeObject EventCoreType = {
 
 /* pyshim.CheckStream, exported by gopy's generated Go: the handle proven a live stream
  * before the driver sees it, and its device; on failure the typed error is set (sb_raise). */
-extern long long pyshim_CheckStream(unsigned long long handle, long long device, long long convention);
+extern long long pyshim_CheckStream(unsigned long long handle, long long device, long long convention,
+                                    unsigned long long id_out);
 
-/* check_stream(handle, device) -> device: the check, under the runtime's reading. */
+/* check_stream(handle, device) -> (device, identity): the check, under the runtime's reading. */
 static PyObject *fn_check_stream(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 2 || !PyLong_Check(args[0]) || !PyLong_Check(args[1])) {
         PyErr_SetString(PyExc_TypeError, "check_stream takes a handle and a device");
         return NULL;
     }
-    unsigned long long handle = PyLong_AsUnsignedLongLong(args[0]);
+    unsigned long long handle = PyLong_AsUnsignedLongLong(args[0]), id = 0;
     long long device = PyLong_AsLongLong(args[1]);
     if (PyErr_Occurred() || !gate())
         return NULL;
-    long long got = pyshim_CheckStream(handle, device, SB_CONVENTION_RUNTIME);
-    return PyErr_Occurred() ? NULL : PyLong_FromLongLong(got);
+    long long got = pyshim_CheckStream(handle, device, SB_CONVENTION_RUNTIME, (uintptr_t)&id);
+    return PyErr_Occurred() ? NULL : Py_BuildValue("LK", got, id);
+}
+
+/* _verify(): what every operation on the stream checks (the gate, open, identity), for the
+ * Python methods that hand the handle on without calling the driver (conversions, the
+ * __cuda_stream__ protocol, a borrowed stream's first call through Go). */
+static PyObject *stream_verify(PyObject *self, PyObject *unused) {
+    if (!gate() || !stream_usable((StreamCore *)self))
+        return NULL;
+    Py_RETURN_NONE;
 }
 
 /* Fills a new ExternalStream for a stream object's handle: 1 if made, 0 with the typed
@@ -666,10 +693,12 @@ static int external_stream_object(StreamCore *s, PyObject *const *args, Py_ssize
     }
     if (!gate())
         return 0;
-    long long got = pyshim_CheckStream(ptr, device, SB_CONVENTION_RUNTIME);
+    unsigned long long id = 0;
+    long long got = pyshim_CheckStream(ptr, device, SB_CONVENTION_RUNTIME, (uintptr_t)&id);
     if (PyErr_Occurred())
         return 0;
     s->ptr = ptr;
+    s->id = id;
     s->device = got;
     s->open = 1;
     return 1;

@@ -77,8 +77,10 @@ def _handle(ptr: Any) -> int:
 class _BaseStream(_c.StreamCore):
     """What every streambridge stream does. The C core (core.c) holds ``_ptr`` (the
     CUstream), ``_ctx`` (the context a special handle 0, 1 or 2 is read in), ``_device``
-    (-1 until known), ``_fence``, ``_open`` and ``_owner``, and is the one path of the
-    frequent calls: ``query``, ``record``, ``wait_event``, ``wait_stream``,
+    (-1 until known), ``_fence``, ``_open``, ``_owner`` and, for a borrowed stream object,
+    ``_id`` (its cuStreamGetId when wrapped: every use checks the handle is still that
+    stream, so a destroyed stream whose address a new one took is refused), and is the one
+    path of the frequent calls: ``query``, ``record``, ``wait_event``, ``wait_stream``,
     ``launch_host_func`` and ``add_callback``, for every kind of stream. The rest goes
     through the Go core under ``_key``."""
 
@@ -96,6 +98,7 @@ class _BaseStream(_c.StreamCore):
             return k
         if self._closed:
             raise ClosedError("the stream was closed")
+        self._verify()  # still the stream it was when wrapped: the Go stream records that identity
         self._k = _core.wrap_stream(self._ptr, self._device, CONVENTION_RUNTIME)
         _forget_on_collection(self, self._k)
         return self._k
@@ -188,8 +191,7 @@ class _BaseStream(_c.StreamCore):
             self.wait_event(event_or_stream)
 
     def __cuda_stream__(self) -> Tuple[int, int]:
-        if self._closed:
-            raise ClosedError("the stream was closed")
+        self._verify()
         return (0, self._ptr)
 
     def use(self) -> "_BaseStream":
@@ -242,6 +244,7 @@ class _BaseStream(_c.StreamCore):
         """A ``torch.cuda.Stream`` for this stream. 0 and 1 become
         ``torch.cuda.default_stream`` (the legacy default stream): ``torch.cuda.ExternalStream(0)``
         would silently make a new stream, and torch rejects 1."""
+        self._verify()  # before the framework sees the handle
         import torch
 
         dev = torch.device("cuda", self.device_id)
@@ -253,6 +256,7 @@ class _BaseStream(_c.StreamCore):
 
     def to_cupy(self) -> Any:
         """A ``cupy.cuda`` stream for this stream (0 is ``cupy.cuda.Stream.null``)."""
+        self._verify()  # before the framework sees the handle
         import cupy
 
         with cupy.cuda.Device(self.device_id):
@@ -268,6 +272,7 @@ class _BaseStream(_c.StreamCore):
     def to_cuda_core(self) -> Any:
         """A ``cuda.core.Stream`` for this stream, through ``Device.create_stream(self)``,
         which speaks ``__cuda_stream__`` and keeps this object alive."""
+        self._verify()  # before the framework sees the handle
         from cuda.core import Device as CoreDevice
 
         dev = CoreDevice(self.device_id)
@@ -277,6 +282,7 @@ class _BaseStream(_c.StreamCore):
     def to_numba(self) -> Any:
         """A Numba stream for this stream (``numba.cuda.external_stream``; 0, 1 and 2 are
         Numba's default, legacy and per-thread default streams)."""
+        self._verify()  # before the framework sees the handle
         from numba import cuda
 
         with cuda.gpus[self.device_id]:
@@ -334,7 +340,7 @@ class ExternalStream(_c.ExternalCore, _BaseStream):
         device_id = _device_index(device_id)
         self._ptr = ptr
         if ptr > MAX_SPECIAL_STREAM:  # a stream object: checked now, a Go stream when first needed
-            self._device = _c.check_stream(ptr, device_id)
+            self._device, self._id = _c.check_stream(ptr, device_id)
         else:  # a default stream: named by device, read in its context
             self._k = _core.wrap_stream(ptr, device_id, CONVENTION_RUNTIME)
             _forget_on_collection(self, self._k)

@@ -211,3 +211,41 @@ def test_errors_from_go_arrive_typed_with_code_and_name(foreign_stream):
     assert info.value.code == 400 and info.value.name == "CUDA_ERROR_INVALID_HANDLE"
     with pytest.raises(streambridge.DeviceMismatchError, match="device"):
         streambridge.ExternalStream(handle, 1 - foreign_stream[1])
+
+
+def test_a_borrowed_stream_is_refused_after_its_address_is_reused(driver_name):
+    # Identity, not address: the stream behind a borrowed handle is destroyed and a new
+    # stream takes its address (the software driver reuses it at once, as an allocator
+    # does; on the real driver streams are made until one lands there). Every use of the
+    # old wrapper is refused, before the driver sees the handle.
+    key = _core.new_stream(0, True, 0)
+    handle = _core.stream_handle(key)
+    old = streambridge.ExternalStream(handle)
+    via_go = streambridge.ExternalStream(handle)
+    via_go.priority  # this one has a Go stream already
+    e, t = streambridge.Event(disable_timing=True), streambridge.Stream(non_blocking=True)
+    old.record(e)
+    _core.release(key, _tables.OBJECT_STREAM)  # destroyed behind the wrappers' backs
+    kept = []
+    for _ in range(1000):
+        kept.append(streambridge.Stream(non_blocking=True))
+        if kept[-1].ptr == handle:
+            break
+    reused = kept[-1].ptr == handle
+    assert reused or driver_name != "sim", "the software driver reuses a freed address at once"
+    calls = {
+        "query": old.query, "record": lambda: old.record(e), "wait_event": lambda: old.wait_event(e),
+        "wait_stream": lambda: old.wait_stream(t), "waited on": lambda: t.wait_stream(old),
+        "event record": lambda: e.record(old), "event wait": lambda: e.wait(old),
+        "launch_host_func": lambda: old.launch_host_func(print, None),
+        "add_callback": lambda: old.add_callback(print, None), "synchronize": old.synchronize,
+        "priority": lambda: old.priority, "begin_capture": old.begin_capture, "is_capturing": old.is_capturing,
+        "__cuda_stream__": old.__cuda_stream__, "from_external": lambda: streambridge.Stream.from_external(old),
+        "to_torch": old.to_torch, "to_cupy": old.to_cupy, "to_cuda_core": old.to_cuda_core,
+        "Go stream: synchronize": via_go.synchronize, "Go stream: query": via_go.query,
+    }
+    for name, call in calls.items():
+        with pytest.raises(streambridge.InvalidHandleError):
+            call()
+            pytest.fail(f"{name} used a destroyed stream (address reused: {reused})")
+    kept[-1].query()  # the new stream at that address is untouched
