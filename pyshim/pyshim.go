@@ -77,14 +77,14 @@ func kindOf(obj any) boundary.ObjectKind {
 }
 
 // find is the object under key, which must be of type T: a key of another kind is a type
-// error, and a key not (or no longer) in the table a closed object.
+// error, and a key not (or no longer) in the table, such as 0, a closed object.
 func find[T any](key int64) (T, error) {
 	var zero T
 	mu.RLock()
 	k, ok := table[key]
 	mu.RUnlock()
 	if !ok {
-		return zero, fmt.Errorf("%w (key %d)", streams.ErrClosed, key)
+		return zero, fmt.Errorf("%w: this %s", streams.ErrClosed, kindOf(zero).Name())
 	}
 	obj, ok := k.obj.(T)
 	if !ok {

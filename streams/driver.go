@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -75,10 +74,8 @@ func Default() (*Driver, error) {
 	case "", "cuda":
 		return CUDA()
 	case "sim":
-		if v := os.Getenv("STREAMBRIDGE_SIM_DEVICES"); v != "" {
-			if n, err := strconv.Atoi(v); err != nil || n < 0 || n > sim.MaxDevices {
-				return nil, fmt.Errorf("%w: STREAMBRIDGE_SIM_DEVICES=%q: want a device count from 0 to %d", ErrSetting, v, sim.MaxDevices)
-			}
+		if _, err := sim.DeviceCount(); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrSetting, err)
 		}
 		return Sim(), nil
 	default:

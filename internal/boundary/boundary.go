@@ -35,25 +35,24 @@ const (
 // ErrorKindInfo is one kind: its name in the generated tables and the Python exception
 // class it becomes (defined in python/streambridge/_errors.py, or a builtin).
 type ErrorKindInfo struct {
-	Kind   ErrorKind
 	Name   string
 	Python string
 }
 
-// ErrorKinds lists every kind, indexed by ErrorKind.
-var ErrorKinds = []ErrorKindInfo{
-	{KindRuntime, "runtime", "RuntimeError"},
-	{KindCUDA, "cuda", "CUDAError"},
-	{KindInvalidHandle, "invalid_handle", "InvalidHandleError"},
-	{KindNoDriver, "no_driver", "NoDriverError"},
-	{KindCompile, "compile", "CompileError"},
-	{KindCapture, "capture", "CaptureError"},
-	{KindDeviceMismatch, "device_mismatch", "DeviceMismatchError"},
-	{KindClosed, "closed", "ClosedError"},
-	{KindValue, "value", "ValueError"},
-	{KindType, "type", "TypeError"},
-	{KindForked, "forked", "ForkedProcessError"},
-	{KindInCallback, "in_callback", "CallbackReentryError"},
+// ErrorKinds describes every kind, indexed by its ErrorKind.
+var ErrorKinds = [...]ErrorKindInfo{
+	KindRuntime:        {"runtime", "RuntimeError"},
+	KindCUDA:           {"cuda", "CUDAError"},
+	KindInvalidHandle:  {"invalid_handle", "InvalidHandleError"},
+	KindNoDriver:       {"no_driver", "NoDriverError"},
+	KindCompile:        {"compile", "CompileError"},
+	KindCapture:        {"capture", "CaptureError"},
+	KindDeviceMismatch: {"device_mismatch", "DeviceMismatchError"},
+	KindClosed:         {"closed", "ClosedError"},
+	KindValue:          {"value", "ValueError"},
+	KindType:           {"type", "TypeError"},
+	KindForked:         {"forked", "ForkedProcessError"},
+	KindInCallback:     {"in_callback", "CallbackReentryError"},
 }
 
 // ObjectKind is what the native module keeps under a key (pyshim's table). A key is only
@@ -94,6 +93,10 @@ const (
 // MaxSpecialStream is the largest special stream handle: 0, 1 and 2 name a context's
 // default streams, not stream objects.
 const MaxSpecialStream = uint64(driver.StreamPerThread)
+
+// CoreResults are the CUresults the C core tells apart: a query's "not ready" is an
+// answer, not an error, and an invalid handle raises InvalidHandleError.
+var CoreResults = []driver.Result{driver.ErrorInvalidHandle, driver.ErrorNotReady}
 
 // EntryNames are the driver entry points the C core calls directly, in the order it keeps
 // them (driver.EntryNames: both drivers offer exactly these).

@@ -19,10 +19,12 @@ func TestGeneratedFilesAreCurrent(t *testing.T) {
 	}
 }
 
-func TestKindsAreIndexedByValue(t *testing.T) {
-	for i, k := range ErrorKinds {
-		assert.Equal(t, ErrorKind(i), k.Kind, k.Name)
+func TestEveryKindIsDescribed(t *testing.T) {
+	for kind, k := range ErrorKinds {
+		assert.NotEmpty(t, k.Name, "error kind %d", kind)
+		assert.NotEmpty(t, k.Python, "error kind %d", kind)
 	}
+	assert.Len(t, ErrorKinds, int(KindInCallback)+1, "the last kind is described")
 	assert.Equal(t, "event", ObjectEvent.Name())
 	assert.Equal(t, "unknown object", ObjectKind(0).Name())
 }

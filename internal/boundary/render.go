@@ -20,8 +20,8 @@ func renderC() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "/* %s */\n#ifndef STREAMBRIDGE_TABLES_H\n#define STREAMBRIDGE_TABLES_H\n\n", header)
 	b.WriteString("/* How an error crosses into Python (sb_raise): the exception's kind. */\nenum sb_error_kind {\n")
-	for _, k := range ErrorKinds {
-		fmt.Fprintf(&b, "    SB_KIND_%s = %d, /* %s */\n", strings.ToUpper(k.Name), k.Kind, k.Python)
+	for kind, k := range ErrorKinds {
+		fmt.Fprintf(&b, "    SB_KIND_%s = %d, /* %s */\n", strings.ToUpper(k.Name), kind, k.Python)
 	}
 	fmt.Fprintf(&b, "    SB_KIND_COUNT = %d\n};\n\n", len(ErrorKinds))
 	b.WriteString("/* The driver entry points the core calls directly, in the order init() takes them. */\nenum sb_entry {\n")
@@ -29,6 +29,11 @@ func renderC() string {
 		fmt.Fprintf(&b, "    SB_%s = %d,\n", n, i)
 	}
 	fmt.Fprintf(&b, "    SB_ENTRY_COUNT = %d\n};\n\n", len(EntryNames()))
+	b.WriteString("/* The CUresults the core tells apart. */\nenum sb_result {\n")
+	for _, r := range CoreResults {
+		fmt.Fprintf(&b, "    SB_%s = %d,\n", r.Name(), r)
+	}
+	b.WriteString("};\n\n")
 	b.WriteString("/* The kinds of object the native module keeps under keys. */\nenum sb_object_kind {\n")
 	for i, n := range ObjectKinds {
 		fmt.Fprintf(&b, "    SB_OBJECT_%s = %d,\n", strings.ToUpper(n), i+1)

@@ -124,12 +124,26 @@ var _ driver.API = (*Driver)(nil)
 // MaxDevices is the most devices STREAMBRIDGE_SIM_DEVICES may ask for.
 const MaxDevices = 64
 
-// New returns a software driver with the number of devices STREAMBRIDGE_SIM_DEVICES names
-// (2 when unset or not a count from 0 to MaxDevices; streams.Default refuses such values).
+// DeviceCount is the number of devices STREAMBRIDGE_SIM_DEVICES names: 2 when unset; an
+// error, naming the variable, for anything but a count from 0 to MaxDevices.
+func DeviceCount() (int, error) {
+	v := os.Getenv("STREAMBRIDGE_SIM_DEVICES")
+	if v == "" {
+		return 2, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 || n > MaxDevices {
+		return 0, fmt.Errorf("STREAMBRIDGE_SIM_DEVICES=%q: want a device count from 0 to %d", v, MaxDevices)
+	}
+	return n, nil
+}
+
+// New returns a software driver with DeviceCount devices (2 where the setting is bad:
+// streams.Default refuses it before).
 func New() *Driver {
-	n := 2
-	if v, err := strconv.Atoi(os.Getenv("STREAMBRIDGE_SIM_DEVICES")); err == nil && v >= 0 && v <= MaxDevices {
-		n = v
+	n, err := DeviceCount()
+	if err != nil {
+		n = 2
 	}
 	d := &Driver{
 		objects:  map[uintptr]any{},

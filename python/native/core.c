@@ -52,8 +52,6 @@ typedef int (*ctx_set_fn)(uintptr_t);                  /* cuCtxSetCurrent */
 static void *entry[SB_ENTRY_COUNT];
 #define CALL(name, type) ((type)entry[SB_##name])
 
-enum { NOT_READY = 600, INVALID_HANDLE = 400 };
-
 /* ---- Errors ---- */
 
 static PyObject *error_classes[SB_KIND_COUNT]; /* by kind, from set_error_classes */
@@ -103,7 +101,7 @@ static PyObject *raise_result(const char *call, int r) {
     PyErr_Clear(); /* the name is a nicety: its lookup never hides the error itself */
     char message[256];
     snprintf(message, sizeof message, "%s: %s", call, name ? name : "");
-    sb_raise(r == INVALID_HANDLE ? SB_KIND_INVALID_HANDLE : SB_KIND_CUDA, r, name, message, "");
+    sb_raise(r == SB_CUDA_ERROR_INVALID_HANDLE ? SB_KIND_INVALID_HANDLE : SB_KIND_CUDA, r, name, message, "");
     free(name);
     return NULL;
 }
@@ -266,28 +264,23 @@ static int event_usable(EventCore *e) {
 /* The checks of a call on a stream and an event. */
 static int both_usable(StreamCore *s, EventCore *e) { return gate() && stream_usable(s) && event_usable(e); }
 
-/* cuEventRecord(e, s) in s's context, the GIL released. */
-static int record_nogil(EventCore *e, StreamCore *s) {
-    int r;
+/* cuEventRecord(event, s) in s's context; called with the GIL released. */
+static int record_in(StreamCore *s, uintptr_t event) {
     ctx_scope sc;
-    Py_BEGIN_ALLOW_THREADS
-    r = ctx_enter(s->ctx, &sc);
+    int r = ctx_enter(s->ctx, &sc);
     if (r == 0)
-        r = CALL(cuEventRecord, record_fn)(e->eptr, s->ptr);
+        r = CALL(cuEventRecord, record_fn)(event, s->ptr);
     ctx_leave(&sc);
-    Py_END_ALLOW_THREADS
     return r;
 }
 
-static int wait_nogil(StreamCore *s, EventCore *e) {
-    int r;
+/* cuStreamWaitEvent(s, event, 0) in s's context; called with the GIL released. */
+static int wait_in(StreamCore *s, uintptr_t event) {
     ctx_scope sc;
-    Py_BEGIN_ALLOW_THREADS
-    r = ctx_enter(s->ctx, &sc);
+    int r = ctx_enter(s->ctx, &sc);
     if (r == 0)
-        r = CALL(cuStreamWaitEvent, wait_fn)(s->ptr, e->eptr, 0);
+        r = CALL(cuStreamWaitEvent, wait_fn)(s->ptr, event, 0);
     ctx_leave(&sc);
-    Py_END_ALLOW_THREADS
     return r;
 }
 
@@ -295,7 +288,10 @@ static int wait_nogil(StreamCore *s, EventCore *e) {
 static PyObject *do_record(EventCore *e, StreamCore *s) {
     if (!both_usable(s, e))
         return NULL;
-    int r = record_nogil(e, s);
+    int r;
+    Py_BEGIN_ALLOW_THREADS
+    r = record_in(s, e->eptr);
+    Py_END_ALLOW_THREADS
     return r == 0 ? Py_NewRef(Py_None) : raise_result("cuEventRecord", r);
 }
 
@@ -303,7 +299,10 @@ static PyObject *do_record(EventCore *e, StreamCore *s) {
 static PyObject *do_wait(StreamCore *s, EventCore *e) {
     if (!both_usable(s, e))
         return NULL;
-    int r = wait_nogil(s, e);
+    int r;
+    Py_BEGIN_ALLOW_THREADS
+    r = wait_in(s, e->eptr);
+    Py_END_ALLOW_THREADS
     return r == 0 ? Py_NewRef(Py_None) : raise_result("cuStreamWaitEvent", r);
 }
 
@@ -346,7 +345,7 @@ static PyObject *stream_query(PyObject *self, PyObject *unused) {
     ctx_leave(&sc);
     if (r == 0)
         Py_RETURN_TRUE;
-    if (r == NOT_READY)
+    if (r == SB_CUDA_ERROR_NOT_READY)
         Py_RETURN_FALSE;
     return raise_result("cuStreamQuery", r);
 }
@@ -389,18 +388,11 @@ static PyObject *stream_wait_stream(PyObject *self, PyObject *other_obj) {
         Py_DECREF(r);
     }
     int r, second = 0;
-    ctx_scope sc;
     Py_BEGIN_ALLOW_THREADS
-    r = ctx_enter(o->ctx, &sc);
-    if (r == 0)
-        r = CALL(cuEventRecord, record_fn)(o->fence, o->ptr);
-    ctx_leave(&sc);
+    r = record_in(o, o->fence);
     if (r == 0) {
         second = 1;
-        r = ctx_enter(s->ctx, &sc);
-        if (r == 0)
-            r = CALL(cuStreamWaitEvent, wait_fn)(s->ptr, o->fence, 0);
-        ctx_leave(&sc);
+        r = wait_in(s, o->fence);
     }
     Py_END_ALLOW_THREADS
     return r == 0 ? Py_NewRef(Py_None) : raise_result(second ? "cuStreamWaitEvent" : "cuEventRecord", r);
@@ -614,7 +606,7 @@ static PyObject *event_query(PyObject *self, PyObject *unused) {
     int r = CALL(cuEventQuery, event_fn)(e->eptr); /* never blocks: the GIL stays */
     if (r == 0)
         Py_RETURN_TRUE;
-    if (r == NOT_READY)
+    if (r == SB_CUDA_ERROR_NOT_READY)
         Py_RETURN_FALSE;
     return raise_result("cuEventQuery", r);
 }

@@ -33,6 +33,12 @@ enum sb_entry {
     SB_ENTRY_COUNT = 9
 };
 
+/* The CUresults the core tells apart. */
+enum sb_result {
+    SB_CUDA_ERROR_INVALID_HANDLE = 400,
+    SB_CUDA_ERROR_NOT_READY = 600,
+};
+
 /* The kinds of object the native module keeps under keys. */
 enum sb_object_kind {
     SB_OBJECT_STREAM = 1,

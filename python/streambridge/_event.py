@@ -8,7 +8,6 @@ from typing import Any, Optional
 
 from . import _core, _stream
 from ._core import core as _c
-from ._errors import ClosedError
 from ._stream import _BaseStream, _device_index, resolve
 from ._tables import OBJECT_EVENT
 
@@ -108,12 +107,7 @@ class Event(_c.EventCore):
 
     def synchronize(self) -> None:
         """Wait for the last record's work (cuEventSynchronize); other Python threads run."""
-        _core.event_synchronize(self._live_key())
-
-    def _live_key(self) -> int:
-        if not self._key:
-            raise ClosedError("the event was closed")
-        return self._key
+        _core.event_synchronize(self._key)
 
     sync = synchronize
 
@@ -121,7 +115,7 @@ class Event(_c.EventCore):
         """Milliseconds from this event to ``end`` (cuEventElapsedTime)."""
         if not isinstance(end, Event):
             raise TypeError(f"elapsed_time takes an Event, not {type(end).__name__}")
-        return _core.event_elapsed_time(self._live_key(), end._live_key())
+        return _core.event_elapsed_time(self._key, end._key)
 
     def __sub__(self, start: "Event") -> float:
         """``end - start`` in milliseconds, as cuda.core has it."""
@@ -132,7 +126,7 @@ class Event(_c.EventCore):
     def ipc_handle(self) -> bytes:
         """The 64-byte handle another process opens with :meth:`from_ipc_handle`
         (cuIpcGetEventHandle). The event must be ``interprocess``."""
-        return bytes.fromhex(_core.event_ipc_handle(self._live_key()))
+        return bytes.fromhex(_core.event_ipc_handle(self._key))
 
     @classmethod
     def from_ipc_handle(cls, device: Any, handle: bytes) -> "Event":

@@ -6,7 +6,6 @@ import sys
 from typing import Any
 
 from . import _core
-from ._errors import ClosedError
 from ._stream import _BaseStream, resolve
 from ._tables import OBJECT_GRAPH
 
@@ -28,19 +27,14 @@ class Graph:
         self._device = device
         return self
 
-    def _live_key(self) -> int:
-        if not self._key:
-            raise ClosedError("the graph was closed")
-        return self._key
-
     def launch(self, stream: Any = None) -> None:
         """Run the graph on ``stream`` (the current streambridge stream, else the device's
         legacy default stream, if None) after the work already there (cuGraphLaunch)."""
-        _core.graph_launch(self._live_key(), resolve(stream, self._device)._key)
+        _core.graph_launch(self._key, resolve(stream, self._device)._key)
 
     def upload(self, stream: Any = None) -> None:
         """Prepare the graph's device resources ahead of its first launch (cuGraphUpload)."""
-        _core.graph_upload(self._live_key(), resolve(stream, self._device)._key)
+        _core.graph_upload(self._key, resolve(stream, self._device)._key)
 
     def close(self) -> None:
         """Destroy the executable graph (cuGraphExecDestroy); launches in flight finish."""

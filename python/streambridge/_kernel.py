@@ -17,7 +17,6 @@ from typing import Any, List, Optional, Sequence, Tuple, Union
 from . import _core
 from ._array import array_info
 from ._core import core as _c
-from ._errors import ClosedError
 from ._stream import ExternalStream, _BaseStream, _device_index, resolve
 from ._tables import OBJECT_MODULE
 
@@ -50,9 +49,7 @@ class Module:
 
     def get_kernel(self, name: str) -> "Kernel":
         """The kernel ``name`` (an ``extern "C"`` name, a mangled one, or a name expression)."""
-        if not self._key:
-            raise ClosedError("the module was closed")
-        return Kernel(self, name)
+        return Kernel(self, name)  # a closed module's key (0) is refused in Go: ClosedError
 
     get_function = get_kernel  # CuPy's name
 
@@ -103,8 +100,6 @@ class Kernel(_c.KernelCore):
             raise ValueError(f"shared_mem must be a byte count, not {shared_mem!r}")
         s = stream if isinstance(stream, _BaseStream) else resolve(stream, self._device)
         values, waits = marshal(args, dlpack_stream(s))
-        if not self._module._key:
-            raise ClosedError(f"kernel {self.name!r}: its module was closed")
         if waits:
             wait_producers(s, waits)
         self._launch(s, g, b, shared_mem, values)

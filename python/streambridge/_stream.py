@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 from . import _core
 from ._core import core as _c
 from ._device import Device
-from ._errors import ClosedError
 from ._tables import CONVENTION_RUNTIME, MAX_SPECIAL_STREAM, OBJECT_STREAM
 
 if TYPE_CHECKING:
@@ -96,9 +95,7 @@ class _BaseStream(_c.StreamCore):
         k = self._k
         if k:
             return k
-        if self._closed:
-            raise ClosedError("the stream was closed")
-        self._verify()  # still the stream it was when wrapped: the Go stream records that identity
+        self._verify()  # open, and still the stream it was when wrapped: the Go stream records that identity
         self._k = _core.wrap_stream(self._ptr, self._device, CONVENTION_RUNTIME)
         _forget_on_collection(self, self._k)
         return self._k
