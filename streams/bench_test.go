@@ -253,7 +253,7 @@ func BenchmarkStreamCheck(b *testing.B) {
 	env := setupBench(b)
 	api, h := env.c.api, driver.Stream(env.a.Handle())
 	env.loop(b, func() {
-		if _, r := api.StreamCheck(h); r != driver.Success {
+		if _, _, r := api.StreamCheck(h); r != driver.Success {
 			b.Fatal(r)
 		}
 	})

@@ -1,6 +1,7 @@
 package streams
 
 import (
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -149,4 +150,38 @@ func TestGraphExecClosedWhileInFlightStillRunsItsHostFuncs(t *testing.T) {
 		assert.Empty(t, panics())
 		assert.Equal(t, before, LiveHostFuncs())
 	})
+}
+
+// A stream another library is capturing can be wrapped and used, in every capture mode:
+// its identity is read, not asked of the driver, whose cuStreamGetId would fail there and
+// invalidate the capture (seen on an H100 under torch.cuda.graph).
+func TestWrapAStreamAnotherLibraryIsCapturing(t *testing.T) {
+	for _, mode := range []driver.CaptureMode{driver.CaptureModeGlobal, driver.CaptureModeThreadLocal, driver.CaptureModeRelaxed} {
+		t.Run(fmt.Sprint(mode), func(t *testing.T) {
+			eachDriver(t, func(t *testing.T, d *Driver) {
+				c := primary(t, d, 0)
+				h := foreignStream(t, c, driver.StreamNonBlocking)
+				require.NoError(t, d.check("cuStreamBeginCapture", d.api.StreamBeginCapture(driver.Stream(h), mode)))
+				s, err := d.WrapStream(h)
+				require.NoError(t, err)
+				before := LiveHostFuncs()
+				var j journal
+				require.NoError(t, s.LaunchHostFunc(j.add("captured")))
+				id, err := s.ID()
+				require.NoError(t, err)
+				assert.NotZero(t, id)
+				st, _, err := s.CaptureInfo()
+				require.NoError(t, err)
+				assert.Equal(t, CaptureActive, st, "the checks left the capture valid")
+				g, err := s.EndCapture()
+				require.NoError(t, err)
+				nodes, err := g.NodeCount()
+				require.NoError(t, err)
+				assert.Equal(t, 1, nodes, "the host function was captured")
+				require.NoError(t, g.Close())
+				require.NoError(t, s.Close())
+				assert.Equal(t, before, LiveHostFuncs())
+			})
+		})
+	}
 }

@@ -148,29 +148,19 @@ func (d *Driver) foreignContext(handle uintptr) (*Context, uint64, error) {
 	return c, id, err
 }
 
-// identify proves h a live stream (checkStream) and reads its identity: cuStreamGetId,
-// unique among the process's streams for its life, which a handle proven live may be
-// given to.
+// identify refuses a handle that is not a live stream, without the driver touching it,
+// and returns a live one's context and identity (the value of cuStreamGetId, unique among
+// the process's streams for its life), read by the check rather than asked of the driver:
+// cuStreamGetId fails on a capturing stream and invalidates the capture.
 func (d *Driver) identify(h driver.Stream) (driver.Context, uint64, error) {
-	ctx, err := d.checkStream(h)
-	if err != nil {
-		return 0, 0, err
-	}
-	id, r := d.api.StreamGetId(h)
-	return ctx, id, d.check("cuStreamGetId", r)
-}
-
-// checkStream refuses a handle that is not a live stream, without the driver touching it,
-// and returns a live one's context.
-func (d *Driver) checkStream(h driver.Stream) (driver.Context, error) {
-	switch ctx, r := d.api.StreamCheck(h); r {
+	switch ctx, id, r := d.api.StreamCheck(h); r {
 	case driver.Success:
-		return ctx, nil
+		return ctx, id, nil
 	case driver.ErrorNotSupported:
-		return 0, &CallError{Call: "stream check", Result: r,
+		return 0, 0, &CallError{Call: "stream check", Result: r,
 			Hint: "this driver's stream layout could not be learned, so a foreign handle cannot be proven live"}
 	default:
-		return 0, &CallError{Call: "stream check", Result: r,
+		return 0, 0, &CallError{Call: "stream check", Result: r,
 			Hint: fmt.Sprintf("%#x is not a live CUDA stream of a device's primary context; it was not passed to the driver", uintptr(h))}
 	}
 }
@@ -379,10 +369,16 @@ func (s *Stream) NonBlocking() (bool, error) {
 
 // ID is cuStreamGetId: unique among the process's streams for its lifetime, so a handle
 // address reused after a destroy has a new ID. For the per-thread default stream it
-// depends on the calling thread.
+// depends on the calling thread. A borrowed stream object's is the one read when it was
+// wrapped (and checked before every use), so it is known during capture too; for the
+// others the driver is asked, which fails on a capturing stream and invalidates the
+// capture (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED).
 func (s *Stream) ID() (uint64, error) {
 	if err := s.live(); err != nil {
 		return 0, err
+	}
+	if s.id != 0 {
+		return s.id, nil
 	}
 	var id uint64
 	r := s.run(func() (r driver.Result) { id, r = s.api.StreamGetId(s.handle); return r })

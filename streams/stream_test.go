@@ -313,19 +313,23 @@ func TestWaitStreamWithDefaultStream(t *testing.T) {
 	})
 }
 
-// The context the check reads from a stream object is the one the driver reports.
-func TestStreamCheckFindsTheDriversContext(t *testing.T) {
+// The context and identity the check reads from a stream object are the ones the driver
+// reports.
+func TestStreamCheckFindsTheDriversContextAndIdentity(t *testing.T) {
 	eachDriver(t, func(t *testing.T, d *Driver) {
 		n, err := d.DeviceCount()
 		require.NoError(t, err)
 		for dev := range n {
 			c := primary(t, d, dev)
 			s := newStream(t, c, StreamOptions{NonBlocking: true})
-			got, r := d.api.StreamCheck(driver.Stream(s.Handle()))
+			got, gotID, r := d.api.StreamCheck(driver.Stream(s.Handle()))
 			require.Equal(t, driver.Success, r)
 			want, r := d.api.StreamGetCtx(driver.Stream(s.Handle()))
 			require.Equal(t, driver.Success, r)
 			assert.Equal(t, want, got, "device %d", dev)
+			wantID, r := d.api.StreamGetId(driver.Stream(s.Handle()))
+			require.Equal(t, driver.Success, r)
+			assert.Equal(t, wantID, gotID, "device %d", dev)
 			w, err := d.WrapStream(s.Handle())
 			require.NoError(t, err)
 			assert.Equal(t, dev, w.Device().Ordinal())

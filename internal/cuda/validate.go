@@ -21,15 +21,19 @@ import (
 // What it checks is learned at run time from a stream this package creates, so it follows
 // the driver's layout rather than hard-coding it: a handle points to a block whose first
 // word points to the stream object, and that object holds the handle (a back-pointer) and
-// its context, whose first words are a context's header. On driver 580 the object holds
-// the handle at word 10 and the context at word 2. A destroyed stream's block is freed,
-// and the allocator overwrites its first word, so its chain no longer leads back to it.
+// its context, whose first words are a context's header, and its identity (what
+// cuStreamGetId returns). On driver 580 the object holds the handle at word 10, the
+// context at word 2 and the identity at word 42. A destroyed stream's block is freed, and
+// the allocator overwrites its first word, so its chain no longer leads back to it. The
+// identity is read, not asked for: cuStreamGetId on a capturing stream fails
+// (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, in every capture mode, seen on an H100) and
+// invalidates the capture, so asking would break a capture another library began.
 // Where no such layout is found the check refuses every handle it cannot prove.
 
 type streamLayout struct {
-	ok            bool
-	backAt, ctxAt int // word offsets in the stream object
-	objWords      int
+	ok                  bool
+	backAt, ctxAt, idAt int // word offsets in the stream object
+	objWords            int
 }
 
 var (
@@ -107,6 +111,10 @@ func (r reader) streamChain(h uintptr, l *streamLayout, obj []uint64) (ctx uintp
 	return ctx, hdr, r.read(ctx, hdr[:])
 }
 
+// learnStreams is how many streams learnLayout makes: the identity's place must hold each
+// one's own identity, which a word that merely happens to equal one of them would not.
+const learnStreams = 3
+
 // unfault, deferred in a region that loads under SetPanicOnFault, turns the panic of a
 // fault into ok = false.
 func unfault(ok *bool) {
@@ -136,8 +144,8 @@ func (r reader) read(addr uintptr, words []uint64) bool {
 
 const layoutSearchWords = 64
 
-// learnLayout creates a stream in device 0's primary context and finds where its object
-// keeps the handle and the context.
+// learnLayout creates streams in device 0's primary context and finds where their objects
+// keep the handle, the context and the identity.
 func (d *Driver) learnLayout() streamLayout {
 	dev, r := d.DeviceGet(0)
 	if r != driver.Success {
@@ -148,32 +156,55 @@ func (d *Driver) learnLayout() streamLayout {
 		return streamLayout{}
 	}
 	defer d.DevicePrimaryCtxRelease(dev)
-	s, r := d.StreamCreateWithPriority(ctx, driver.StreamNonBlocking, 0)
-	if r != driver.Success {
-		return streamLayout{}
-	}
-	defer d.StreamDestroy(s)
-	var head [1]uint64
-	obj := make([]uint64, layoutSearchWords)
-	rd := reader{} // process_vm_readv: the stream is known good, this need not be fast
-	if !rd.peek(uintptr(s), head[:]) || !rd.peek(uintptr(head[0]), obj) {
-		return streamLayout{}
-	}
-	l := streamLayout{backAt: -1, ctxAt: -1}
-	for i, w := range obj {
-		if uintptr(w) == uintptr(s) && l.backAt < 0 {
-			l.backAt = i
+	backAt, ctxAt, idAt := everywhere(), everywhere(), everywhere()
+	for range learnStreams {
+		s, r := d.StreamCreateWithPriority(ctx, driver.StreamNonBlocking, 0)
+		if r != driver.Success {
+			return streamLayout{}
 		}
-		if uintptr(w) == uintptr(ctx) && l.ctxAt < 0 {
-			l.ctxAt = i
+		defer d.StreamDestroy(s)
+		id, r := d.StreamGetId(s) // a new stream: not capturing
+		if r != driver.Success {
+			return streamLayout{}
+		}
+		var head [1]uint64
+		obj := make([]uint64, layoutSearchWords)
+		rd := reader{} // process_vm_readv: the stream is known good, this need not be fast
+		if !rd.peek(uintptr(s), head[:]) || !rd.peek(uintptr(head[0]), obj) {
+			return streamLayout{}
+		}
+		for i, w := range obj {
+			backAt[i] = backAt[i] && uintptr(w) == uintptr(s)
+			ctxAt[i] = ctxAt[i] && uintptr(w) == uintptr(ctx)
+			idAt[i] = idAt[i] && w == id
 		}
 	}
-	if l.backAt < 0 || l.ctxAt < 0 {
+	l := streamLayout{backAt: first(backAt), ctxAt: first(ctxAt), idAt: first(idAt)}
+	if l.backAt < 0 || l.ctxAt < 0 || l.idAt < 0 {
 		return streamLayout{}
 	}
 	l.ok = true
-	l.objWords = max(l.backAt, l.ctxAt) + 1
+	l.objWords = max(l.backAt, l.ctxAt, l.idAt) + 1
 	return l
+}
+
+// everywhere is a candidate set of word offsets that rules none out yet.
+func everywhere() []bool {
+	all := make([]bool, layoutSearchWords)
+	for i := range all {
+		all[i] = true
+	}
+	return all
+}
+
+// first is the lowest offset left in a candidate set, or -1.
+func first(set []bool) int {
+	for i, ok := range set {
+		if ok {
+			return i
+		}
+	}
+	return -1
 }
 
 // learnHeaders reads the header of every device's primary context that is active.
@@ -219,28 +250,29 @@ func (d *Driver) knownHeader(hdr [2]uint64) bool {
 	return known[hdr]
 }
 
-// StreamCheck reports whether h is a live stream of this driver, and its context (what
-// cuStreamGetCtx would return, read from the stream object): driver.Success, or
-// ErrorInvalidHandle for anything else; ErrorNotSupported where the driver's layout could
-// not be learned, so nothing can be proven. The special handles 0, 1 and 2 are the
-// caller's to judge.
-func (d *Driver) StreamCheck(h driver.Stream) (driver.Context, driver.Result) {
+// StreamCheck reports whether h is a live stream of this driver, and its context and
+// identity (what cuStreamGetCtx and cuStreamGetId would return, read from the stream
+// object, so it works on a capturing stream too): driver.Success, or ErrorInvalidHandle
+// for anything else; ErrorNotSupported where the driver's layout could not be learned, so
+// nothing can be proven. The special handles 0, 1 and 2 are the caller's to judge.
+func (d *Driver) StreamCheck(h driver.Stream) (driver.Context, uint64, driver.Result) {
 	if h.IsSpecial() {
-		return 0, driver.Success
+		return 0, 0, driver.Success
 	}
 	if uintptr(h) < 4096 || uintptr(h)%8 != 0 || uint64(h) >= 1<<47 {
-		return 0, driver.ErrorInvalidHandle
+		return 0, 0, driver.ErrorInvalidHandle
 	}
 	layoutOnce.Do(func() { layout = d.learnLayout() })
 	if !layout.ok {
-		return 0, driver.ErrorNotSupported
+		return 0, 0, driver.ErrorNotSupported
 	}
 	var objBuf [layoutSearchWords]uint64
-	ctx, hdr, ok := newReader().streamChain(uintptr(h), &layout, objBuf[:layout.objWords])
+	obj := objBuf[:layout.objWords]
+	ctx, hdr, ok := newReader().streamChain(uintptr(h), &layout, obj)
 	if !ok || !d.knownHeader(hdr) {
-		return 0, driver.ErrorInvalidHandle
+		return 0, 0, driver.ErrorInvalidHandle
 	}
-	return driver.Context(ctx), driver.Success
+	return driver.Context(ctx), obj[layout.idAt], driver.Success
 }
 
 // ValidationReads names how a stream check reads memory now: "loads" while Go's SIGSEGV

@@ -96,10 +96,12 @@ type API interface {
 	// EntryNames are offered.
 	Entry(name string) uintptr
 	// StreamCheck reports whether s is a live stream without letting the driver
-	// dereference it if not, and its context: Success, ErrorInvalidHandle, or
+	// dereference it if not, and its context and identity (the value cuStreamGetId
+	// returns), read without a driver call, so it also works on a capturing stream, where
+	// cuStreamGetId fails and invalidates the capture: Success, ErrorInvalidHandle, or
 	// ErrorNotSupported where the driver cannot tell. Special handles are the caller's to
-	// judge (Success, context 0).
-	StreamCheck(s Stream) (Context, Result)
+	// judge (Success, context 0, identity 0).
+	StreamCheck(s Stream) (Context, uint64, Result)
 	StreamQuery(c Context, s Stream) Result
 	StreamSynchronize(c Context, s Stream) Result
 	StreamWaitEvent(c Context, s Stream, e Event, flags uint32) Result

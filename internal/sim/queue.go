@@ -56,18 +56,19 @@ func (d *Driver) streamIn(ch driver.Context, h driver.Stream) (*stream, driver.R
 	return s, driver.Success
 }
 
-// StreamCheck looks the handle up: the software driver knows every stream it made.
-func (d *Driver) StreamCheck(h driver.Stream) (driver.Context, driver.Result) {
+// StreamCheck looks the handle up: the software driver knows every stream it made. Like
+// the real driver's check it reads, and so works during capture.
+func (d *Driver) StreamCheck(h driver.Stream) (driver.Context, uint64, driver.Result) {
 	if h.IsSpecial() {
-		return 0, driver.Success
+		return 0, 0, driver.Success
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	s, ok := lookup[*stream](d, uintptr(h))
 	if !ok {
-		return 0, driver.ErrorInvalidHandle
+		return 0, 0, driver.ErrorInvalidHandle
 	}
-	return s.ctx.handle, driver.Success
+	return s.ctx.handle, s.id, driver.Success
 }
 
 func (d *Driver) StreamDestroy(h driver.Stream) driver.Result {
@@ -137,7 +138,9 @@ func captureNode(s *stream, run func()) {
 }
 
 // uncapturable is what an operation that may not run during capture does to it: the
-// capture is invalidated and the call fails.
+// capture is invalidated and the call fails. The real driver (580) does this to the
+// stream queries cuStreamGetId, cuStreamGetCtx and cuStreamGetFlags too, in every
+// capture mode and from any thread.
 func uncapturable(s *stream) driver.Result {
 	s.capture.invalid = true
 	return driver.ErrorCaptureUnsupported
@@ -255,6 +258,9 @@ func (d *Driver) StreamGetFlags(h driver.Stream) (uint32, driver.Result) {
 	if r != driver.Success {
 		return 0, r
 	}
+	if s.capture != nil {
+		return 0, uncapturable(s)
+	}
 	return s.flags, driver.Success
 }
 
@@ -265,6 +271,9 @@ func (d *Driver) StreamGetCtx(h driver.Stream) (driver.Context, driver.Result) {
 	if r != driver.Success {
 		return 0, r
 	}
+	if s.capture != nil {
+		return 0, uncapturable(s)
+	}
 	return s.ctx.handle, driver.Success
 }
 
@@ -274,6 +283,9 @@ func (d *Driver) StreamGetId(h driver.Stream) (uint64, driver.Result) {
 	s, r := d.stream(h)
 	if r != driver.Success {
 		return 0, r
+	}
+	if s.capture != nil {
+		return 0, uncapturable(s)
 	}
 	return s.id, driver.Success
 }

@@ -49,3 +49,23 @@ def test_forbidden_calls_are_refused_and_the_capture_survives():
 def test_bad_capture_modes(mode):
     with pytest.raises(ValueError, match="capture mode"):
         streambridge.Stream().begin_capture(mode)
+
+
+@pytest.mark.parametrize("mode", ["global", "thread_local", "relaxed"])
+def test_a_stream_capturing_elsewhere_can_be_wrapped_and_used(mode):
+    """A stream another library is capturing (torch.cuda.graph, say) is wrapped and used
+    without breaking the capture: a borrowed stream's identity is read, not asked of the
+    driver, whose cuStreamGetId fails on a capturing stream and invalidates the capture."""
+    owner = streambridge.Stream(non_blocking=True)  # stands for the other library's stream
+    owner.begin_capture(mode)
+    borrowed = streambridge.ExternalStream(owner.ptr)
+    e = streambridge.Event(disable_timing=True)
+    borrowed.record(e)
+    borrowed.wait_event(e)
+    assert borrowed.is_capturing() is True
+    assert borrowed.__cuda_stream__() == (0, owner.ptr)
+    graph = owner.end_capture()  # still valid
+    graph.launch(owner)
+    owner.synchronize()
+    borrowed.close()
+    owner.close()
