@@ -190,14 +190,11 @@ def main() -> int:
     # Where streambridge's time goes: a query and a wrap, layer by layer.
 
     def go_event_cycle():
-        k = _core.new_event(0, False, True, False)
-        _core.event_handle(k)
+        k, _ = _core.new_event(0, False, True, False)
         _core.release(k, OBJECT_EVENT)
 
     def go_stream_cycle():
-        k = _core.new_stream(0, False, 0)
-        _core.stream_handle(k)
-        _core.stream_device(k)
+        k, _ = _core.new_stream(0, False, 0)
         _core.release(k, OBJECT_STREAM)
 
     class Bare(sb._stream._BaseStream):
@@ -213,8 +210,8 @@ def main() -> int:
             loop(lambda: _core.core.check_stream(handle, -1)),
         "wrap: pyshim_ValidationReads (a crossing and the rt_sigaction, no reads)": loop(_core.validation_reads),
         "wrap: a bare instance shaped as ExternalStream + teardown (no check)": loop(Bare),
-        "create: the Go calls of Event().close() (NewEvent, EventHandle, Close)": loop(go_event_cycle),
-        "create: the Go calls of Stream().close() (NewStream, StreamHandle, StreamDevice, Close)":
+        "create: the core's calls of Event().close() (new_event, release: two crossings)": loop(go_event_cycle),
+        "create: the core's calls of Stream().close() (new_stream, release: two crossings)":
             loop(go_stream_cycle),
     }
 

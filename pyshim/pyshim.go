@@ -161,7 +161,8 @@ func WrapStream(handle uint64, device int, convention int) (int64, error) {
 
 // CheckStream validates a foreign stream handle as WrapStream does and returns its device,
 // keeping nothing; where idOut is not 0 it is the address of a uint64 that receives the
-// stream's identity (cuStreamGetId; 0 for the special handles). The C core checks each
+// stream's identity (the value of cuStreamGetId, read by the check; 0 for the special
+// handles). The C core checks each
 // borrowed handle so when it is wrapped, and verifies the identity before every use
 // (VerifyStream).
 //
@@ -175,10 +176,16 @@ func CheckStream(handle uint64, device int, convention int, idOut uint64) (int, 
 	if err != nil {
 		return 0, err
 	}
-	if idOut != 0 {
-		*(*uint64)(*(*unsafe.Pointer)(unsafe.Pointer(&idOut))) = id // the C caller's out-parameter
-	}
+	out(idOut, id)
 	return dev.Ordinal(), nil
+}
+
+// out writes v to a C caller's out-parameter: addr is the address of a uint64, or 0 for
+// none. gopy passes integers, not pointers, so the address travels as one.
+func out(addr, v uint64) {
+	if addr != 0 {
+		*(*uint64)(*(*unsafe.Pointer)(unsafe.Pointer(&addr))) = v
+	}
 }
 
 // VerifyStream checks that a borrowed handle is still the live stream of identity id (see
@@ -196,7 +203,9 @@ func VerifyStream(handle, id uint64) (bool, error) {
 }
 
 // NewStream creates a stream on device and returns its key; closing the key destroys it.
-func NewStream(device int, nonBlocking bool, priority int) (int64, error) {
+// The C core calls it (new_stream) with handleOut the address of a uint64 that receives
+// the CUstream, so that making a stream is one crossing.
+func NewStream(device int, nonBlocking bool, priority int, handleOut uint64) (int64, error) {
 	c, err := context(device)
 	if err != nil {
 		return 0, err
@@ -205,6 +214,7 @@ func NewStream(device int, nonBlocking bool, priority int) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	out(handleOut, uint64(s.Handle()))
 	return store(boundary.ObjectStream, s), nil
 }
 
@@ -254,8 +264,9 @@ func StreamNonBlocking(key int64) (bool, error) {
 	return call1(key, (*streams.Stream).NonBlocking)
 }
 
-// NewEvent creates an event on device and returns its key.
-func NewEvent(device int, blockingSync, disableTiming, interprocess bool) (int64, error) {
+// NewEvent creates an event on device and returns its key; handleOut, as for NewStream,
+// receives the CUevent.
+func NewEvent(device int, blockingSync, disableTiming, interprocess bool, handleOut uint64) (int64, error) {
 	c, err := context(device)
 	if err != nil {
 		return 0, err
@@ -264,6 +275,7 @@ func NewEvent(device int, blockingSync, disableTiming, interprocess bool) (int64
 	if err != nil {
 		return 0, err
 	}
+	out(handleOut, uint64(e.Handle()))
 	return store(boundary.ObjectEvent, e), nil
 }
 

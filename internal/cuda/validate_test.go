@@ -76,8 +76,14 @@ type fakeStream struct {
 
 var fakeLayout = streamLayout{ok: true, backAt: 3, ctxAt: 1, objWords: 4}
 
+// fakeStreams keeps every fake on the heap: one the compiler left on a goroutine's stack
+// would move when the stack grows, leaving the addresses written into it stale (the test
+// failed so about once in 25 runs).
+var fakeStreams []*fakeStream
+
 func newFakeStream() *fakeStream {
 	f := &fakeStream{ctx: [2]uint64{0xc0ffee, 0xbeef}}
+	fakeStreams = append(fakeStreams, f)
 	f.block[0] = uint64(uintptr(unsafe.Pointer(&f.obj[0])))
 	f.obj[3] = uint64(f.handle())
 	f.obj[1] = uint64(uintptr(unsafe.Pointer(&f.ctx[0])))

@@ -1022,6 +1022,82 @@ static PyObject *fn_init(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     Py_RETURN_NONE;
 }
 
+/* ---- Making and closing the objects kept under Go keys ---- */
+
+/* pyshim's constructors, exported by gopy's generated Go: the new object's key, its handle
+ * written to handle_out (one crossing, not two); on failure the typed error is set. */
+extern long long pyshim_NewEvent(long long device, char blocking_sync, char disable_timing, char interprocess,
+                                 unsigned long long handle_out);
+extern long long pyshim_NewStream(long long device, char non_blocking, long long priority,
+                                  unsigned long long handle_out);
+extern char pyshim_Close(long long key, long long kind);
+
+/* new_event(device, block, disable_timing, interprocess) -> (key, CUevent) */
+static PyObject *fn_new_event(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4 || !PyLong_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "new_event takes a device and three flags");
+        return NULL;
+    }
+    long long device = PyLong_AsLongLong(args[0]);
+    if (PyErr_Occurred() || !gate())
+        return NULL;
+    unsigned long long handle = 0;
+    long long key = pyshim_NewEvent(device, PyObject_IsTrue(args[1]), PyObject_IsTrue(args[2]),
+                                    PyObject_IsTrue(args[3]), (uintptr_t)&handle);
+    return PyErr_Occurred() ? NULL : Py_BuildValue("LK", key, handle);
+}
+
+/* new_stream(device, non_blocking, priority) -> (key, CUstream) */
+static PyObject *fn_new_stream(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3 || !PyLong_Check(args[0]) || !PyLong_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "new_stream takes a device, a flag and a priority");
+        return NULL;
+    }
+    long long device = PyLong_AsLongLong(args[0]), priority = PyLong_AsLongLong(args[2]);
+    if (PyErr_Occurred() || !gate())
+        return NULL;
+    unsigned long long handle = 0;
+    long long key = pyshim_NewStream(device, PyObject_IsTrue(args[1]), priority, (uintptr_t)&handle);
+    return PyErr_Occurred() ? NULL : Py_BuildValue("LK", key, handle);
+}
+
+static PyObject *deferred; /* (key, kind) closed inside host callbacks, released by the next close outside */
+
+/* release(key, kind): the one close of a Go key. Inside a host callback, where no call may
+ * enter the driver, the key waits for the next release outside one; in a forked child,
+ * whose objects are the parent's, it is only forgotten. */
+static PyObject *fn_release(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyLong_Check(args[0]) || !PyLong_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "release takes a key and a kind");
+        return NULL;
+    }
+    if (forked)
+        Py_RETURN_NONE;
+    if (in_callback) {
+        PyObject *item = PyTuple_Pack(2, args[0], args[1]);
+        int r = item == NULL ? -1 : PyList_Append(deferred, item);
+        Py_XDECREF(item);
+        return r < 0 ? NULL : Py_NewRef(Py_None);
+    }
+    if (!gate())
+        return NULL;
+    while (PyList_GET_SIZE(deferred) > 0) {
+        Py_ssize_t last = PyList_GET_SIZE(deferred) - 1;
+        PyObject *item = PyList_GET_ITEM(deferred, last);
+        long long key = PyLong_AsLongLong(PyTuple_GET_ITEM(item, 0)), kind = PyLong_AsLongLong(PyTuple_GET_ITEM(item, 1));
+        if (PyList_SetSlice(deferred, last, last + 1, NULL) < 0)
+            return NULL;
+        pyshim_Close(key, kind);
+        if (PyErr_Occurred())
+            return NULL;
+    }
+    long long key = PyLong_AsLongLong(args[0]), kind = PyLong_AsLongLong(args[1]);
+    if (PyErr_Occurred())
+        return NULL;
+    pyshim_Close(key, kind);
+    return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+}
+
 static PyObject *fn_set_initializer(PyObject *self, PyObject *fn) {
     if (!PyCallable_Check(fn)) {
         PyErr_SetString(PyExc_TypeError, "set_initializer takes a callable");
@@ -1045,6 +1121,12 @@ static PyMethodDef methods[] = {
      "as the stream (the handle is checked as ExternalStream checks it)."},
     {"set_from_external", (PyCFunction)(void (*)(void))fn_set_from_external, METH_FASTCALL,
      "set_from_external(ExternalStream, reader(obj, value))"},
+    {"new_event", (PyCFunction)(void (*)(void))fn_new_event, METH_FASTCALL,
+     "new_event(device, block, disable_timing, interprocess) -> (key, CUevent): pyshim.NewEvent"},
+    {"new_stream", (PyCFunction)(void (*)(void))fn_new_stream, METH_FASTCALL,
+     "new_stream(device, non_blocking, priority) -> (key, CUstream): pyshim.NewStream"},
+    {"release", (PyCFunction)(void (*)(void))fn_release, METH_FASTCALL,
+     "release(key, kind): the one close of a Go key (deferred inside host callbacks; forgotten after fork)"},
     {"check_stream", (PyCFunction)(void (*)(void))fn_check_stream, METH_FASTCALL,
      "check_stream(handle, device) -> device: pyshim.CheckStream, the runtime's reading of 0/1/2"},
     {NULL, NULL, 0, NULL},
@@ -1062,6 +1144,7 @@ __attribute__((visibility("default"))) PyObject *sb_core_module(void) {
             return NULL;
         }
         callback_errors_list = PyList_New(0);
+        deferred = PyList_New(0);
         name_record = PyUnicode_InternFromString("_record");
         name_wait = PyUnicode_InternFromString("_wait");
         name_make_fence = PyUnicode_InternFromString("_make_fence");
@@ -1069,7 +1152,7 @@ __attribute__((visibility("default"))) PyObject *sb_core_module(void) {
         name_call = PyUnicode_InternFromString("_call");
         name_stream = PyUnicode_InternFromString("stream");
         name_shared_mem = PyUnicode_InternFromString("shared_mem");
-        if (callback_errors_list == NULL || name_record == NULL || name_wait == NULL || name_make_fence == NULL ||
+        if (callback_errors_list == NULL || deferred == NULL || name_record == NULL || name_wait == NULL || name_make_fence == NULL ||
             name_cuda_stream == NULL || name_call == NULL || name_stream == NULL || name_shared_mem == NULL ||
             PyType_Ready(&StreamCoreType) < 0 || PyType_Ready(&ExternalCoreType) < 0 ||
             PyType_Ready(&EventCoreType) < 0 || PyType_Ready(&KernelCoreType) < 0)

@@ -59,7 +59,6 @@ def _go(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 driver_name = _go(_native.pyshim_DriverName)
 wrap_stream = _go(_native.pyshim_WrapStream)
-new_stream = _go(_native.pyshim_NewStream)
 stream_handle = _go(_native.pyshim_StreamHandle)
 stream_context = _go(_native.pyshim_StreamContext)
 stream_device = _go(_native.pyshim_StreamDevice)
@@ -70,7 +69,6 @@ stream_fence = _go(_native.pyshim_StreamFence)
 stream_begin_capture = _go(_native.pyshim_StreamBeginCapture)
 stream_end_capture = _go(_native.pyshim_StreamEndCapture)
 stream_is_capturing = _go(_native.pyshim_StreamIsCapturing)
-new_event = _go(_native.pyshim_NewEvent)
 event_handle = _go(_native.pyshim_EventHandle)
 event_synchronize = _go(_native.pyshim_EventSynchronize)
 event_elapsed_time = _go(_native.pyshim_EventElapsedTime)
@@ -85,21 +83,10 @@ function_handle = _go(_native.pyshim_FunctionHandle)
 live_keys = _native.pyshim_LiveStreams  # the count of open keys; no driver
 validation_reads = _native.pyshim_ValidationReads  # diagnostics; no driver
 read_words = _go(_native.pyshim_ReadWords)  # host memory, fault-protected (DLPack capsules)
-_close = _go(_native.pyshim_Close)
 
-_deferred: list = []  # keys closed inside host callbacks, released by the next call outside
-
-
-def release(key: int, kind: int) -> None:
-    """Closes the Go object under ``key`` of ``kind`` (a ``_tables.OBJECT_*``). Inside a host
-    callback, where no call may enter the driver, it is released by the next close outside
-    one; in a forked child, whose objects are the parent's, it is only forgotten."""
-    state = core.gate_state()
-    if state == 1:
-        return
-    if state == 2:
-        _deferred.append((key, kind))
-        return
-    while _deferred:
-        _close(*_deferred.pop())
-    _close(key, kind)
+new_stream = core.new_stream  # (key, CUstream) in one crossing
+new_event = core.new_event  # (key, CUevent) in one crossing
+# release(key, kind): the one close of a key (a _tables.OBJECT_*). Inside a host callback,
+# where no call may enter the driver, the key is released by the next close outside one; in
+# a forked child, whose objects are the parent's, it is only forgotten.
+release = core.release

@@ -62,13 +62,9 @@ class Event(_c.EventCore):
         if interprocess and not disable_timing:
             raise ValueError("an interprocess event must have timing disabled (CU_EVENT_INTERPROCESS)")
         self._device = max(_device_index(device), 0)
-        self._key = _core.new_event(self._device, block, disable_timing, interprocess)
+        self._key, self._eptr = _core.new_event(self._device, block, disable_timing, interprocess)
         self._timing = not disable_timing
         self._interprocess = interprocess
-        self._made()
-
-    def _made(self) -> None:
-        self._eptr = _core.event_handle(self._key)
         self._open = True
 
     @classmethod
@@ -137,8 +133,9 @@ class Event(_c.EventCore):
         self = cls.__new__(cls)
         self._device = max(_device_index(device), 0)
         self._key = _core.open_ipc_event(self._device, bytes(handle).hex())
+        self._eptr = _core.event_handle(self._key)
         self._interprocess = True
-        self._made()
+        self._open = True
         return self
 
     def close(self) -> None:

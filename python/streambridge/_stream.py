@@ -389,13 +389,12 @@ class Stream(_BaseStream):
         dev = max(_device_index(device), 0)
         if null or ptds:
             self._k = _core.wrap_stream(2 if ptds else 0, dev, CONVENTION_RUNTIME)
-        else:
-            self._k = _core.new_stream(dev, non_blocking, priority or 0)
-            self._owned = True
-        self._ptr = _core.stream_handle(self._k)
-        self._device = _core.stream_device(self._k)
-        if self._ptr <= MAX_SPECIAL_STREAM:
+            self._ptr = 2 if ptds else 0
             self._ctx = _core.stream_context(self._k)
+        else:
+            self._k, self._ptr = _core.new_stream(dev, non_blocking, priority or 0)
+            self._owned = True
+        self._device = dev
         self._open = True
 
     def __del__(self) -> None:

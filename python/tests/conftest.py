@@ -16,6 +16,6 @@ def driver_name() -> str:
 def foreign_stream(driver_name):
     """A stream made behind the package's back, as another framework would: (handle, device)."""
     device = 1 if driver_name == "sim" else 0
-    key = _core.new_stream(device, True, 0)
-    yield _core.stream_handle(key), device
+    key, handle = _core.new_stream(device, True, 0)
+    yield handle, device
     _core.release(key, _tables.OBJECT_STREAM)

@@ -65,8 +65,7 @@ def test_garbage_handles_raise_invalid_handle(handle):
 
 
 def test_a_freed_handle_raises_invalid_handle(driver_name):
-    key = _core.new_stream(0, False, 0)
-    handle = _core.stream_handle(key)
+    key, handle = _core.new_stream(0, False, 0)
     _core.release(key, _tables.OBJECT_STREAM)
     with pytest.raises(streambridge.InvalidHandleError):
         streambridge.ExternalStream(handle)
@@ -117,10 +116,10 @@ def test_close_is_idempotent_and_use_after_close_raises(foreign_stream):
 
 def test_wait_stream_between_two_streams(foreign_stream):
     handle, device = foreign_stream
-    other = _core.new_stream(device, True, 0)
+    other, other_handle = _core.new_stream(device, True, 0)
     try:
         a = streambridge.ExternalStream(handle)
-        b = streambridge.ExternalStream(_core.stream_handle(other))
+        b = streambridge.ExternalStream(other_handle)
         b.wait_stream(a)
         b.synchronize()
         with pytest.raises(TypeError):
@@ -150,9 +149,9 @@ def test_the_driver_can_be_chosen_from_python_before_import():
 
 def test_a_stream_made_with_nothing_else_holding_the_context_stays_valid():
     # with no framework holding the primary context, streambridge's own retain keeps it
-    key = _core.new_stream(0, True, 0)
+    key, handle = _core.new_stream(0, True, 0)
     try:
-        s = streambridge.ExternalStream(_core.stream_handle(key))
+        s = streambridge.ExternalStream(handle)
         s.synchronize()
         assert s.query()
     finally:
@@ -160,8 +159,8 @@ def test_a_stream_made_with_nothing_else_holding_the_context_stays_valid():
 
 
 def test_a_borrowed_stream_destroyed_before_its_first_go_call_is_refused():
-    key = _core.new_stream(0, True, 0)
-    s = streambridge.ExternalStream(_core.stream_handle(key))
+    key, handle = _core.new_stream(0, True, 0)
+    s = streambridge.ExternalStream(handle)
     _core.release(key, _tables.OBJECT_STREAM)  # its owner destroys it
     with pytest.raises(streambridge.InvalidHandleError):
         s.priority  # checked again before Go uses it

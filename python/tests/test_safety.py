@@ -218,8 +218,7 @@ def test_a_borrowed_stream_is_refused_after_its_address_is_reused(driver_name):
     # stream takes its address (the software driver reuses it at once, as an allocator
     # does; on the real driver streams are made until one lands there). Every use of the
     # old wrapper is refused, before the driver sees the handle.
-    key = _core.new_stream(0, True, 0)
-    handle = _core.stream_handle(key)
+    key, handle = _core.new_stream(0, True, 0)
     old = streambridge.ExternalStream(handle)
     via_go = streambridge.ExternalStream(handle)
     via_go.priority  # this one has a Go stream already
