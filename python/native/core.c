@@ -1039,11 +1039,11 @@ static PyObject *fn_new_event(PyObject *self, PyObject *const *args, Py_ssize_t 
         return NULL;
     }
     long long device = PyLong_AsLongLong(args[0]);
+    int block = PyObject_IsTrue(args[1]), no_timing = PyObject_IsTrue(args[2]), ipc = PyObject_IsTrue(args[3]);
     if (PyErr_Occurred() || !gate())
         return NULL;
     unsigned long long handle = 0;
-    long long key = pyshim_NewEvent(device, PyObject_IsTrue(args[1]), PyObject_IsTrue(args[2]),
-                                    PyObject_IsTrue(args[3]), (uintptr_t)&handle);
+    long long key = pyshim_NewEvent(device, block, no_timing, ipc, (uintptr_t)&handle);
     return PyErr_Occurred() ? NULL : Py_BuildValue("LK", key, handle);
 }
 
@@ -1054,10 +1054,11 @@ static PyObject *fn_new_stream(PyObject *self, PyObject *const *args, Py_ssize_t
         return NULL;
     }
     long long device = PyLong_AsLongLong(args[0]), priority = PyLong_AsLongLong(args[2]);
+    int non_blocking = PyObject_IsTrue(args[1]);
     if (PyErr_Occurred() || !gate())
         return NULL;
     unsigned long long handle = 0;
-    long long key = pyshim_NewStream(device, PyObject_IsTrue(args[1]), priority, (uintptr_t)&handle);
+    long long key = pyshim_NewStream(device, non_blocking, priority, (uintptr_t)&handle);
     return PyErr_Occurred() ? NULL : Py_BuildValue("LK", key, handle);
 }
 
