@@ -138,9 +138,7 @@ func captureNode(s *stream, run func()) {
 }
 
 // uncapturable is what an operation that may not run during capture does to it: the
-// capture is invalidated and the call fails. The real driver (580) does this to the
-// stream queries cuStreamGetId, cuStreamGetCtx and cuStreamGetFlags too, in every
-// capture mode and from any thread.
+// capture is invalidated and the call fails.
 func uncapturable(s *stream) driver.Result {
 	s.capture.invalid = true
 	return driver.ErrorCaptureUnsupported
@@ -251,15 +249,23 @@ func (d *Driver) StreamGetPriority(h driver.Stream) (int, driver.Result) {
 	return s.priority, driver.Success
 }
 
+// streamAttrs looks h up for a query of its attributes (cuStreamGetFlags, cuStreamGetCtx,
+// cuStreamGetId), which the real driver (580) refuses on a capturing stream, in every
+// capture mode and from any thread, invalidating the capture. Caller holds d.mu.
+func (d *Driver) streamAttrs(h driver.Stream) (*stream, driver.Result) {
+	s, r := d.stream(h)
+	if r == driver.Success && s.capture != nil {
+		return nil, uncapturable(s)
+	}
+	return s, r
+}
+
 func (d *Driver) StreamGetFlags(h driver.Stream) (uint32, driver.Result) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	s, r := d.stream(h)
+	s, r := d.streamAttrs(h)
 	if r != driver.Success {
 		return 0, r
-	}
-	if s.capture != nil {
-		return 0, uncapturable(s)
 	}
 	return s.flags, driver.Success
 }
@@ -267,12 +273,9 @@ func (d *Driver) StreamGetFlags(h driver.Stream) (uint32, driver.Result) {
 func (d *Driver) StreamGetCtx(h driver.Stream) (driver.Context, driver.Result) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	s, r := d.stream(h)
+	s, r := d.streamAttrs(h)
 	if r != driver.Success {
 		return 0, r
-	}
-	if s.capture != nil {
-		return 0, uncapturable(s)
 	}
 	return s.ctx.handle, driver.Success
 }
@@ -280,12 +283,9 @@ func (d *Driver) StreamGetCtx(h driver.Stream) (driver.Context, driver.Result) {
 func (d *Driver) StreamGetId(h driver.Stream) (uint64, driver.Result) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	s, r := d.stream(h)
+	s, r := d.streamAttrs(h)
 	if r != driver.Success {
 		return 0, r
-	}
-	if s.capture != nil {
-		return 0, uncapturable(s)
 	}
 	return s.id, driver.Success
 }

@@ -169,13 +169,6 @@ static PyObject *py_gate(PyObject *self, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
-/* Whether a call made now would pass the gate: the object's close() uses it to decide
- * whether to release through Go now or leave that to later (in_callback) or to nobody
- * (forked: what the parent made is the parent's). 0 ok, 1 forked, 2 in a callback. */
-static PyObject *py_gate_state(PyObject *self, PyObject *unused) {
-    return PyLong_FromLong(forked ? 1 : in_callback ? 2 : 0);
-}
-
 /* ---- Contexts: a special handle means its context's default stream ---- */
 
 typedef struct {
@@ -1113,7 +1106,6 @@ static PyMethodDef methods[] = {
     {"set_initializer", fn_set_initializer, METH_O, "set_initializer(fn): what the first gate runs; it calls init"},
     {"set_error_classes", set_error_classes, METH_O, "set_error_classes(classes by error kind)"},
     {"gate", py_gate, METH_NOARGS, "raises ForkedProcessError or CallbackReentryError where no call may go on"},
-    {"gate_state", py_gate_state, METH_NOARGS, "0: calls may go on; 1: a forked child; 2: in a host callback"},
     {"callback_errors", fn_callback_errors, METH_NOARGS, "exceptions raised in host callbacks since the last call"},
     {"set_external_init", fn_set_external_init, METH_O, "set_external_init(init): ExternalStream's initializer"},
     {"from_external", (PyCFunction)(void (*)(void))fn_from_external, METH_FASTCALL,
