@@ -73,7 +73,7 @@ def main() -> int:
 
     import streambridge as sb
     from streambridge import _core
-    from streambridge._tables import OBJECT_EVENT, OBJECT_STREAM
+    from streambridge._tables import OBJECT_STREAM
 
     dev = Device(0)
     dev.set_current()
@@ -189,10 +189,6 @@ def main() -> int:
 
     # Where streambridge's time goes: a query and a wrap, layer by layer.
 
-    def go_event_cycle():
-        k, _ = _core.new_event(0, False, True, False)
-        _core.release(k, OBJECT_EVENT)
-
     def go_stream_cycle():
         k, _ = _core.new_stream(0, False, 0)
         _core.release(k, OBJECT_STREAM)
@@ -210,7 +206,7 @@ def main() -> int:
             loop(lambda: _core.core.check_stream(handle, -1)),
         "wrap: pyshim_ValidationReads (a crossing and the rt_sigaction, no reads)": loop(_core.validation_reads),
         "wrap: a bare instance shaped as ExternalStream + teardown (no check)": loop(Bare),
-        "create: the core's calls of Event().close() (new_event, release: two crossings)": loop(go_event_cycle),
+        "create: Event.__new__ alone (the Python instance, no driver)": loop(lambda: sb.Event.__new__(sb.Event)),
         "create: the core's calls of Stream().close() (new_stream, release: two crossings)":
             loop(go_stream_cycle),
     }

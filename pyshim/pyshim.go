@@ -1,6 +1,6 @@
 // Package pyshim is the Go package gopy exports to Python as streambridge's native module.
 // Its functions take and return plain integers, so that each Python operation is one
-// crossing into Go; streams, events, graphs, modules and kernels live in a table here,
+// crossing into Go; streams, graphs, modules and kernels live in a table here,
 // named to Python by integer keys, each key usable only as the kind of object it was made
 // for. The frequent operations on them do not come here: the C core (python/native/core.c)
 // calls the driver's entry points (Entry) itself.
@@ -64,8 +64,6 @@ func kindOf(obj any) boundary.ObjectKind {
 	switch obj.(type) {
 	case *streams.Stream:
 		return boundary.ObjectStream
-	case *streams.Event:
-		return boundary.ObjectEvent
 	case *streams.GraphExec:
 		return boundary.ObjectGraph
 	case *streams.Module:
@@ -264,54 +262,20 @@ func StreamNonBlocking(key int64) (bool, error) {
 	return call1(key, (*streams.Stream).NonBlocking)
 }
 
-// NewEvent creates an event on device and returns its key; handleOut, as for NewStream,
-// receives the CUevent.
-func NewEvent(device int, blockingSync, disableTiming, interprocess bool, handleOut uint64) (int64, error) {
+// DeviceContext is the CUcontext of device's primary context, retained by the bridge for
+// the process: the C core makes its events there (cuEventCreate with it current).
+func DeviceContext(device int) (uint64, error) {
 	c, err := context(device)
 	if err != nil {
 		return 0, err
 	}
-	e, err := c.NewEvent(streams.EventOptions{BlockingSync: blockingSync, DisableTiming: disableTiming, Interprocess: interprocess})
-	if err != nil {
-		return 0, err
-	}
-	out(handleOut, uint64(e.Handle()))
-	return store(boundary.ObjectEvent, e), nil
-}
-
-// EventSynchronize waits for event key e (cuEventSynchronize).
-func EventSynchronize(e int64) (bool, error) {
-	return call1(e, func(ev *streams.Event) (bool, error) { return done(ev.Synchronize()) })
-}
-
-// EventElapsedTime is the milliseconds from start's completion to end's
-// (cuEventElapsedTime).
-//
-//streambridge:keepgil
-func EventElapsedTime(start, end int64) (float64, error) {
-	a, err := find[*streams.Event](start)
-	if err != nil {
-		return 0, err
-	}
-	b, err := find[*streams.Event](end)
-	if err != nil {
-		return 0, err
-	}
-	d, err := a.ElapsedTime(b)
-	return float64(d.Nanoseconds()) / 1e6, err
-}
-
-// EventIPCHandle exports interprocess event key e (cuIpcGetEventHandle), as hex.
-func EventIPCHandle(e int64) (string, error) {
-	return call1(e, func(ev *streams.Event) (string, error) {
-		h, err := ev.IPCHandle()
-		return hex.EncodeToString(h[:]), err
-	})
+	return uint64(c.Handle()), nil
 }
 
 // OpenIPCEvent opens an event another process exported (cuIpcOpenEventHandle) on device
-// and returns its key. The driver refuses a handle from this same process.
-func OpenIPCEvent(device int, handle string) (int64, error) {
+// and returns the CUevent, which the C core owns from then on (it destroys it as any of its
+// events). The driver refuses a handle from this same process.
+func OpenIPCEvent(device int, handle string) (uint64, error) {
 	var h streams.IPCEventHandle
 	raw, err := hex.DecodeString(handle)
 	if err != nil || len(raw) != len(h) {
@@ -326,7 +290,7 @@ func OpenIPCEvent(device int, handle string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return store(boundary.ObjectEvent, ev), nil
+	return uint64(ev.Disown()), nil
 }
 
 // Close forgets key, which must name an object of kind (a boundary.ObjectKind), destroying
@@ -472,13 +436,6 @@ func StreamFence(key int64) (uint64, error) {
 		}
 		return uint64(e.Handle()), nil
 	})
-}
-
-// EventHandle is the CUevent of event key e.
-//
-//streambridge:keepgil
-func EventHandle(e int64) (uint64, error) {
-	return call1(e, func(ev *streams.Event) (uint64, error) { return uint64(ev.Handle()), nil })
 }
 
 // ResultName is the CUDA_ERROR_* name of a CUresult.

@@ -95,3 +95,70 @@ func TestEntryPointsSetTheCurrentContext(t *testing.T) {
 		assert.Equal(t, driver.Success, call("cuStreamQuery", NullStream), "0 means the current context's stream")
 	})
 }
+
+// The entry points with which the C core makes, waits for, times, exports and destroys the
+// events it owns, in the context made current.
+func TestEntryPointsMakeTimeAndDestroyEvents(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		call := func(name string, args ...uintptr) driver.Result {
+			r, _, _ := purego.SyscallN(d.Entry(name), args...)
+			return driver.Result(int32(r))
+		}
+		c := primary(t, d, 0)
+		s := newStream(t, c, StreamOptions{NonBlocking: true})
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		var prev uintptr
+		require.Equal(t, driver.Success, call("cuCtxGetCurrent", uintptr(unsafe.Pointer(&prev))))
+		require.Equal(t, driver.Success, call("cuCtxSetCurrent", c.Handle()))
+		defer call("cuCtxSetCurrent", prev)
+
+		var start, end, ipc uintptr
+		require.Equal(t, driver.Success, call("cuEventCreate", uintptr(unsafe.Pointer(&start)), 0))
+		require.Equal(t, driver.Success, call("cuEventCreate", uintptr(unsafe.Pointer(&end)), 0))
+		require.Equal(t, driver.Success, call("cuEventCreate", uintptr(unsafe.Pointer(&ipc)),
+			uintptr(driver.EventInterprocess|driver.EventDisableTiming)))
+		require.NotZero(t, start)
+		assert.Equal(t, driver.ErrorInvalidValue, call("cuEventCreate", uintptr(unsafe.Pointer(new(uintptr))),
+			uintptr(driver.EventInterprocess)), "an interprocess event without timing disabled")
+
+		require.Equal(t, driver.Success, call("cuEventRecord", start, s.Handle()))
+		slowWork(t, s, 20*time.Millisecond)
+		require.Equal(t, driver.Success, call("cuEventRecord", end, s.Handle()))
+		require.Equal(t, driver.Success, call("cuEventSynchronize", end))
+		done, err := s.Query()
+		require.NoError(t, err)
+		assert.True(t, done, "the stream's work ran before the event completed")
+		var ms float32
+		require.Equal(t, driver.Success, call("cuEventElapsedTime", uintptr(unsafe.Pointer(&ms)), start, end))
+		assert.Greater(t, ms, float32(0))
+
+		var h IPCEventHandle
+		require.Equal(t, driver.Success, call("cuIpcGetEventHandle", uintptr(unsafe.Pointer(&h)), ipc))
+		assert.NotEqual(t, IPCEventHandle{}, h)
+		assert.Equal(t, driver.ErrorInvalidValue, call("cuIpcGetEventHandle", uintptr(unsafe.Pointer(&h)), start),
+			"a timing event is not interprocess")
+
+		for _, e := range []uintptr{start, end, ipc} {
+			require.Equal(t, driver.Success, call("cuEventDestroy", e))
+		}
+	})
+}
+
+// Disown hands the CUevent over undestroyed: the new owner can still use and destroy it.
+func TestEventDisownHandsTheHandleOver(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		c := primary(t, d, 0)
+		e, err := c.NewEvent(EventOptions{DisableTiming: true})
+		require.NoError(t, err)
+		h := e.Disown()
+		require.NotZero(t, h)
+		assert.Zero(t, e.Disown(), "once")
+		assert.ErrorIs(t, e.Synchronize(), ErrClosed, "the Event is closed")
+		require.NoError(t, e.Close(), "closing it again destroys nothing")
+		r, _, _ := purego.SyscallN(d.Entry("cuEventQuery"), h)
+		assert.Equal(t, driver.Success, driver.Result(int32(r)), "the event lives on")
+		r, _, _ = purego.SyscallN(d.Entry("cuEventDestroy"), h)
+		assert.Equal(t, driver.Success, driver.Result(int32(r)))
+	})
+}

@@ -162,6 +162,17 @@ func (e *Event) IPCHandle() (IPCEventHandle, error) {
 	return h, e.ctx.drv.check("cuIpcGetEventHandle", r)
 }
 
+// Disown closes e without destroying the CUevent and returns it: the caller owns it from
+// now on and destroys it with cuEventDestroy (Python's events are owned so by the C core).
+// 0 if e was closed.
+func (e *Event) Disown() uintptr {
+	if e.closed.Swap(true) {
+		return 0
+	}
+	e.ctx.release() // the context is retained elsewhere as long as the new owner's event lives
+	return uintptr(e.handle)
+}
+
 // Close destroys the event (cuEventDestroy). It is idempotent.
 func (e *Event) Close() error {
 	if e.closed.Swap(true) {

@@ -56,20 +56,20 @@ var ErrorKinds = [...]ErrorKindInfo{
 }
 
 // ObjectKind is what the native module keeps under a key (pyshim's table). A key is only
-// ever used as the kind it was made for: any other use is a KindType error.
+// ever used as the kind it was made for: any other use is a KindType error. Events are not
+// among them: the C core makes, owns and destroys Python's events itself.
 type ObjectKind int
 
 // The kinds of keyed object, in the order of ObjectKinds. 0 is no object.
 const (
 	ObjectStream ObjectKind = iota + 1
-	ObjectEvent
 	ObjectGraph
 	ObjectModule
 	ObjectKernel
 )
 
 // ObjectKinds names each kind, indexed by ObjectKind-1.
-var ObjectKinds = []string{"stream", "event", "graph", "module", "kernel"}
+var ObjectKinds = []string{"stream", "graph", "module", "kernel"}
 
 // Name is the kind's name, as error messages say it.
 func (k ObjectKind) Name() string {
@@ -93,6 +93,17 @@ const (
 // MaxSpecialStream is the largest special stream handle: 0, 1 and 2 name a context's
 // default streams, not stream objects.
 const MaxSpecialStream = uint64(driver.StreamPerThread)
+
+// EventFlags are the cuEventCreate flags the C core makes events with, by the names it
+// uses for them.
+var EventFlags = []struct {
+	Name string
+	Flag uint32
+}{
+	{"BLOCKING_SYNC", driver.EventBlockingSync},
+	{"DISABLE_TIMING", driver.EventDisableTiming},
+	{"INTERPROCESS", driver.EventInterprocess},
+}
 
 // CoreResults are the CUresults the C core tells apart: a query's "not ready" is an
 // answer, not an error, and an invalid handle raises InvalidHandleError.

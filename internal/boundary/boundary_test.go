@@ -25,6 +25,6 @@ func TestEveryKindIsDescribed(t *testing.T) {
 		assert.NotEmpty(t, k.Python, "error kind %d", kind)
 	}
 	assert.Len(t, ErrorKinds, int(KindInCallback)+1, "the last kind is described")
-	assert.Equal(t, "event", ObjectEvent.Name())
+	assert.Equal(t, "graph", ObjectGraph.Name())
 	assert.Equal(t, "unknown object", ObjectKind(0).Name())
 }

@@ -39,6 +39,11 @@ func renderC() string {
 		fmt.Fprintf(&b, "    SB_OBJECT_%s = %d,\n", strings.ToUpper(n), i+1)
 	}
 	b.WriteString("};\n\n")
+	b.WriteString("/* The cuEventCreate flags. */\n")
+	for _, f := range EventFlags {
+		fmt.Fprintf(&b, "#define SB_EVENT_%s 0x%xu\n", f.Name, f.Flag)
+	}
+	b.WriteString("\n")
 	fmt.Fprintf(&b, "#define SB_CONVENTION_RUNTIME %d\n#define SB_CONVENTION_ARRAY_INTERFACE %d\n", ConventionRuntime, ConventionArrayInterface)
 	fmt.Fprintf(&b, "#define SB_MAX_SPECIAL_STREAM %dULL\n\n#endif\n", MaxSpecialStream)
 	return b.String()

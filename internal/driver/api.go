@@ -150,8 +150,11 @@ type API interface {
 	MemcpyDtoHAsync(dst unsafe.Pointer, src DevicePtr, bytes uint64, s Stream) Result
 }
 
-// EntryNames are the entry points API.Entry offers: calls on stream and event objects,
-// and the current-context pair the C core uses to give a special handle (0, 1, 2) its
-// context. The C core keeps them in this order (internal/boundary generates its table).
+// EntryNames are the entry points API.Entry offers: calls on stream and event objects, the
+// life of the events the C core owns (Python's Event is made and destroyed there, as
+// CuPy's and cuda.core's are in Cython), and the current-context pair the C core uses to
+// give a special handle (0, 1, 2) or a new event its context. The C core keeps them in
+// this order (internal/boundary generates its table).
 var EntryNames = []string{"cuStreamQuery", "cuEventRecord", "cuStreamWaitEvent", "cuEventQuery",
-	"cuLaunchHostFunc", "cuStreamIsCapturing", "cuLaunchKernel", "cuCtxGetCurrent", "cuCtxSetCurrent"}
+	"cuLaunchHostFunc", "cuStreamIsCapturing", "cuLaunchKernel", "cuCtxGetCurrent", "cuCtxSetCurrent",
+	"cuEventCreate", "cuEventDestroy", "cuEventSynchronize", "cuEventElapsedTime", "cuIpcGetEventHandle"}

@@ -51,18 +51,44 @@ func (d *Driver) Entry(name string) uintptr {
 			"cuCtxGetCurrent": purego.NewCallback(func(out uintptr) uintptr {
 				c, r := entryDriver.Load().CtxGetCurrent()
 				if r == driver.Success {
-					*(*uintptr)(*(*unsafe.Pointer)(unsafe.Pointer(&out))) = uintptr(c) // the caller's out-parameter
+					*(*uintptr)(addr(out)) = uintptr(c)
 				}
 				return uintptr(r)
 			}),
 			"cuCtxSetCurrent": purego.NewCallback(func(c uintptr) uintptr {
 				return uintptr(entryDriver.Load().CtxSetCurrent(driver.Context(c)))
 			}),
+			"cuEventCreate": purego.NewCallback(func(out, flags uintptr) uintptr {
+				e, r := entryDriver.Load().EventCreate(0, uint32(flags)) // in the current context
+				if r == driver.Success {
+					*(*uintptr)(addr(out)) = uintptr(e)
+				}
+				return uintptr(r)
+			}),
+			"cuEventDestroy": purego.NewCallback(func(e uintptr) uintptr {
+				return uintptr(entryDriver.Load().EventDestroy(driver.Event(e)))
+			}),
+			"cuEventSynchronize": purego.NewCallback(func(e uintptr) uintptr {
+				return uintptr(entryDriver.Load().EventSynchronize(driver.Event(e)))
+			}),
+			"cuEventElapsedTime": purego.NewCallback(func(out, start, end uintptr) uintptr {
+				ms, r := entryDriver.Load().EventElapsedTime(driver.Event(start), driver.Event(end))
+				if r == driver.Success {
+					*(*float32)(addr(out)) = ms
+				}
+				return uintptr(r)
+			}),
+			"cuIpcGetEventHandle": purego.NewCallback(func(out, e uintptr) uintptr {
+				h, r := entryDriver.Load().IpcGetEventHandle(driver.Event(e))
+				if r == driver.Success {
+					*(*driver.IPCEventHandle)(addr(out)) = h
+				}
+				return uintptr(r)
+			}),
 			"cuStreamIsCapturing": purego.NewCallback(func(s, status uintptr) uintptr {
 				st, _, r := entryDriver.Load().StreamGetCaptureInfo(0, driver.Stream(s))
 				if r == driver.Success {
-					out := *(*unsafe.Pointer)(unsafe.Pointer(&status)) // the caller's out-parameter
-					*(*int32)(out) = int32(st)
+					*(*int32)(addr(status)) = int32(st)
 				}
 				return uintptr(r)
 			}),
@@ -70,3 +96,7 @@ func (d *Driver) Entry(name string) uintptr {
 	})
 	return entries[name]
 }
+
+// addr is a C caller's out-parameter, passed as an integer: C memory, which Go's collector
+// neither moves nor frees.
+func addr(p uintptr) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&p)) }

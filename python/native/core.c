@@ -12,10 +12,11 @@
  * Why C: every call through gopy's generated layer is a C-to-Go crossing, about 130-160 ns
  * on an H200 before any work; the driver call itself is 150-300 ns.
  *
- * What stays in Go: loading the driver and resolving these entry points, validating every
- * foreign handle, creating and destroying streams and events, synchronizing, captures,
- * graphs, compiles, and everything else; Python calls those through gopy (_core.py), after
- * the same gate. Errors from Go reach Python through sb_raise too (scripts/gopy-fixups.py
+ * Events are the core's own, made and destroyed here (see "The life of an event"). What
+ * stays in Go: loading the driver and resolving these entry points, validating every
+ * foreign handle, creating and destroying streams, synchronizing streams, captures, graphs,
+ * compiles, and everything else; Python calls those through gopy (_core.py), after the
+ * same gate. Errors from Go reach Python through sb_raise too (scripts/gopy-fixups.py
  * routes gopy's generated error path there).
  *
  * Each call that enqueues work releases the GIL around the driver, as CuPy and cuda.core do:
@@ -48,6 +49,9 @@ typedef int (*launch_fn)(uintptr_t, unsigned, unsigned, unsigned, unsigned, unsi
                          uintptr_t, void **, void **); /* cuLaunchKernel */
 typedef int (*ctx_get_fn)(uintptr_t *);                /* cuCtxGetCurrent */
 typedef int (*ctx_set_fn)(uintptr_t);                  /* cuCtxSetCurrent */
+typedef int (*event_create_fn)(uintptr_t *, unsigned int);       /* cuEventCreate */
+typedef int (*event_elapsed_fn)(float *, uintptr_t, uintptr_t);  /* cuEventElapsedTime */
+typedef int (*ipc_get_fn)(unsigned char *, uintptr_t);          /* cuIpcGetEventHandle (64 bytes out) */
 
 static void *entry[SB_ENTRY_COUNT];
 #define CALL(name, type) ((type)entry[SB_##name])
@@ -209,9 +213,12 @@ typedef struct {
 
 typedef struct {
     PyObject_HEAD
-    unsigned long long eptr; /* the CUevent */
+    unsigned long long eptr; /* the CUevent, owned: destroyed on close; 0 until made */
+    unsigned long long ctx;  /* its device's primary context, where it was made */
     long long device;        /* its device */
     char open;               /* usable: made, and not closed */
+    char timing;             /* made without CU_EVENT_DISABLE_TIMING */
+    char interprocess;       /* made with CU_EVENT_INTERPROCESS, or opened from another process */
 } EventCore;
 
 typedef struct {
@@ -604,6 +611,297 @@ static PyObject *event_query(PyObject *self, PyObject *unused) {
     return raise_result("cuEventQuery", r);
 }
 
+static PyObject *event_synchronize(PyObject *self, PyObject *unused) {
+    EventCore *e = (EventCore *)self;
+    if (!gate() || !event_usable(e))
+        return NULL;
+    int r;
+    Py_BEGIN_ALLOW_THREADS
+    r = CALL(cuEventSynchronize, event_fn)(e->eptr);
+    Py_END_ALLOW_THREADS
+    return r == 0 ? Py_NewRef(Py_None) : raise_result("cuEventSynchronize", r);
+}
+
+static PyObject *event_elapsed_time(PyObject *self, PyObject *end_obj) {
+    if (!PyObject_TypeCheck(end_obj, &EventCoreType)) {
+        PyErr_Format(PyExc_TypeError, "elapsed_time takes an Event, not %.100s", Py_TYPE(end_obj)->tp_name);
+        return NULL;
+    }
+    EventCore *e = (EventCore *)self, *end = (EventCore *)end_obj;
+    if (!gate() || !event_usable(e) || !event_usable(end))
+        return NULL;
+    float ms = 0;
+    int r = CALL(cuEventElapsedTime, event_elapsed_fn)(&ms, e->eptr, end->eptr);
+    return r == 0 ? PyFloat_FromDouble(ms) : raise_result("cuEventElapsedTime", r);
+}
+
+static PyObject *event_ipc_handle(PyObject *self, PyObject *unused) {
+    EventCore *e = (EventCore *)self;
+    if (!gate() || !event_usable(e))
+        return NULL;
+    unsigned char h[64];
+    ctx_scope sc;
+    int r = ctx_enter(e->ctx, &sc); /* the driver wants the event's context current */
+    if (r == 0)
+        r = CALL(cuIpcGetEventHandle, ipc_get_fn)(h, e->eptr);
+    ctx_leave(&sc);
+    return r == 0 ? PyBytes_FromStringAndSize((const char *)h, sizeof h) : raise_result("cuIpcGetEventHandle", r);
+}
+
+/* ---- The life of an event ----
+ * The core makes, owns and destroys Python's events itself, in the primary context of
+ * their device (retained by the Go core for the process), as CuPy and cuda.core do in
+ * Cython: one crossing into Go per event would cost more than the event. */
+
+#define CACHED_DEVICES 64
+static uintptr_t device_ctx[CACHED_DEVICES]; /* primary contexts by device, as the Go core answered */
+static long long live_events;                /* made and not yet destroyed */
+
+/* pyshim.DeviceContext, exported by gopy's generated Go; on failure the typed error is set. */
+extern unsigned long long pyshim_DeviceContext(long long device);
+/* pyshim.OpenIPCEvent: an event another process exported, opened; the CUevent is ours. */
+extern unsigned long long pyshim_OpenIPCEvent(long long device, char *handle);
+
+/* The primary context of device (asked of the Go core once a device); 0 with the error set. */
+static uintptr_t context_of(long long device) {
+    if (device >= 0 && device < CACHED_DEVICES && device_ctx[device] != 0)
+        return device_ctx[device];
+    uintptr_t ctx = (uintptr_t)pyshim_DeviceContext(device);
+    if (PyErr_Occurred())
+        return 0;
+    if (device >= 0 && device < CACHED_DEVICES)
+        device_ctx[device] = ctx;
+    return ctx;
+}
+
+static PyObject *deferred;        /* (key, kind) closed inside host callbacks, released by the next close outside */
+static PyObject *deferred_events; /* CUevents closed inside host callbacks, destroyed so too */
+
+extern char pyshim_Close(long long key, long long kind);
+
+/* Destroys and closes what was closed inside host callbacks; -1 with the error set. */
+static int release_deferred(void) {
+    while (PyList_GET_SIZE(deferred_events) > 0) {
+        Py_ssize_t last = PyList_GET_SIZE(deferred_events) - 1;
+        uintptr_t h = (uintptr_t)PyLong_AsUnsignedLongLong(PyList_GET_ITEM(deferred_events, last));
+        if (PyList_SetSlice(deferred_events, last, last + 1, NULL) < 0)
+            return -1;
+        int r = CALL(cuEventDestroy, event_fn)(h);
+        if (r != 0) {
+            raise_result("cuEventDestroy", r);
+            return -1;
+        }
+    }
+    while (PyList_GET_SIZE(deferred) > 0) {
+        Py_ssize_t last = PyList_GET_SIZE(deferred) - 1;
+        PyObject *item = PyList_GET_ITEM(deferred, last);
+        long long key = PyLong_AsLongLong(PyTuple_GET_ITEM(item, 0)), kind = PyLong_AsLongLong(PyTuple_GET_ITEM(item, 1));
+        if (PyList_SetSlice(deferred, last, last + 1, NULL) < 0)
+            return -1;
+        pyshim_Close(key, kind);
+        if (PyErr_Occurred())
+            return -1;
+    }
+    return 0;
+}
+
+/* The one destroy of an event the core made. Inside a host callback, where no call may
+ * enter the driver, it waits for the next close outside one; in a forked child, whose
+ * events are the parent's, it is only forgotten. -1 with the error set. */
+static int event_destroy(EventCore *e) {
+    if (!e->open)
+        return 0;
+    e->open = 0;
+    live_events--;
+    if (forked)
+        return 0;
+    if (in_callback) {
+        PyObject *h = PyLong_FromUnsignedLongLong(e->eptr);
+        int r = h == NULL ? -1 : PyList_Append(deferred_events, h);
+        Py_XDECREF(h);
+        return r;
+    }
+    if (release_deferred() < 0)
+        return -1;
+    int r = CALL(cuEventDestroy, event_fn)(e->eptr);
+    if (r != 0) {
+        raise_result("cuEventDestroy", r);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *event_close(PyObject *self, PyObject *unused) {
+    return event_destroy((EventCore *)self) < 0 ? NULL : Py_NewRef(Py_None);
+}
+
+/* Makes e's event on device with flags (cuEventCreate, in the device's primary context). */
+static int event_make(EventCore *e, long long device, unsigned flags) {
+    uintptr_t ctx = context_of(device), h = 0;
+    if (ctx == 0)
+        return -1;
+    ctx_scope sc;
+    int r = ctx_enter(ctx, &sc); /* a create never blocks: the GIL stays */
+    if (r == 0)
+        r = CALL(cuEventCreate, event_create_fn)(&h, flags);
+    ctx_leave(&sc);
+    if (r != 0) {
+        raise_result("cuEventCreate", r);
+        return -1;
+    }
+    e->eptr = h;
+    e->ctx = ctx;
+    e->device = device;
+    e->timing = (flags & SB_EVENT_DISABLE_TIMING) == 0;
+    e->interprocess = (flags & SB_EVENT_INTERPROCESS) != 0;
+    e->open = 1;
+    live_events++;
+    return 0;
+}
+
+/* What Event's arguments other than plain ones need Python for: a cuda.core EventOptions
+ * (or its like) read into (timing_enabled, blocking_sync or None, ipc_enabled or None),
+ * and a device that is not a plain ordinal (a torch.device, "cuda:N"). From
+ * set_event_readers. */
+static PyObject *read_event_options, *read_device;
+
+static PyObject *fn_set_event_readers(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyCallable_Check(args[0]) || !PyCallable_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "set_event_readers takes the options reader and the device reader");
+        return NULL;
+    }
+    Py_XSETREF(read_event_options, Py_NewRef(args[0]));
+    Py_XSETREF(read_device, Py_NewRef(args[1]));
+    Py_RETURN_NONE;
+}
+
+/* A bool argument: 1 or 0, or -1 with a TypeError naming it. */
+static int flag_of(PyObject *v, const char *name) {
+    if (v == Py_True || v == Py_False)
+        return v == Py_True;
+    PyErr_Format(PyExc_TypeError, "%s must be a bool, not %.100s", name, Py_TYPE(v)->tp_name);
+    return -1;
+}
+
+/* The device an event is made on: None is device 0 (as CuPy's current device would be
+ * without one set), a plain ordinal itself, anything else as read_device reads it. */
+static long long event_device(PyObject *device) {
+    if (device == Py_None)
+        return 0;
+    if (PyLong_CheckExact(device)) {
+        int overflow;
+        long long v = PyLong_AsLongLongAndOverflow(device, &overflow);
+        if (!overflow && v >= 0 && v < (1LL << 31))
+            return v;
+    }
+    PyObject *r = PyObject_CallOneArg(read_device, device);
+    if (r == NULL)
+        return -1;
+    long long v = PyLong_AsLongLong(r);
+    Py_DECREF(r);
+    return v == -1 && PyErr_Occurred() ? -1 : (v < 0 ? 0 : v);
+}
+
+static char *event_keywords[] = {"block", "disable_timing", "interprocess", "enable_timing", "blocking",
+                                 "options", "device", NULL};
+
+/* Event(block=False, disable_timing=False, interprocess=False, *, enable_timing=None,
+ * blocking=None, options=None, device=None): see _event.Event. */
+static int event_core_init(PyObject *self, PyObject *args, PyObject *kwargs) {
+    EventCore *e = (EventCore *)self;
+    PyObject *block = Py_False, *disable = Py_False, *ipc = Py_False, *enable = Py_None, *blocking = Py_None,
+             *options = Py_None, *device = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OOO$OOOO:Event", event_keywords, &block, &disable, &ipc,
+                                     &enable, &blocking, &options, &device))
+        return -1;
+    if (e->eptr != 0) {
+        PyErr_SetString(PyExc_TypeError, "Event.__init__ was called on an event already made");
+        return -1;
+    }
+    PyObject *read = NULL;
+    if (options != Py_None) {
+        read = PyObject_CallOneArg(read_event_options, options);
+        if (read == NULL)
+            return -1;
+        if (!PyTuple_CheckExact(read) || PyTuple_GET_SIZE(read) != 3) {
+            Py_DECREF(read);
+            PyErr_SetString(PyExc_RuntimeError, "the event options reader returned no triple");
+            return -1;
+        }
+        enable = PyTuple_GET_ITEM(read, 0);
+        if (PyTuple_GET_ITEM(read, 1) != Py_None)
+            blocking = PyTuple_GET_ITEM(read, 1);
+        if (PyTuple_GET_ITEM(read, 2) != Py_None)
+            ipc = PyTuple_GET_ITEM(read, 2);
+    }
+    int b = blocking != Py_None ? flag_of(blocking, "blocking") : flag_of(block, "block");
+    int d = b < 0 ? -1 : enable != Py_None ? flag_of(enable, "enable_timing") : flag_of(disable, "disable_timing");
+    if (d >= 0 && enable != Py_None)
+        d = !d;
+    int i = d < 0 ? -1 : flag_of(ipc, "interprocess");
+    Py_XDECREF(read);
+    if (i < 0)
+        return -1;
+    if (i && !d) {
+        PyErr_SetString(PyExc_ValueError, "an interprocess event must have timing disabled (CU_EVENT_INTERPROCESS)");
+        return -1;
+    }
+    long long dev = event_device(device);
+    if (dev < 0 || !gate())
+        return -1;
+    return event_make(e, dev, (b ? SB_EVENT_BLOCKING_SYNC : 0) | (d ? SB_EVENT_DISABLE_TIMING : 0) |
+                                  (i ? SB_EVENT_INTERPROCESS : 0));
+}
+
+static void event_core_dealloc(EventCore *e) {
+    if (e->open) {
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        if (event_destroy(e) < 0)
+            PyErr_WriteUnraisable((PyObject *)e);
+        PyErr_Restore(type, value, tb);
+    }
+    Py_TYPE(e)->tp_free((PyObject *)e);
+}
+
+/* open_ipc_event(cls, device, handle): an event of type cls another process exported
+ * (cuIpcOpenEventHandle, in the Go core); the core owns it as the events it made. */
+static PyObject *fn_open_ipc_event(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3 || !PyType_Check(args[0]) || !PyType_IsSubtype((PyTypeObject *)args[0], &EventCoreType) ||
+        !PyLong_Check(args[1]) || !PyBytes_Check(args[2]) || PyBytes_GET_SIZE(args[2]) != 64) {
+        PyErr_SetString(PyExc_TypeError, "open_ipc_event takes an Event class, a device and a 64-byte handle");
+        return NULL;
+    }
+    long long device = PyLong_AsLongLong(args[1]);
+    if ((device == -1 && PyErr_Occurred()) || !gate())
+        return NULL;
+    uintptr_t ctx = context_of(device);
+    if (ctx == 0)
+        return NULL;
+    char hex[129];
+    const unsigned char *raw = (const unsigned char *)PyBytes_AS_STRING(args[2]);
+    for (int i = 0; i < 64; i++)
+        snprintf(hex + 2 * i, 3, "%02x", raw[i]);
+    PyTypeObject *cls = (PyTypeObject *)args[0];
+    EventCore *e = (EventCore *)cls->tp_alloc(cls, 0);
+    if (e == NULL)
+        return NULL;
+    unsigned long long h = pyshim_OpenIPCEvent(device, hex);
+    if (PyErr_Occurred()) {
+        Py_DECREF(e);
+        return NULL;
+    }
+    e->eptr = h;
+    e->ctx = ctx;
+    e->device = device;
+    e->interprocess = 1;
+    e->open = 1;
+    live_events++;
+    return (PyObject *)e;
+}
+
+static PyObject *fn_live_events(PyObject *self, PyObject *unused) { return PyLong_FromLongLong(live_events); }
+
 static PyMethodDef event_core_methods[] = {
     {"record", (PyCFunction)(void (*)(void))event_record, METH_FASTCALL | METH_KEYWORDS,
      "record($self, /, stream=None)\n--\n\nRecord on ``stream`` (cuEventRecord); None is the current "
@@ -613,13 +911,23 @@ static PyMethodDef event_core_methods[] = {
      ":meth:`record`."},
     {"query", event_query, METH_NOARGS,
      "query($self, /)\n--\n\nWhether the last record's work has completed (cuEventQuery)."},
+    {"synchronize", event_synchronize, METH_NOARGS,
+     "synchronize($self, /)\n--\n\nWait for the last record's work (cuEventSynchronize); other Python threads run."},
+    {"elapsed_time", event_elapsed_time, METH_O,
+     "elapsed_time($self, end, /)\n--\n\nMilliseconds from this event to ``end`` (cuEventElapsedTime)."},
+    {"ipc_handle", event_ipc_handle, METH_NOARGS,
+     "ipc_handle($self, /)\n--\n\nThe 64-byte handle another process opens with :meth:`from_ipc_handle` "
+     "(cuIpcGetEventHandle). The event must be ``interprocess``."},
+    {"close", event_close, METH_NOARGS, "close($self, /)\n--\n\nDestroy the event (cuEventDestroy). Idempotent."},
     {NULL, NULL, 0, NULL},
 };
 
 static PyMemberDef event_core_members[] = {
-    {"_eptr", T_ULONGLONG, offsetof(EventCore, eptr), 0, "the CUevent"},
-    {"_device", T_LONGLONG, offsetof(EventCore, device), 0, "its device"},
-    {"_open", T_BOOL, offsetof(EventCore, open), 0, "made, and not closed"},
+    {"_eptr", T_ULONGLONG, offsetof(EventCore, eptr), READONLY, "the CUevent"},
+    {"_device", T_LONGLONG, offsetof(EventCore, device), READONLY, "its device"},
+    {"_open", T_BOOL, offsetof(EventCore, open), READONLY, "made, and not closed"},
+    {"_timing", T_BOOL, offsetof(EventCore, timing), READONLY, "made with timing"},
+    {"_interprocess", T_BOOL, offsetof(EventCore, interprocess), READONLY, "shareable with another process"},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -630,6 +938,8 @@ static PyTypeObject EventCoreType = {
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
     .tp_doc = "The C core of streambridge's events (see core.c).",
     .tp_new = PyType_GenericNew,
+    .tp_init = event_core_init,
+    .tp_dealloc = (destructor)event_core_dealloc,
     .tp_methods = event_core_methods,
     .tp_members = event_core_members,
 };
@@ -1017,28 +1327,10 @@ static PyObject *fn_init(PyObject *self, PyObject *const *args, Py_ssize_t nargs
 
 /* ---- Making and closing the objects kept under Go keys ---- */
 
-/* pyshim's constructors, exported by gopy's generated Go: the new object's key, its handle
+/* pyshim.NewStream, exported by gopy's generated Go: the new stream's key, its handle
  * written to handle_out (one crossing, not two); on failure the typed error is set. */
-extern long long pyshim_NewEvent(long long device, char blocking_sync, char disable_timing, char interprocess,
-                                 unsigned long long handle_out);
 extern long long pyshim_NewStream(long long device, char non_blocking, long long priority,
                                   unsigned long long handle_out);
-extern char pyshim_Close(long long key, long long kind);
-
-/* new_event(device, block, disable_timing, interprocess) -> (key, CUevent) */
-static PyObject *fn_new_event(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 4 || !PyLong_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "new_event takes a device and three flags");
-        return NULL;
-    }
-    long long device = PyLong_AsLongLong(args[0]);
-    int block = PyObject_IsTrue(args[1]), no_timing = PyObject_IsTrue(args[2]), ipc = PyObject_IsTrue(args[3]);
-    if (PyErr_Occurred() || !gate())
-        return NULL;
-    unsigned long long handle = 0;
-    long long key = pyshim_NewEvent(device, block, no_timing, ipc, (uintptr_t)&handle);
-    return PyErr_Occurred() ? NULL : Py_BuildValue("LK", key, handle);
-}
 
 /* new_stream(device, non_blocking, priority) -> (key, CUstream) */
 static PyObject *fn_new_stream(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -1054,8 +1346,6 @@ static PyObject *fn_new_stream(PyObject *self, PyObject *const *args, Py_ssize_t
     long long key = pyshim_NewStream(device, non_blocking, priority, (uintptr_t)&handle);
     return PyErr_Occurred() ? NULL : Py_BuildValue("LK", key, handle);
 }
-
-static PyObject *deferred; /* (key, kind) closed inside host callbacks, released by the next close outside */
 
 /* release(key, kind): the one close of a Go key. Inside a host callback, where no call may
  * enter the driver, the key waits for the next release outside one; in a forked child,
@@ -1073,18 +1363,8 @@ static PyObject *fn_release(PyObject *self, PyObject *const *args, Py_ssize_t na
         Py_XDECREF(item);
         return r < 0 ? NULL : Py_NewRef(Py_None);
     }
-    if (!gate())
+    if (!gate() || release_deferred() < 0)
         return NULL;
-    while (PyList_GET_SIZE(deferred) > 0) {
-        Py_ssize_t last = PyList_GET_SIZE(deferred) - 1;
-        PyObject *item = PyList_GET_ITEM(deferred, last);
-        long long key = PyLong_AsLongLong(PyTuple_GET_ITEM(item, 0)), kind = PyLong_AsLongLong(PyTuple_GET_ITEM(item, 1));
-        if (PyList_SetSlice(deferred, last, last + 1, NULL) < 0)
-            return NULL;
-        pyshim_Close(key, kind);
-        if (PyErr_Occurred())
-            return NULL;
-    }
     long long key = PyLong_AsLongLong(args[0]), kind = PyLong_AsLongLong(args[1]);
     if (PyErr_Occurred())
         return NULL;
@@ -1114,8 +1394,11 @@ static PyMethodDef methods[] = {
      "as the stream (the handle is checked as ExternalStream checks it)."},
     {"set_from_external", (PyCFunction)(void (*)(void))fn_set_from_external, METH_FASTCALL,
      "set_from_external(ExternalStream, reader(obj, value))"},
-    {"new_event", (PyCFunction)(void (*)(void))fn_new_event, METH_FASTCALL,
-     "new_event(device, block, disable_timing, interprocess) -> (key, CUevent): pyshim.NewEvent"},
+    {"set_event_readers", (PyCFunction)(void (*)(void))fn_set_event_readers, METH_FASTCALL,
+     "set_event_readers(options_reader, device_reader): what Event's arguments need Python for"},
+    {"open_ipc_event", (PyCFunction)(void (*)(void))fn_open_ipc_event, METH_FASTCALL,
+     "open_ipc_event(cls, device, handle) -> cls: an event another process exported"},
+    {"live_events", fn_live_events, METH_NOARGS, "the count of events made and not yet destroyed"},
     {"new_stream", (PyCFunction)(void (*)(void))fn_new_stream, METH_FASTCALL,
      "new_stream(device, non_blocking, priority) -> (key, CUstream): pyshim.NewStream"},
     {"release", (PyCFunction)(void (*)(void))fn_release, METH_FASTCALL,
@@ -1138,6 +1421,7 @@ __attribute__((visibility("default"))) PyObject *sb_core_module(void) {
         }
         callback_errors_list = PyList_New(0);
         deferred = PyList_New(0);
+        deferred_events = PyList_New(0);
         name_record = PyUnicode_InternFromString("_record");
         name_wait = PyUnicode_InternFromString("_wait");
         name_make_fence = PyUnicode_InternFromString("_make_fence");
@@ -1145,7 +1429,7 @@ __attribute__((visibility("default"))) PyObject *sb_core_module(void) {
         name_call = PyUnicode_InternFromString("_call");
         name_stream = PyUnicode_InternFromString("stream");
         name_shared_mem = PyUnicode_InternFromString("shared_mem");
-        if (callback_errors_list == NULL || deferred == NULL || name_record == NULL || name_wait == NULL || name_make_fence == NULL ||
+        if (callback_errors_list == NULL || deferred == NULL || deferred_events == NULL || name_record == NULL || name_wait == NULL || name_make_fence == NULL ||
             name_cuda_stream == NULL || name_call == NULL || name_stream == NULL || name_shared_mem == NULL ||
             PyType_Ready(&StreamCoreType) < 0 || PyType_Ready(&ExternalCoreType) < 0 ||
             PyType_Ready(&EventCoreType) < 0 || PyType_Ready(&KernelCoreType) < 0)

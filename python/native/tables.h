@@ -30,7 +30,12 @@ enum sb_entry {
     SB_cuLaunchKernel = 6,
     SB_cuCtxGetCurrent = 7,
     SB_cuCtxSetCurrent = 8,
-    SB_ENTRY_COUNT = 9
+    SB_cuEventCreate = 9,
+    SB_cuEventDestroy = 10,
+    SB_cuEventSynchronize = 11,
+    SB_cuEventElapsedTime = 12,
+    SB_cuIpcGetEventHandle = 13,
+    SB_ENTRY_COUNT = 14
 };
 
 /* The CUresults the core tells apart. */
@@ -42,11 +47,15 @@ enum sb_result {
 /* The kinds of object the native module keeps under keys. */
 enum sb_object_kind {
     SB_OBJECT_STREAM = 1,
-    SB_OBJECT_EVENT = 2,
-    SB_OBJECT_GRAPH = 3,
-    SB_OBJECT_MODULE = 4,
-    SB_OBJECT_KERNEL = 5,
+    SB_OBJECT_GRAPH = 2,
+    SB_OBJECT_MODULE = 3,
+    SB_OBJECT_KERNEL = 4,
 };
+
+/* The cuEventCreate flags. */
+#define SB_EVENT_BLOCKING_SYNC 0x1u
+#define SB_EVENT_DISABLE_TIMING 0x2u
+#define SB_EVENT_INTERPROCESS 0x4u
 
 #define SB_CONVENTION_RUNTIME 0
 #define SB_CONVENTION_ARRAY_INTERFACE 1

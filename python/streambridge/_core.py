@@ -69,11 +69,6 @@ stream_fence = _go(_native.pyshim_StreamFence)
 stream_begin_capture = _go(_native.pyshim_StreamBeginCapture)
 stream_end_capture = _go(_native.pyshim_StreamEndCapture)
 stream_is_capturing = _go(_native.pyshim_StreamIsCapturing)
-event_handle = _go(_native.pyshim_EventHandle)
-event_synchronize = _go(_native.pyshim_EventSynchronize)
-event_elapsed_time = _go(_native.pyshim_EventElapsedTime)
-event_ipc_handle = _go(_native.pyshim_EventIPCHandle)
-open_ipc_event = _go(_native.pyshim_OpenIPCEvent)
 graph_launch = _go(_native.pyshim_GraphLaunch)
 graph_upload = _go(_native.pyshim_GraphUpload)
 compile_module = _go(_native.pyshim_CompileModule)
@@ -81,11 +76,11 @@ module_function = _go(_native.pyshim_ModuleFunction)
 module_context = _go(_native.pyshim_ModuleContext)
 function_handle = _go(_native.pyshim_FunctionHandle)
 live_keys = _native.pyshim_LiveStreams  # the count of open keys; no driver
+live_events = core.live_events  # the count of events the core made and has not destroyed
 validation_reads = _native.pyshim_ValidationReads  # diagnostics; no driver
 read_words = _go(_native.pyshim_ReadWords)  # host memory, fault-protected (DLPack capsules)
 
 new_stream = core.new_stream  # (key, CUstream) in one crossing
-new_event = core.new_event  # (key, CUevent) in one crossing
 # release(key, kind): the one close of a key (a _tables.OBJECT_*). Inside a host callback,
 # where no call may enter the driver, the key is released by the next close outside one; in
 # a forked child, whose objects are the parent's, it is only forgotten.

@@ -27,14 +27,18 @@ ENTRY_NAMES = (
     "cuLaunchKernel",
     "cuCtxGetCurrent",
     "cuCtxSetCurrent",
+    "cuEventCreate",
+    "cuEventDestroy",
+    "cuEventSynchronize",
+    "cuEventElapsedTime",
+    "cuIpcGetEventHandle",
 )
 
 # The kinds of object the native module keeps under keys.
 OBJECT_STREAM = 1
-OBJECT_EVENT = 2
-OBJECT_GRAPH = 3
-OBJECT_MODULE = 4
-OBJECT_KERNEL = 5
+OBJECT_GRAPH = 2
+OBJECT_MODULE = 3
+OBJECT_KERNEL = 4
 
 # What 0, 1 and 2 mean where a handle came from.
 CONVENTION_RUNTIME = 0

@@ -72,13 +72,24 @@ def test_every_call_that_enters_the_driver_is_refused_inside_a_callback(call):
 def test_an_object_released_inside_a_callback_is_closed_later_not_lost():
     s = streambridge.Stream(non_blocking=True)
     held = [streambridge.Stream(non_blocking=True), streambridge.Event()]
-    stream_key, event_key = held[0]._key, held[1]._key
+    stream_key = held[0]._key
+    events = _core.live_events()
     assert _run_callback(s, held.clear) is None, "dropping objects in a callback raises nothing"
-    assert _core.stream_handle(stream_key) and _core.event_handle(event_key), "kept for later, not lost"
+    assert _core.stream_handle(stream_key), "kept for later, not lost"
+    assert _core.live_events() == events - 1, "the event is counted closed; its destroy waits"
     streambridge.Stream().close()  # the next release outside a callback releases them too
-    for get, key in ((_core.stream_handle, stream_key), (_core.event_handle, event_key)):
-        with pytest.raises(streambridge.ClosedError):
-            get(key)
+    with pytest.raises(streambridge.ClosedError):
+        _core.stream_handle(stream_key)
+
+
+def test_an_event_closed_inside_a_callback_is_destroyed_by_the_next_close_outside():
+    s = streambridge.Stream(non_blocking=True)
+    e = streambridge.Event(disable_timing=True)
+    assert _run_callback(s, e.close) is None
+    with pytest.raises(streambridge.ClosedError):
+        e.query()
+    streambridge.Event().close()  # destroys e's event too: a destroy that failed would raise here
+    assert not e._open
 
 
 def _child(code, env=None, timeout=60):
@@ -146,15 +157,24 @@ def test_a_graph_cannot_be_made_from_a_key():
 def test_a_key_of_another_kind_is_a_type_error_and_closes_nothing():
     s = streambridge.Stream(non_blocking=True)
     e = streambridge.Event()
-    with pytest.raises(TypeError, match="is a stream, not a event"):
-        _core.release(s._key, _tables.OBJECT_EVENT)
-    with pytest.raises(TypeError, match="is a event, not a stream"):
-        _core.stream_synchronize(e._key)
+    with pytest.raises(TypeError, match="is a stream, not a graph"):
+        _core.release(s._key, _tables.OBJECT_GRAPH)
     with pytest.raises(TypeError, match="is a stream, not a graph"):
         _core.graph_launch(s._key, s._key)
+    with pytest.raises(TypeError, match="is a stream, not a module"):
+        _core.module_function(s._key, "f")
     s.record(e)
     s.synchronize()
     assert e.query() and s.query(), "both still open"
+
+
+def test_an_events_handle_cannot_be_forged():
+    e = streambridge.Event()
+    for field, value in (("_eptr", 1), ("_open", True), ("_device", 3)):
+        with pytest.raises(AttributeError):
+            setattr(e, field, value)
+    with pytest.raises(TypeError, match="already made"):
+        e.__init__()
 
 
 @pytest.mark.parametrize("make, error, match", [

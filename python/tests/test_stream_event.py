@@ -168,7 +168,7 @@ def test_many_streams_and_events_leave_the_table_as_it_was():
     # bench/memory.py does a million, with RSS, on the GPU; this is the same loop, smaller
     from streambridge import _core
 
-    live = _core.live_keys()
+    live, events = _core.live_keys(), _core.live_events()
     for _ in range(2000):
         streambridge.Stream().close()
         streambridge.Event().close()
@@ -176,7 +176,9 @@ def test_many_streams_and_events_leave_the_table_as_it_was():
         streambridge.ExternalStream(s.ptr).close()
         streambridge.ExternalStream(s.ptr).priority  # given a Go key, then dropped unclosed
         del s  # closed by its finalizer
+        streambridge.Event(disable_timing=True)  # destroyed when collected
     assert _core.live_keys() == live
+    assert _core.live_events() == events
 
 
 @pytest.mark.parametrize("make", [
