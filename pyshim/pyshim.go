@@ -461,6 +461,28 @@ func ReadWords(addr uint64, n int) (string, error) {
 	return hex.EncodeToString(buf), nil
 }
 
+// StreamMemory writes where the driver's stream objects are and how they name themselves
+// to out, the address of five uint64s (back-pointer word, identity word, words, lo, hi; see
+// driver.StreamMemory): the C core verifies borrowed streams' identities with them. False
+// where none is known (no check has run yet, or no layout was found).
+//
+//streambridge:keepgil
+func StreamMemory(out uint64) bool {
+	b, err := driver()
+	if err != nil || out == 0 {
+		return false
+	}
+	m := b.Driver().StreamMemory()
+	if !m.OK {
+		return false
+	}
+	p := *(*unsafe.Pointer)(unsafe.Pointer(&out))
+	for i, v := range []uint64{uint64(m.BackAt), uint64(m.IDAt), uint64(m.Words), uint64(m.Lo), uint64(m.Hi)} {
+		*(*uint64)(unsafe.Add(p, 8*i)) = v
+	}
+	return true
+}
+
 // ValidationReads says how handle checks read memory now: "loads" (Go's SIGSEGV handler
 // is installed; fast) or "process_vm_readv" (another handler is, such as faulthandler's).
 //

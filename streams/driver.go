@@ -141,3 +141,8 @@ func (d *Driver) borrowedContext(h driver.Context) (*Context, error) {
 // (the Python package does). On the software driver these are callbacks into it. 0 for
 // any other name. Such callers must pass only handles this package has validated or made.
 func (d *Driver) Entry(name string) uintptr { return d.api.Entry(name) }
+
+// StreamMemory is where the driver's stream objects are and how they name themselves, for
+// code outside Go that verifies a borrowed stream before each use with plain loads, as
+// [Driver.VerifyStream] does (the Python core does so); not OK where it cannot be known.
+func (d *Driver) StreamMemory() driver.StreamMemory { return d.api.StreamMemory() }

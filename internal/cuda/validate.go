@@ -1,9 +1,12 @@
 package cuda
 
 import (
+	"bytes"
 	"os"
 	"runtime"
 	"runtime/debug"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -37,8 +40,9 @@ type streamLayout struct {
 }
 
 var (
-	layoutOnce sync.Once
-	layout     streamLayout
+	layoutOnce    sync.Once
+	layout        streamLayout
+	layoutLearned atomic.Bool // layout is set: readable without layoutOnce
 
 	// The first two words of every active primary context seen: a candidate's context
 	// must start like one. Learned from contexts that are already active, so validation
@@ -262,7 +266,7 @@ func (d *Driver) StreamCheck(h driver.Stream) (driver.Context, uint64, driver.Re
 	if uintptr(h) < 4096 || uintptr(h)%8 != 0 || uint64(h) >= 1<<47 {
 		return 0, 0, driver.ErrorInvalidHandle
 	}
-	layoutOnce.Do(func() { layout = d.learnLayout() })
+	layoutOnce.Do(func() { layout = d.learnLayout(); layoutLearned.Store(true) })
 	if !layout.ok {
 		return 0, 0, driver.ErrorNotSupported
 	}
@@ -273,6 +277,35 @@ func (d *Driver) StreamCheck(h driver.Stream) (driver.Context, uint64, driver.Re
 		return 0, 0, driver.ErrorInvalidHandle
 	}
 	return driver.Context(ctx), obj[layout.idAt], driver.Success
+}
+
+// StreamMemory is the learned layout, in the brk heap where the driver keeps its stream
+// blocks and objects (seen with streams made by PyTorch, CuPy and cuda.core on an H100,
+// driver 580; a stream made on another thread may have its block in that thread's arena,
+// outside it). Not OK until a check has learned the layout, or where none was found, or
+// the heap's start cannot be read.
+func (*Driver) StreamMemory() driver.StreamMemory {
+	if !layoutLearned.Load() || !layout.ok {
+		return driver.StreamMemory{}
+	}
+	start, ok := heapStart()
+	return driver.StreamMemory{BackAt: layout.backAt, IDAt: layout.idAt, Words: max(layout.backAt, layout.idAt) + 1,
+		Lo: start, OK: ok}
+}
+
+// heapStart is where the brk heap begins: field 47 (start_brk) of /proc/self/stat.
+func heapStart() (uintptr, bool) {
+	stat, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		return 0, false
+	}
+	i := bytes.LastIndexByte(stat, ')') // the command name may hold spaces and parentheses
+	fields := strings.Fields(string(stat[i+1:]))
+	if i < 0 || len(fields) < 45 {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(fields[44], 10, 64) // fields from the third on
+	return uintptr(v), err == nil && v != 0
 }
 
 // ValidationReads names how a stream check reads memory now: "loads" while Go's SIGSEGV

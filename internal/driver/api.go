@@ -95,6 +95,10 @@ type API interface {
 	// binding's most frequent calls); 0 where the driver has none. Only the names in
 	// EntryNames are offered.
 	Entry(name string) uintptr
+	// StreamMemory is where the driver's stream objects are and how they name themselves,
+	// for code outside Go that verifies a stream it checked before (the Python core, before
+	// each use of a borrowed stream) with plain loads; not OK where it cannot be known.
+	StreamMemory() StreamMemory
 	// StreamCheck reports whether s is a live stream without letting the driver
 	// dereference it if not, and its context and identity (the value cuStreamGetId
 	// returns), read without a driver call, so it also works on a capturing stream, where
@@ -148,6 +152,18 @@ type API interface {
 	MemcpyDtoH(dst unsafe.Pointer, src DevicePtr, bytes uint64) Result
 	MemcpyHtoDAsync(dst DevicePtr, src unsafe.Pointer, bytes uint64, s Stream) Result
 	MemcpyDtoHAsync(dst unsafe.Pointer, src DevicePtr, bytes uint64, s Stream) Result
+}
+
+// StreamMemory describes stream objects in memory: a stream handle points to a block whose
+// first word points to the stream object, which holds the handle at word BackAt and the
+// stream's identity (cuStreamGetId) at word IDAt; Words reaches both. Blocks and objects
+// lie in [Lo, Hi), memory that stays mapped; Hi 0 means up to the program break (the brk
+// heap, which only moving the break down unmaps). A destroyed stream's chain no longer leads
+// back to its handle with its identity.
+type StreamMemory struct {
+	BackAt, IDAt, Words int
+	Lo, Hi              uintptr
+	OK                  bool
 }
 
 // EntryNames are the entry points API.Entry offers: calls on stream and event objects, the

@@ -16,7 +16,7 @@ func (d *Driver) StreamCreateWithPriority(ch driver.Context, flags uint32, prior
 	}
 	priority = min(max(priority, greatestPriority), leastPriority) // the driver clamps
 	s := &stream{ctx: c, flags: flags, priority: priority, id: d.streamID()}
-	s.handle = driver.Stream(d.newHandle(s))
+	s.handle = driver.Stream(d.place(s))
 	if flags&driver.StreamNonBlocking == 0 {
 		c.blocking[s] = struct{}{}
 	}

@@ -34,6 +34,7 @@ type Driver struct {
 	nextID   uint64
 	devices  []*device
 	current  map[int]*context // by OS thread id
+	streams  streamSlab       // streams' memory (memory_streams.go)
 }
 
 type device struct {
@@ -177,6 +178,10 @@ func (d *Driver) newHandle(obj any) uintptr {
 // forget destroys the object at h and frees its address for reuse (allocations, whose
 // addresses are spans, are not reused). Caller holds d.mu.
 func (d *Driver) forget(h uintptr) {
+	if _, isStream := d.objects[h].(*stream); isStream && d.unplace(h) {
+		delete(d.objects, h)
+		return
+	}
 	if _, span := d.objects[h].(*allocation); !span {
 		d.freed = append(d.freed, h)
 	}

@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <structmember.h>
+#include <unistd.h>
 
 #include "tables.h"
 
@@ -236,6 +237,65 @@ static PyObject *name_record, *name_wait, *name_make_fence, *name_call, *name_st
 /* pyshim.VerifyStream: a borrowed handle is still the live stream of identity id; on
  * failure the typed error is set (InvalidHandleError: destroyed, or its address reused). */
 extern char pyshim_VerifyStream(unsigned long long handle, unsigned long long id);
+/* pyshim.StreamMemory: where the driver's stream objects are and how they name themselves. */
+extern char pyshim_StreamMemory(unsigned long long out);
+
+/* ---- A borrowed stream's identity, verified before each use ----
+ * A wrap proves a foreign handle a live stream (in Go, reading its memory fault-safely) and
+ * keeps its identity. Before each use the stream object must still name that handle and
+ * identity: a destroyed stream's block is freed (the allocator overwrites its first word, so
+ * the chain to the object breaks), and a new stream at the same address has another
+ * identity. The driver says where its stream blocks and objects lie (driver.StreamMemory):
+ * the real one keeps them in the process's brk heap (seen with streams made by PyTorch,
+ * CuPy and cuda.core on an H100, driver 580), memory that stays mapped between the heap's
+ * start and the current break: freeing never unmaps it, only moving the break down does
+ * (glibc's trim, of free memory at the top), and sbrk(0) reads the break glibc keeps, with
+ * no system call. The software driver keeps them in a slab of its own. So most uses are
+ * proven here with a few loads; what lies elsewhere (the block of a stream made on another
+ * thread, in that thread's arena) goes to the Go check, which reads it fault-safely.
+ *
+ * Left: a stream destroyed and then used while another thread's free() trims the heap top
+ * over its block in the nanoseconds between the bound and the load would fault. The Go
+ * check has the like (a SIGSEGV handler installed between its look and its loads). */
+
+enum { MEM_BACK, MEM_ID, MEM_WORDS, MEM_LO, MEM_HI, MEM_FIELDS };
+static int memory_state;                            /* 0 not asked yet, 1 known, -1 none */
+static unsigned long long stream_memory[MEM_FIELDS]; /* as pyshim.StreamMemory writes it */
+
+/* After a wrap, when the Go core has learned the driver's layout. */
+static void learn_stream_memory(void) {
+    if (memory_state == 0)
+        memory_state = pyshim_StreamMemory((uintptr_t)stream_memory) ? 1 : -1;
+}
+
+/* Whether [a, a+n) lies where the driver's stream memory does, as it is now. */
+static int in_stream_memory(uintptr_t a, uintptr_t n) {
+    uintptr_t lo = stream_memory[MEM_LO], hi = stream_memory[MEM_HI] ? stream_memory[MEM_HI] : (uintptr_t)sbrk(0);
+    return a >= lo && a % 8 == 0 && a < hi && n <= hi - a;
+}
+
+/* 1: the stream object at s->ptr still is the stream s wrapped; 0: it is not (the typed
+ * error set); -1: not provable from here. */
+static int identity_holds(StreamCore *s) {
+    if (memory_state != 1 || !in_stream_memory(s->ptr, 8))
+        return -1;
+    uintptr_t obj = *(volatile uintptr_t *)(uintptr_t)s->ptr;
+    if (!in_stream_memory(obj, stream_memory[MEM_WORDS] * 8))
+        return -1;
+    const volatile uint64_t *o = (const volatile uint64_t *)obj;
+    uint64_t back = o[stream_memory[MEM_BACK]], id = o[stream_memory[MEM_ID]];
+    if (back == s->ptr && id == s->id)
+        return 1;
+    char message[256];
+    if (back == s->ptr)
+        snprintf(message, sizeof message, "stream %#llx was destroyed: its address now names another stream (id %llu, "
+                 "not %llu); it was not passed to the driver", s->ptr, (unsigned long long)id, s->id);
+    else
+        snprintf(message, sizeof message, "stream %#llx was destroyed (its object no longer names it); it was not "
+                 "passed to the driver", s->ptr);
+    sb_raise(SB_KIND_INVALID_HANDLE, SB_CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", message, "");
+    return 0;
+}
 
 /* What every operation on a stream checks: open, and, borrowed, still the stream it was
  * when wrapped (identity, not address: a destroyed stream's address can come back as a new
@@ -246,6 +306,9 @@ static int stream_usable(StreamCore *s) {
         return 0;
     }
     if (s->id != 0) {
+        int holds = identity_holds(s);
+        if (holds >= 0)
+            return holds;
         pyshim_VerifyStream(s->ptr, s->id);
         if (PyErr_Occurred())
             return 0;
@@ -962,7 +1025,10 @@ static PyObject *fn_check_stream(PyObject *self, PyObject *const *args, Py_ssize
     if (PyErr_Occurred() || !gate())
         return NULL;
     long long got = pyshim_CheckStream(handle, device, SB_CONVENTION_RUNTIME, (uintptr_t)&id);
-    return PyErr_Occurred() ? NULL : Py_BuildValue("LK", got, id);
+    if (PyErr_Occurred())
+        return NULL;
+    learn_stream_memory();
+    return Py_BuildValue("LK", got, id);
 }
 
 /* _verify(): what every operation on the stream checks (the gate, open, identity), for the
@@ -992,6 +1058,7 @@ static int external_stream_object(StreamCore *s, PyObject *const *args, Py_ssize
     long long got = pyshim_CheckStream(ptr, device, SB_CONVENTION_RUNTIME, (uintptr_t)&id);
     if (PyErr_Occurred())
         return 0;
+    learn_stream_memory();
     s->ptr = ptr;
     s->id = id;
     s->device = got;

@@ -264,7 +264,7 @@ def test_a_borrowed_stream_is_refused_after_its_address_is_reused(driver_name):
         "Go stream: synchronize": via_go.synchronize, "Go stream: query": via_go.query,
     }
     for name, call in calls.items():
-        with pytest.raises(streambridge.InvalidHandleError):
+        with pytest.raises(streambridge.InvalidHandleError, match="was destroyed"):
             call()
             pytest.fail(f"{name} used a destroyed stream (address reused: {reused})")
     kept[-1].query()  # the new stream at that address is untouched
