@@ -136,8 +136,8 @@ func TestEntryPointsMakeTimeAndDestroyEvents(t *testing.T) {
 		var h IPCEventHandle
 		require.Equal(t, driver.Success, call("cuIpcGetEventHandle", uintptr(unsafe.Pointer(&h)), ipc))
 		assert.NotEqual(t, IPCEventHandle{}, h)
-		assert.Equal(t, driver.ErrorInvalidValue, call("cuIpcGetEventHandle", uintptr(unsafe.Pointer(&h)), start),
-			"a timing event is not interprocess")
+		assert.Equal(t, driver.ErrorInvalidHandle, call("cuIpcGetEventHandle", uintptr(unsafe.Pointer(&h)), start),
+			"a timing event is not interprocess (the real driver's answer: seen on an H100)")
 
 		for _, e := range []uintptr{start, end, ipc} {
 			require.Equal(t, driver.Success, call("cuEventDestroy", e))

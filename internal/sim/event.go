@@ -134,7 +134,7 @@ func (d *Driver) IpcGetEventHandle(h driver.Event) (driver.IPCEventHandle, drive
 		return out, driver.ErrorInvalidHandle
 	}
 	if e.state.flags&driver.EventInterprocess == 0 {
-		return out, driver.ErrorInvalidValue
+		return out, driver.ErrorInvalidHandle // as the real driver answers (seen on an H100, driver 580)
 	}
 	n := copy(out[:], ipcMagic)
 	binary.LittleEndian.PutUint64(out[n:], uint64(os.Getpid()))
