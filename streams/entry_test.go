@@ -78,17 +78,9 @@ func hostFnForTest(out chan uintptr) uintptr {
 // The current-context pair the C core uses to run a special handle in its context.
 func TestEntryPointsSetTheCurrentContext(t *testing.T) {
 	eachDriver(t, func(t *testing.T, d *Driver) {
-		call := func(name string, args ...uintptr) driver.Result {
-			r, _, _ := purego.SyscallN(d.Entry(name), args...)
-			return driver.Result(int32(r))
-		}
 		c := primary(t, d, 0)
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		var prev uintptr
-		require.Equal(t, driver.Success, call("cuCtxGetCurrent", uintptr(unsafe.Pointer(&prev))))
-		require.Equal(t, driver.Success, call("cuCtxSetCurrent", c.Handle()))
-		defer call("cuCtxSetCurrent", prev)
+		call := callEntries(d)
+		defer makeCurrent(t, call, c)()
 		var got uintptr
 		require.Equal(t, driver.Success, call("cuCtxGetCurrent", uintptr(unsafe.Pointer(&got))))
 		assert.Equal(t, c.Handle(), got)
@@ -100,18 +92,10 @@ func TestEntryPointsSetTheCurrentContext(t *testing.T) {
 // events it owns, in the context made current.
 func TestEntryPointsMakeTimeAndDestroyEvents(t *testing.T) {
 	eachDriver(t, func(t *testing.T, d *Driver) {
-		call := func(name string, args ...uintptr) driver.Result {
-			r, _, _ := purego.SyscallN(d.Entry(name), args...)
-			return driver.Result(int32(r))
-		}
 		c := primary(t, d, 0)
 		s := newStream(t, c, StreamOptions{NonBlocking: true})
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		var prev uintptr
-		require.Equal(t, driver.Success, call("cuCtxGetCurrent", uintptr(unsafe.Pointer(&prev))))
-		require.Equal(t, driver.Success, call("cuCtxSetCurrent", c.Handle()))
-		defer call("cuCtxSetCurrent", prev)
+		call := callEntries(d)
+		defer makeCurrent(t, call, c)()
 
 		var start, end, ipc uintptr
 		require.Equal(t, driver.Success, call("cuEventCreate", uintptr(unsafe.Pointer(&start)), 0))
@@ -161,4 +145,25 @@ func TestEventDisownHandsTheHandleOver(t *testing.T) {
 		r, _, _ = purego.SyscallN(d.Entry("cuEventDestroy"), h)
 		assert.Equal(t, driver.Success, driver.Result(int32(r)))
 	})
+}
+
+// callEntries calls d's C entry points by name.
+func callEntries(d *Driver) func(name string, args ...uintptr) driver.Result {
+	return func(name string, args ...uintptr) driver.Result {
+		r, _, _ := purego.SyscallN(d.Entry(name), args...)
+		return driver.Result(int32(r))
+	}
+}
+
+// makeCurrent locks the goroutine to its thread and makes c current there through the
+// entry points; the function it returns puts the previous context back and unlocks.
+func makeCurrent(t *testing.T, call func(string, ...uintptr) driver.Result, c *Context) func() {
+	runtime.LockOSThread()
+	var prev uintptr
+	require.Equal(t, driver.Success, call("cuCtxGetCurrent", uintptr(unsafe.Pointer(&prev))))
+	require.Equal(t, driver.Success, call("cuCtxSetCurrent", c.Handle()))
+	return func() {
+		call("cuCtxSetCurrent", prev)
+		runtime.UnlockOSThread()
+	}
 }
