@@ -1,6 +1,7 @@
 package streams
 
 import (
+	"reflect"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -46,9 +47,10 @@ func TestEntryPointsOrderWork(t *testing.T) {
 		assert.Equal(t, driver.Success, call("cuEventQuery", e.Handle()))
 
 		// cuLaunchHostFunc with a C function (a purego callback here), in stream order.
-		var status int32 = -1
-		require.Equal(t, driver.Success, call("cuStreamIsCapturing", consumer.Handle(), uintptr(unsafe.Pointer(&status))))
-		assert.EqualValues(t, driver.CaptureStatusNone, status)
+		status, statusAt := heapOut[int32]()
+		*status = -1
+		require.Equal(t, driver.Success, call("cuStreamIsCapturing", consumer.Handle(), statusAt))
+		assert.EqualValues(t, driver.CaptureStatusNone, *status)
 		slowWork(t, consumer, 100*time.Millisecond)
 		got := make(chan uintptr, 1)
 		require.Equal(t, driver.Success, call("cuLaunchHostFunc", consumer.Handle(), hostFnForTest(got), 42))
@@ -81,9 +83,9 @@ func TestEntryPointsSetTheCurrentContext(t *testing.T) {
 		c := primary(t, d, 0)
 		call := callEntries(d)
 		defer makeCurrent(t, call, c)()
-		var got uintptr
-		require.Equal(t, driver.Success, call("cuCtxGetCurrent", uintptr(unsafe.Pointer(&got))))
-		assert.Equal(t, c.Handle(), got)
+		got, gotAt := heapOut[uintptr]()
+		require.Equal(t, driver.Success, call("cuCtxGetCurrent", gotAt))
+		assert.Equal(t, c.Handle(), *got)
 		assert.Equal(t, driver.Success, call("cuStreamQuery", NullStream), "0 means the current context's stream")
 	})
 }
@@ -97,14 +99,18 @@ func TestEntryPointsMakeTimeAndDestroyEvents(t *testing.T) {
 		call := callEntries(d)
 		defer makeCurrent(t, call, c)()
 
-		var start, end, ipc uintptr
-		require.Equal(t, driver.Success, call("cuEventCreate", uintptr(unsafe.Pointer(&start)), 0))
-		require.Equal(t, driver.Success, call("cuEventCreate", uintptr(unsafe.Pointer(&end)), 0))
-		require.Equal(t, driver.Success, call("cuEventCreate", uintptr(unsafe.Pointer(&ipc)),
+		startOut, startAt := heapOut[uintptr]()
+		endOut, endAt := heapOut[uintptr]()
+		ipcOut, ipcAt := heapOut[uintptr]()
+		_, junkAt := heapOut[uintptr]()
+		require.Equal(t, driver.Success, call("cuEventCreate", startAt, 0))
+		require.Equal(t, driver.Success, call("cuEventCreate", endAt, 0))
+		require.Equal(t, driver.Success, call("cuEventCreate", ipcAt,
 			uintptr(driver.EventInterprocess|driver.EventDisableTiming)))
+		start, end, ipc := *startOut, *endOut, *ipcOut
 		require.NotZero(t, start)
-		assert.Equal(t, driver.ErrorInvalidValue, call("cuEventCreate", uintptr(unsafe.Pointer(new(uintptr))),
-			uintptr(driver.EventInterprocess)), "an interprocess event without timing disabled")
+		assert.Equal(t, driver.ErrorInvalidValue, call("cuEventCreate", junkAt, uintptr(driver.EventInterprocess)),
+			"an interprocess event without timing disabled")
 
 		require.Equal(t, driver.Success, call("cuEventRecord", start, s.Handle()))
 		slowWork(t, s, 20*time.Millisecond)
@@ -113,14 +119,14 @@ func TestEntryPointsMakeTimeAndDestroyEvents(t *testing.T) {
 		done, err := s.Query()
 		require.NoError(t, err)
 		assert.True(t, done, "the stream's work ran before the event completed")
-		var ms float32
-		require.Equal(t, driver.Success, call("cuEventElapsedTime", uintptr(unsafe.Pointer(&ms)), start, end))
-		assert.Greater(t, ms, float32(0))
+		ms, msAt := heapOut[float32]()
+		require.Equal(t, driver.Success, call("cuEventElapsedTime", msAt, start, end))
+		assert.Greater(t, *ms, float32(0))
 
-		var h IPCEventHandle
-		require.Equal(t, driver.Success, call("cuIpcGetEventHandle", uintptr(unsafe.Pointer(&h)), ipc))
-		assert.NotEqual(t, IPCEventHandle{}, h)
-		assert.Equal(t, driver.ErrorInvalidHandle, call("cuIpcGetEventHandle", uintptr(unsafe.Pointer(&h)), start),
+		h, hAt := heapOut[IPCEventHandle]()
+		require.Equal(t, driver.Success, call("cuIpcGetEventHandle", hAt, ipc))
+		assert.NotEqual(t, IPCEventHandle{}, *h)
+		assert.Equal(t, driver.ErrorInvalidHandle, call("cuIpcGetEventHandle", hAt, start),
 			"a timing event is not interprocess (the real driver's answer: seen on an H100)")
 
 		for _, e := range []uintptr{start, end, ipc} {
@@ -159,11 +165,20 @@ func callEntries(d *Driver) func(name string, args ...uintptr) driver.Result {
 // entry points; the function it returns puts the previous context back and unlocks.
 func makeCurrent(t *testing.T, call func(string, ...uintptr) driver.Result, c *Context) func() {
 	runtime.LockOSThread()
-	var prev uintptr
-	require.Equal(t, driver.Success, call("cuCtxGetCurrent", uintptr(unsafe.Pointer(&prev))))
+	prev, prevAt := heapOut[uintptr]()
+	require.Equal(t, driver.Success, call("cuCtxGetCurrent", prevAt))
 	require.Equal(t, driver.Success, call("cuCtxSetCurrent", c.Handle()))
 	return func() {
-		call("cuCtxSetCurrent", prev)
+		call("cuCtxSetCurrent", *prev)
 		runtime.UnlockOSThread()
 	}
+}
+
+// heapOut is a new T and its address, for a C out-parameter. It is on the heap (reflect.New
+// always allocates there): a callback into Go, as the software driver's entry points are,
+// can grow and so move the calling goroutine's stack under an address C holds (a stack
+// variable's address made TestEntryPointsMakeTimeAndDestroyEvents/sim read 0 under -race).
+func heapOut[T any]() (*T, uintptr) {
+	p := reflect.New(reflect.TypeFor[T]()).Interface().(*T)
+	return p, uintptr(unsafe.Pointer(p))
 }
