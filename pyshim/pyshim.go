@@ -290,7 +290,8 @@ func OpenIPCEvent(device int, handle string) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return uint64(ev.Disown()), nil
+	e, err := ev.Disown()
+	return uint64(e), err
 }
 
 // Close forgets key, which must name an object of kind (a boundary.ObjectKind), destroying
@@ -462,23 +463,22 @@ func ReadWords(addr uint64, n int) (string, error) {
 }
 
 // StreamMemory writes where the driver's stream objects are and how they name themselves
-// to out, the address of five uint64s (back-pointer word, identity word, words, lo, hi; see
+// to addr, the address of five uint64s (back-pointer word, identity word, words, lo, hi; see
 // driver.StreamMemory): the C core verifies borrowed streams' identities with them. False
 // where none is known (no check has run yet, or no layout was found).
 //
 //streambridge:keepgil
-func StreamMemory(out uint64) bool {
+func StreamMemory(addr uint64) bool {
 	b, err := driver()
-	if err != nil || out == 0 {
+	if err != nil || addr == 0 {
 		return false
 	}
 	m := b.Driver().StreamMemory()
 	if !m.OK {
 		return false
 	}
-	p := *(*unsafe.Pointer)(unsafe.Pointer(&out))
 	for i, v := range []uint64{uint64(m.BackAt), uint64(m.IDAt), uint64(m.Words), uint64(m.Lo), uint64(m.Hi)} {
-		*(*uint64)(unsafe.Add(p, 8*i)) = v
+		out(addr+8*uint64(i), v)
 	}
 	return true
 }

@@ -164,13 +164,12 @@ func (e *Event) IPCHandle() (IPCEventHandle, error) {
 
 // Disown closes e without destroying the CUevent and returns it: the caller owns it from
 // now on and destroys it with cuEventDestroy (Python's events are owned so by the C core).
-// 0 if e was closed.
-func (e *Event) Disown() uintptr {
+// 0 if e was closed. The error is that of releasing e's count on its context.
+func (e *Event) Disown() (uintptr, error) {
 	if e.closed.Swap(true) {
-		return 0
+		return 0, nil
 	}
-	e.ctx.release() // the context is retained elsewhere as long as the new owner's event lives
-	return uintptr(e.handle)
+	return uintptr(e.handle), e.ctx.release() // the new owner keeps the context retained as long as the event lives
 }
 
 // Close destroys the event (cuEventDestroy). It is idempotent.

@@ -67,12 +67,9 @@ func (d *Driver) place(s *stream) uintptr {
 // to the handle. False where h is not in the slab. Caller holds d.mu.
 func (d *Driver) unplace(h uintptr) bool {
 	sl := &d.streams
-	if len(sl.mem) == 0 {
-		return false
-	}
-	lo := uintptr(unsafe.Pointer(&sl.mem[0]))
+	lo, hi := sl.bounds()
 	size := unsafe.Sizeof(streamMem{})
-	if h < lo || h >= lo+uintptr(len(sl.mem))*size || (h-lo)%size != 0 {
+	if h < lo || h >= hi || (h-lo)%size != 0 {
 		return false
 	}
 	i := int((h - lo) / size)
@@ -89,11 +86,15 @@ func (d *Driver) unplace(h uintptr) bool {
 func (d *Driver) StreamMemory() driver.StreamMemory {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	sl := &d.streams
+	lo, hi := d.streams.bounds()
+	return driver.StreamMemory{BackAt: streamBackAt, IDAt: streamIDAt, Words: streamWords, Lo: lo, Hi: hi, OK: hi != 0}
+}
+
+// bounds is the slab's memory, [lo, hi); 0, 0 before the first stream.
+func (sl *streamSlab) bounds() (lo, hi uintptr) {
 	if len(sl.mem) == 0 {
-		return driver.StreamMemory{}
+		return 0, 0
 	}
-	lo := uintptr(unsafe.Pointer(&sl.mem[0]))
-	return driver.StreamMemory{BackAt: streamBackAt, IDAt: streamIDAt, Words: streamWords,
-		Lo: lo, Hi: lo + uintptr(len(sl.mem))*unsafe.Sizeof(streamMem{}), OK: true}
+	lo = uintptr(unsafe.Pointer(&sl.mem[0]))
+	return lo, lo + uintptr(len(sl.mem))*unsafe.Sizeof(streamMem{})
 }

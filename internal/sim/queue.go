@@ -240,13 +240,21 @@ func (d *Driver) joinCapture(s *stream, cr *capturedRecord) driver.Result {
 }
 
 func (d *Driver) StreamGetPriority(h driver.Stream) (int, driver.Result) {
+	return streamGet(d, h, d.stream, func(s *stream) int { return s.priority })
+}
+
+// streamGet is one attribute of stream h, looked up under d.mu with look (d.stream, or
+// d.streamAttrs for those the real driver refuses during capture).
+func streamGet[T any](d *Driver, h driver.Stream, look func(driver.Stream) (*stream, driver.Result),
+	get func(*stream) T) (T, driver.Result) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	s, r := d.stream(h)
+	s, r := look(h)
 	if r != driver.Success {
-		return 0, r
+		var zero T
+		return zero, r
 	}
-	return s.priority, driver.Success
+	return get(s), driver.Success
 }
 
 // streamAttrs looks h up for a query of its attributes (cuStreamGetFlags, cuStreamGetCtx,
@@ -261,33 +269,15 @@ func (d *Driver) streamAttrs(h driver.Stream) (*stream, driver.Result) {
 }
 
 func (d *Driver) StreamGetFlags(h driver.Stream) (uint32, driver.Result) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	s, r := d.streamAttrs(h)
-	if r != driver.Success {
-		return 0, r
-	}
-	return s.flags, driver.Success
+	return streamGet(d, h, d.streamAttrs, func(s *stream) uint32 { return s.flags })
 }
 
 func (d *Driver) StreamGetCtx(h driver.Stream) (driver.Context, driver.Result) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	s, r := d.streamAttrs(h)
-	if r != driver.Success {
-		return 0, r
-	}
-	return s.ctx.handle, driver.Success
+	return streamGet(d, h, d.streamAttrs, func(s *stream) driver.Context { return s.ctx.handle })
 }
 
 func (d *Driver) StreamGetId(h driver.Stream) (uint64, driver.Result) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	s, r := d.streamAttrs(h)
-	if r != driver.Success {
-		return 0, r
-	}
-	return s.id, driver.Success
+	return streamGet(d, h, d.streamAttrs, func(s *stream) uint64 { return s.id })
 }
 
 func (d *Driver) LaunchHostFunc(ch driver.Context, h driver.Stream, key uintptr) driver.Result {

@@ -268,19 +268,22 @@ static void learn_stream_memory(void) {
         memory_state = pyshim_StreamMemory((uintptr_t)stream_memory) ? 1 : -1;
 }
 
-/* Whether [a, a+n) lies where the driver's stream memory does, as it is now. */
-static int in_stream_memory(uintptr_t a, uintptr_t n) {
-    uintptr_t lo = stream_memory[MEM_LO], hi = stream_memory[MEM_HI] ? stream_memory[MEM_HI] : (uintptr_t)sbrk(0);
+/* Whether [a, a+n) lies in [lo, hi), 8-aligned. */
+static int within(uintptr_t a, uintptr_t n, uintptr_t lo, uintptr_t hi) {
     return a >= lo && a % 8 == 0 && a < hi && n <= hi - a;
 }
 
 /* 1: the stream object at s->ptr still is the stream s wrapped; 0: it is not (the typed
  * error set); -1: not provable from here. */
 static int identity_holds(StreamCore *s) {
-    if (memory_state != 1 || !in_stream_memory(s->ptr, 8))
+    if (memory_state != 1)
+        return -1;
+    /* the break read once: it only grows between here and the loads, short of the race above */
+    uintptr_t lo = stream_memory[MEM_LO], hi = stream_memory[MEM_HI] ? stream_memory[MEM_HI] : (uintptr_t)sbrk(0);
+    if (!within(s->ptr, 8, lo, hi))
         return -1;
     uintptr_t obj = *(volatile uintptr_t *)(uintptr_t)s->ptr;
-    if (!in_stream_memory(obj, stream_memory[MEM_WORDS] * 8))
+    if (!within(obj, stream_memory[MEM_WORDS] * 8, lo, hi))
         return -1;
     const volatile uint64_t *o = (const volatile uint64_t *)obj;
     uint64_t back = o[stream_memory[MEM_BACK]], id = o[stream_memory[MEM_ID]];
@@ -999,7 +1002,9 @@ static PyTypeObject EventCoreType = {
     .tp_name = "streambridge._native.EventCore",
     .tp_basicsize = sizeof(EventCore),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_doc = "The C core of streambridge's events (see core.c).",
+    .tp_doc = "EventCore(block=False, disable_timing=False, interprocess=False, *, enable_timing=None, "
+              "blocking=None, options=None, device=None)\n--\n\nThe C core of streambridge's events (see core.c); "
+              "its initializer reads these arguments (event_keywords).",
     .tp_new = PyType_GenericNew,
     .tp_init = event_core_init,
     .tp_dealloc = (destructor)event_core_dealloc,

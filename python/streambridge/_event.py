@@ -4,7 +4,7 @@ EventOptions accepted too."""
 from __future__ import annotations
 
 import inspect
-from typing import Any, Optional
+from typing import Any
 
 from . import _stream
 from ._core import core as _c
@@ -83,13 +83,8 @@ class Event(_c.EventCore):
         return f"<streambridge.Event device={self._device} timing={self._timing}>"
 
 
-def _arguments(block: bool = False, disable_timing: bool = False, interprocess: bool = False, *,
-               enable_timing: Optional[bool] = None, blocking: Optional[bool] = None, options: Any = None,
-               device: Any = None) -> None:
-    """Event's arguments, as the core's initializer (event_core_init) reads them."""
-
-
-Event.__signature__ = inspect.signature(_arguments)  # type: ignore[attr-defined]
+# The arguments as the core's initializer reads them, declared there (EventCore's doc).
+Event.__signature__ = inspect.signature(_c.EventCore)  # type: ignore[attr-defined]
 
 
 def _read_options(options: Any) -> tuple[Any, Any, Any]:
