@@ -463,8 +463,8 @@ func ReadWords(addr uint64, n int) (string, error) {
 }
 
 // StreamMemory writes where the driver's stream objects are and how they name themselves
-// to addr, the address of five uint64s (back-pointer word, identity word, words, lo, hi; see
-// driver.StreamMemory): the C core verifies borrowed streams' identities with them. False
+// to addr, the address of len(boundary.StreamMemoryFields) uint64s (see driver.StreamMemory):
+// the C core proves new handles and verifies borrowed streams' identities with them. False
 // where none is known (no check has run yet, or no layout was found).
 //
 //streambridge:keepgil
@@ -477,7 +477,7 @@ func StreamMemory(addr uint64) bool {
 	if !m.OK {
 		return false
 	}
-	for i, v := range []uint64{uint64(m.BackAt), uint64(m.IDAt), uint64(m.Words), uint64(m.Lo), uint64(m.Hi)} {
+	for i, v := range boundary.StreamMemoryWords(m) {
 		out(addr+8*uint64(i), v)
 	}
 	return true

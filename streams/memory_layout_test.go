@@ -21,13 +21,14 @@ func TestStreamMemoryTellsALiveStreamFromADestroyedOne(t *testing.T) {
 		require.NoError(t, err)
 		m := d.StreamMemory()
 		require.True(t, m.OK)
-		require.Greater(t, m.Words, max(m.BackAt, m.IDAt))
+		require.Greater(t, m.Words, max(m.BackAt, m.CtxAt, m.IDAt))
 		h := s.Handle()
 		assert.GreaterOrEqual(t, h, m.Lo, "the block lies where the driver says")
 		assert.True(t, m.Hi == 0 || h < m.Hi, "the block lies where the driver says")
 
 		// chain reads what a check reads: the object's back-pointer and identity, or ok false
 		// where the block's first word no longer leads to readable memory.
+		var ctx uint64
 		chain := func() (back, ident uint64, ok bool) {
 			head, ok := cuda.ReadWords(h, 1)
 			if !ok {
@@ -37,11 +38,13 @@ func TestStreamMemoryTellsALiveStreamFromADestroyedOne(t *testing.T) {
 			if !ok {
 				return 0, 0, false
 			}
+			ctx = obj[m.CtxAt]
 			return obj[m.BackAt], obj[m.IDAt], true
 		}
 		back, got, ok := chain()
 		require.True(t, ok)
 		assert.EqualValues(t, h, back, "the object names its handle")
+		assert.EqualValues(t, c.Handle(), ctx, "its context")
 		assert.Equal(t, id, got, "and its identity")
 
 		require.NoError(t, s.Close())

@@ -105,6 +105,15 @@ var EventFlags = []struct {
 	{"INTERPROCESS", driver.EventInterprocess},
 }
 
+// StreamMemoryFields name the words of driver.StreamMemory as the C core reads them, in the
+// order StreamMemoryWords writes them (pyshim.StreamMemory hands them over).
+var StreamMemoryFields = []string{"BACK", "CTX", "ID", "WORDS", "LO", "HI"}
+
+// StreamMemoryWords is m as the C core reads it, in the order of StreamMemoryFields.
+func StreamMemoryWords(m driver.StreamMemory) []uint64 {
+	return []uint64{uint64(m.BackAt), uint64(m.CtxAt), uint64(m.IDAt), uint64(m.Words), uint64(m.Lo), uint64(m.Hi)}
+}
+
 // CoreResults are the CUresults the C core tells apart: a query's "not ready" is an
 // answer, not an error, and an invalid handle raises InvalidHandleError.
 var CoreResults = []driver.Result{driver.ErrorInvalidHandle, driver.ErrorNotReady}

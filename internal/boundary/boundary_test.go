@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/streambridge/streambridge/internal/driver"
 )
 
 func TestGeneratedFilesAreCurrent(t *testing.T) {
@@ -27,4 +29,15 @@ func TestEveryKindIsDescribed(t *testing.T) {
 	assert.Len(t, ErrorKinds, int(KindInCallback)+1, "the last kind is described")
 	assert.Equal(t, "graph", ObjectGraph.Name())
 	assert.Equal(t, "unknown object", ObjectKind(0).Name())
+}
+
+func TestStreamMemoryWordsFollowTheirNames(t *testing.T) {
+	m := driver.StreamMemory{BackAt: 1, CtxAt: 2, IDAt: 3, Words: 4, Lo: 5, Hi: 6}
+	words := StreamMemoryWords(m)
+	require.Len(t, words, len(StreamMemoryFields))
+	byName := map[string]uint64{}
+	for i, n := range StreamMemoryFields {
+		byName[n] = words[i]
+	}
+	assert.Equal(t, map[string]uint64{"BACK": 1, "CTX": 2, "ID": 3, "WORDS": 4, "LO": 5, "HI": 6}, byName)
 }

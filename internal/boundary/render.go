@@ -39,6 +39,11 @@ func renderC() string {
 		fmt.Fprintf(&b, "    SB_OBJECT_%s = %d,\n", strings.ToUpper(n), i+1)
 	}
 	b.WriteString("};\n\n")
+	b.WriteString("/* The words of driver.StreamMemory, in the order pyshim.StreamMemory writes them. */\nenum {\n")
+	for i, n := range StreamMemoryFields {
+		fmt.Fprintf(&b, "    SB_MEM_%s = %d,\n", n, i)
+	}
+	fmt.Fprintf(&b, "    SB_MEM_COUNT = %d\n};\n\n", len(StreamMemoryFields))
 	b.WriteString("/* The cuEventCreate flags. */\n")
 	for _, f := range EventFlags {
 		fmt.Fprintf(&b, "#define SB_EVENT_%s 0x%xu\n", f.Name, f.Flag)

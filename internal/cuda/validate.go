@@ -289,8 +289,8 @@ func (*Driver) StreamMemory() driver.StreamMemory {
 		return driver.StreamMemory{}
 	}
 	start, ok := heapStart()
-	return driver.StreamMemory{BackAt: layout.backAt, IDAt: layout.idAt, Words: max(layout.backAt, layout.idAt) + 1,
-		Lo: start, OK: ok}
+	return driver.StreamMemory{BackAt: layout.backAt, CtxAt: layout.ctxAt, IDAt: layout.idAt,
+		Words: layout.objWords, Lo: start, OK: ok}
 }
 
 // heapStart is where the brk heap begins: field 47 (start_brk) of /proc/self/stat.

@@ -155,15 +155,16 @@ type API interface {
 }
 
 // StreamMemory describes stream objects in memory: a stream handle points to a block whose
-// first word points to the stream object, which holds the handle at word BackAt and the
-// stream's identity (cuStreamGetId) at word IDAt; Words reaches both. Blocks and objects
-// lie in [Lo, Hi), memory that stays mapped; Hi 0 means up to the program break (the brk
-// heap, which only moving the break down unmaps). A destroyed stream's chain no longer leads
+// first word points to the stream object, which holds the handle at word BackAt, the
+// stream's context (cuStreamGetCtx) at word CtxAt and its identity (cuStreamGetId) at word
+// IDAt; Words reaches all three. Blocks and objects lie in [Lo, Hi), memory that stays
+// mapped; Hi 0 means up to the program break (the brk heap, which only moving the break
+// down unmaps). A destroyed stream's chain no longer leads
 // back to its handle with its identity.
 type StreamMemory struct {
-	BackAt, IDAt, Words int
-	Lo, Hi              uintptr
-	OK                  bool
+	BackAt, CtxAt, IDAt, Words int
+	Lo, Hi                     uintptr
+	OK                         bool
 }
 
 // EntryNames are the entry points API.Entry offers: calls on stream and event objects, the

@@ -10,9 +10,10 @@ import (
 	"github.com/streambridge/streambridge/internal/driver"
 )
 
-// Where a stream object keeps its handle and identity: not the real driver's words, so a
-// reader that hard-coded those would fail here.
+// Where a stream object keeps its handle, context and identity: not the real driver's
+// words, so a reader that hard-coded those would fail here.
 const (
+	streamCtxAt   = 1
 	streamBackAt  = 3
 	streamIDAt    = 6
 	streamWords   = streamIDAt + 1
@@ -56,6 +57,7 @@ func (d *Driver) place(s *stream) uintptr {
 	h := uintptr(unsafe.Pointer(&m.block))
 	m.obj = [streamWords]uint64{}
 	m.obj[streamBackAt] = uint64(h)
+	m.obj[streamCtxAt] = uint64(s.ctx.handle)
 	m.obj[streamIDAt] = s.id
 	m.block[0] = uint64(uintptr(unsafe.Pointer(&m.obj)))
 	d.objects[h] = s
@@ -87,7 +89,7 @@ func (d *Driver) StreamMemory() driver.StreamMemory {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	lo, hi := d.streams.bounds()
-	return driver.StreamMemory{BackAt: streamBackAt, IDAt: streamIDAt, Words: streamWords, Lo: lo, Hi: hi, OK: hi != 0}
+	return driver.StreamMemory{BackAt: streamBackAt, CtxAt: streamCtxAt, IDAt: streamIDAt, Words: streamWords, Lo: lo, Hi: hi, OK: hi != 0}
 }
 
 // bounds is the slab's memory, [lo, hi); 0, 0 before the first stream.

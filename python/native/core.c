@@ -240,27 +240,31 @@ extern char pyshim_VerifyStream(unsigned long long handle, unsigned long long id
 /* pyshim.StreamMemory: where the driver's stream objects are and how they name themselves. */
 extern char pyshim_StreamMemory(unsigned long long out);
 
-/* ---- A borrowed stream's identity, verified before each use ----
- * A wrap proves a foreign handle a live stream (in Go, reading its memory fault-safely) and
- * keeps its identity. Before each use the stream object must still name that handle and
- * identity: a destroyed stream's block is freed (the allocator overwrites its first word, so
- * the chain to the object breaks), and a new stream at the same address has another
- * identity. The driver says where its stream blocks and objects lie (driver.StreamMemory):
- * the real one keeps them in the process's brk heap (seen with streams made by PyTorch,
- * CuPy and cuda.core on an H100, driver 580), memory that stays mapped between the heap's
- * start and the current break: freeing never unmaps it, only moving the break down does
- * (glibc's trim, of free memory at the top), and sbrk(0) reads the break glibc keeps, with
- * no system call. The software driver keeps them in a slab of its own. So most uses are
- * proven here with a few loads; what lies elsewhere (the block of a stream made on another
- * thread, in that thread's arena) goes to the Go check, which reads it fault-safely.
+/* ---- Stream objects, proven by loads ----
+ * A foreign handle must be proven a live stream before the driver sees it: the driver
+ * dereferences it, and a garbage or freed handle kills the process. The driver says where
+ * its stream blocks and objects lie and which words of an object hold its handle (a
+ * back-pointer), its context and its identity (driver.StreamMemory). The real one keeps them
+ * in the process's brk heap (seen with streams made by PyTorch, CuPy and cuda.core on an
+ * H100, driver 580), memory that stays mapped between the heap's start and the current
+ * break: freeing never unmaps it, only moving the break down does (glibc's trim, of free
+ * memory at the top), and sbrk(0) reads the break glibc keeps, with no system call. The
+ * software driver keeps them in a slab of its own. A destroyed stream's block is freed: the
+ * allocator overwrites its first word, so the chain to the object breaks; a new stream at
+ * the same address has another identity.
+ *
+ * So the core proves here, with a few loads, what lies there: a new handle (a wrap: the
+ * chain leads back to it, from a device's primary context the core knows), and before each
+ * use of a borrowed stream its identity. What it cannot prove goes to the Go check, which
+ * reads memory fault-safely and says what is wrong (a garbage handle, the block of a stream
+ * made on another thread, in that thread's arena, a context the core has not met yet).
  *
  * Left: a stream destroyed and then used while another thread's free() trims the heap top
  * over its block in the nanoseconds between the bound and the load would fault. The Go
  * check has the like (a SIGSEGV handler installed between its look and its loads). */
 
-enum { MEM_BACK, MEM_ID, MEM_WORDS, MEM_LO, MEM_HI, MEM_FIELDS };
-static int memory_state;                            /* 0 not asked yet, 1 known, -1 none */
-static unsigned long long stream_memory[MEM_FIELDS]; /* as pyshim.StreamMemory writes it */
+static int memory_state;                              /* 0 not asked yet, 1 known, -1 none */
+static unsigned long long stream_memory[SB_MEM_COUNT]; /* as pyshim.StreamMemory writes it */
 
 /* After a wrap, when the Go core has learned the driver's layout. */
 static void learn_stream_memory(void) {
@@ -273,20 +277,29 @@ static int within(uintptr_t a, uintptr_t n, uintptr_t lo, uintptr_t hi) {
     return a >= lo && a % 8 == 0 && a < hi && n <= hi - a;
 }
 
+/* The stream object handle h's block leads to, where both lie in memory the driver says
+ * stays mapped; NULL where that is not provable here. */
+static const volatile uint64_t *stream_object(uintptr_t h) {
+    if (memory_state != 1)
+        return NULL;
+    /* the break read once: it only grows between here and the loads, short of the race above */
+    uintptr_t lo = stream_memory[SB_MEM_LO];
+    uintptr_t hi = stream_memory[SB_MEM_HI] ? stream_memory[SB_MEM_HI] : (uintptr_t)sbrk(0);
+    if (!within(h, 8, lo, hi))
+        return NULL;
+    uintptr_t obj = *(volatile uintptr_t *)h;
+    if (!within(obj, stream_memory[SB_MEM_WORDS] * 8, lo, hi))
+        return NULL;
+    return (const volatile uint64_t *)obj;
+}
+
 /* 1: the stream object at s->ptr still is the stream s wrapped; 0: it is not (the typed
  * error set); -1: not provable from here. */
 static int identity_holds(StreamCore *s) {
-    if (memory_state != 1)
+    const volatile uint64_t *o = stream_object(s->ptr);
+    if (o == NULL)
         return -1;
-    /* the break read once: it only grows between here and the loads, short of the race above */
-    uintptr_t lo = stream_memory[MEM_LO], hi = stream_memory[MEM_HI] ? stream_memory[MEM_HI] : (uintptr_t)sbrk(0);
-    if (!within(s->ptr, 8, lo, hi))
-        return -1;
-    uintptr_t obj = *(volatile uintptr_t *)(uintptr_t)s->ptr;
-    if (!within(obj, stream_memory[MEM_WORDS] * 8, lo, hi))
-        return -1;
-    const volatile uint64_t *o = (const volatile uint64_t *)obj;
-    uint64_t back = o[stream_memory[MEM_BACK]], id = o[stream_memory[MEM_ID]];
+    uint64_t back = o[stream_memory[SB_MEM_BACK]], id = o[stream_memory[SB_MEM_ID]];
     if (back == s->ptr && id == s->id)
         return 1;
     char message[256];
@@ -1019,21 +1032,55 @@ static PyTypeObject EventCoreType = {
 extern long long pyshim_CheckStream(unsigned long long handle, long long device, long long convention,
                                     unsigned long long id_out);
 
-/* check_stream(handle, device) -> (device, identity): the check, under the runtime's reading. */
+/* Whether handle h is proven here a live stream of a device's primary context the core
+ * knows (device_ctx), with its device and identity, as the Go check would prove it: the
+ * chain leads back to h, and the object's context is that device's. 0 where not. */
+static int proven_here(uintptr_t h, long long *device, uint64_t *id) {
+    const volatile uint64_t *o = stream_object(h);
+    if (o == NULL || o[stream_memory[SB_MEM_BACK]] != h)
+        return 0;
+    uintptr_t ctx = o[stream_memory[SB_MEM_CTX]];
+    for (long long d = 0; d < CACHED_DEVICES && ctx != 0; d++)
+        if (device_ctx[d] == ctx) {
+            *device = d;
+            *id = o[stream_memory[SB_MEM_ID]];
+            return 1;
+        }
+    return 0;
+}
+
+/* The wrap of a stream object's handle: proven a live stream before the driver sees it, on
+ * the stated device if one is (-1: any); its device and identity out. Proven here where the
+ * loads can (proven_here), else by the Go check, which says what is wrong; after the Go
+ * check the core knows the device's context, so the next wraps of its streams are proven
+ * here. 0 with the typed error set. */
+static int check_new_stream(uintptr_t h, long long device, long long *got, uint64_t *id) {
+    if (proven_here(h, got, id) && (device == -1 || device == *got))
+        return 1;
+    unsigned long long out = 0;
+    *got = pyshim_CheckStream(h, device, SB_CONVENTION_RUNTIME, (uintptr_t)&out);
+    if (PyErr_Occurred())
+        return 0;
+    *id = out;
+    learn_stream_memory();
+    if (context_of(*got) == 0)
+        PyErr_Clear(); /* only a shortcut is lost: the next wrap asks the Go check again */
+    return 1;
+}
+
+/* check_stream(handle, device) -> (device, identity): the wrap's check, under the runtime's
+ * reading. */
 static PyObject *fn_check_stream(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 2 || !PyLong_Check(args[0]) || !PyLong_Check(args[1])) {
         PyErr_SetString(PyExc_TypeError, "check_stream takes a handle and a device");
         return NULL;
     }
-    unsigned long long handle = PyLong_AsUnsignedLongLong(args[0]), id = 0;
-    long long device = PyLong_AsLongLong(args[1]);
-    if (PyErr_Occurred() || !gate())
+    unsigned long long handle = PyLong_AsUnsignedLongLong(args[0]);
+    long long device = PyLong_AsLongLong(args[1]), got = 0;
+    uint64_t id = 0;
+    if (PyErr_Occurred() || !gate() || !check_new_stream(handle, device, &got, &id))
         return NULL;
-    long long got = pyshim_CheckStream(handle, device, SB_CONVENTION_RUNTIME, (uintptr_t)&id);
-    if (PyErr_Occurred())
-        return NULL;
-    learn_stream_memory();
-    return Py_BuildValue("LK", got, id);
+    return Py_BuildValue("LK", got, (unsigned long long)id);
 }
 
 /* _verify(): what every operation on the stream checks (the gate, open, identity), for the
@@ -1057,13 +1104,10 @@ static int external_stream_object(StreamCore *s, PyObject *const *args, Py_ssize
         PyErr_Clear();
         return -1;
     }
-    if (!gate())
+    long long got = 0;
+    uint64_t id = 0;
+    if (!gate() || !check_new_stream(ptr, device, &got, &id))
         return 0;
-    unsigned long long id = 0;
-    long long got = pyshim_CheckStream(ptr, device, SB_CONVENTION_RUNTIME, (uintptr_t)&id);
-    if (PyErr_Occurred())
-        return 0;
-    learn_stream_memory();
     s->ptr = ptr;
     s->id = id;
     s->device = got;

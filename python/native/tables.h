@@ -52,6 +52,17 @@ enum sb_object_kind {
     SB_OBJECT_KERNEL = 4,
 };
 
+/* The words of driver.StreamMemory, in the order pyshim.StreamMemory writes them. */
+enum {
+    SB_MEM_BACK = 0,
+    SB_MEM_CTX = 1,
+    SB_MEM_ID = 2,
+    SB_MEM_WORDS = 3,
+    SB_MEM_LO = 4,
+    SB_MEM_HI = 5,
+    SB_MEM_COUNT = 6
+};
+
 /* The cuEventCreate flags. */
 #define SB_EVENT_BLOCKING_SYNC 0x1u
 #define SB_EVENT_DISABLE_TIMING 0x2u

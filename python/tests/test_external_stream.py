@@ -164,3 +164,36 @@ def test_a_borrowed_stream_destroyed_before_its_first_go_call_is_refused():
     _core.release(key, _tables.OBJECT_STREAM)  # its owner destroys it
     with pytest.raises(streambridge.InvalidHandleError):
         s.priority  # checked again before Go uses it
+
+
+def test_later_wraps_refuse_and_accept_as_the_first_does(foreign_stream, driver_name):
+    # The first wrap of a device's stream is proven in Go; later ones by a few loads in the
+    # C core (core.c, proven_here), falling back to Go for what the loads cannot prove. Both
+    # must tell the same handles apart, identity included.
+    handle, device = foreign_stream
+    first = streambridge.ExternalStream(handle)
+    key, freed = _core.new_stream(device, True, 0)
+    live = streambridge.ExternalStream(freed)
+    assert live.device_id == device and live._id not in (0, first._id)
+    _core.release(key, _tables.OBJECT_STREAM)
+    with pytest.raises(streambridge.InvalidHandleError, match="not a live CUDA stream"):
+        streambridge.ExternalStream(freed)
+    with pytest.raises(streambridge.InvalidHandleError, match="not a live CUDA stream"):
+        streambridge.ExternalStream(handle + 8)
+    with pytest.raises(streambridge.DeviceMismatchError, match=f"is on device {device}"):
+        streambridge.ExternalStream(handle, 1 - device)
+    kept = []
+    try:
+        for _ in range(1000):  # a new stream at the freed address: wrapped as itself
+            kept.append(_core.new_stream(device, True, 0))
+            if kept[-1][1] == freed:
+                break
+        assert kept[-1][1] == freed or driver_name != "sim", "the software driver reuses a freed address at once"
+        if kept[-1][1] == freed:
+            again = streambridge.ExternalStream(freed)
+            assert again._id not in (0, live._id) and again.query()
+            with pytest.raises(streambridge.InvalidHandleError, match="was destroyed"):
+                live.query()
+    finally:
+        for k, _ in kept:
+            _core.release(k, _tables.OBJECT_STREAM)
