@@ -73,7 +73,6 @@ def main() -> int:
 
     import streambridge as sb
     from streambridge import _core
-    from streambridge._tables import OBJECT_STREAM
 
     dev = Device(0)
     dev.set_current()
@@ -189,10 +188,6 @@ def main() -> int:
 
     # Where streambridge's time goes: a query and a wrap, layer by layer.
 
-    def go_stream_cycle():
-        k, _ = _core.new_stream(0, False, 0)
-        _core.release(k, OBJECT_STREAM)
-
     class Bare(sb._stream._BaseStream):
         """ExternalStream's shape (a Python subclass of the C core), made by the core's own
         constructor with no check: what a wrap costs beside the check."""
@@ -202,13 +197,12 @@ def main() -> int:
         "_native.core.gate() (the gate alone, a C call)": loop(_core.gate),
         "_sbnative.pyshim_LiveStreams() (generated C + cgo + a Go read lock)": loop(_core.live_keys),
         "empty Python lambda (the loop itself)": loop(lambda: None),
-        "wrap: core.check_stream(handle, -1) (C, cgo, the check in Go; no Python object)":
+        "wrap: core.check_stream(handle, -1) (the check: loads in C; no Python object)":
             loop(lambda: _core.core.check_stream(handle, -1)),
         "wrap: pyshim_ValidationReads (a crossing and the rt_sigaction, no reads)": loop(_core.validation_reads),
         "wrap: a bare instance shaped as ExternalStream + teardown (no check)": loop(Bare),
         "create: Event.__new__ alone (the Python instance, no driver)": loop(lambda: sb.Event.__new__(sb.Event)),
-        "create: the core's calls of Stream().close() (new_stream, release: two crossings)":
-            loop(go_stream_cycle),
+        "create: Stream.__new__ alone (the Python instance, no driver)": loop(lambda: sb.Stream.__new__(sb.Stream)),
     }
 
     results = {}

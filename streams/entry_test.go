@@ -135,6 +135,39 @@ func TestEntryPointsMakeTimeAndDestroyEvents(t *testing.T) {
 	})
 }
 
+// The entry points with which the C core makes and destroys the streams it owns, in the
+// context made current: flags and priority as asked (the priority clamped to the device's
+// range, as the driver does), and a destroyed stream refused by the check.
+func TestEntryPointsMakeAndDestroyStreams(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		c := primary(t, d, 0)
+		call := callEntries(d)
+		defer makeCurrent(t, call, c)()
+		least, greatest, err := c.StreamPriorityRange()
+		require.NoError(t, err)
+
+		out, at := heapOut[uintptr]()
+		require.Equal(t, driver.Success, call("cuStreamCreateWithPriority", at, uintptr(driver.StreamNonBlocking),
+			uintptr(greatest-1)))
+		h := *out
+		w, err := c.WrapStream(h)
+		require.NoError(t, err, "a live stream of the current context")
+		nonBlocking, err := w.NonBlocking()
+		require.NoError(t, err)
+		assert.True(t, nonBlocking)
+		p, err := w.Priority()
+		require.NoError(t, err)
+		assert.Equal(t, greatest, p, "clamped to the greatest priority")
+		assert.NotEqual(t, least, greatest-1)
+		require.NoError(t, w.Close(), "a borrowed stream's close destroys nothing")
+		require.Equal(t, driver.Success, call("cuStreamQuery", h))
+
+		require.Equal(t, driver.Success, call("cuStreamDestroy", h))
+		_, err = c.WrapStream(h)
+		assert.ErrorIs(t, err, ErrInvalidHandle, "destroyed")
+	})
+}
+
 // Disown hands the CUevent over undestroyed: the new owner can still use and destroy it.
 func TestEventDisownHandsTheHandleOver(t *testing.T) {
 	eachDriver(t, func(t *testing.T, d *Driver) {

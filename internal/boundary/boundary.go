@@ -105,6 +105,14 @@ var EventFlags = []struct {
 	{"INTERPROCESS", driver.EventInterprocess},
 }
 
+// StreamFlags are the cuStreamCreateWithPriority flags the C core makes streams with.
+var StreamFlags = []struct {
+	Name string
+	Flag uint32
+}{
+	{"NON_BLOCKING", driver.StreamNonBlocking},
+}
+
 // StreamMemoryFields name the words of driver.StreamMemory as the C core reads them, in the
 // order StreamMemoryWords writes them (pyshim.StreamMemory hands them over).
 var StreamMemoryFields = []string{"BACK", "CTX", "ID", "WORDS", "LO", "HI"}

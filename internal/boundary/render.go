@@ -44,6 +44,11 @@ func renderC() string {
 		fmt.Fprintf(&b, "    SB_MEM_%s = %d,\n", n, i)
 	}
 	fmt.Fprintf(&b, "    SB_MEM_COUNT = %d\n};\n\n", len(StreamMemoryFields))
+	b.WriteString("/* The cuStreamCreateWithPriority flags. */\n")
+	for _, f := range StreamFlags {
+		fmt.Fprintf(&b, "#define SB_STREAM_%s 0x%xu\n", f.Name, f.Flag)
+	}
+	b.WriteString("\n")
 	b.WriteString("/* The cuEventCreate flags. */\n")
 	for _, f := range EventFlags {
 		fmt.Fprintf(&b, "#define SB_EVENT_%s 0x%xu\n", f.Name, f.Flag)

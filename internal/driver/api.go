@@ -159,8 +159,8 @@ type API interface {
 // stream's context (cuStreamGetCtx) at word CtxAt and its identity (cuStreamGetId) at word
 // IDAt; Words reaches all three. Blocks and objects lie in [Lo, Hi), memory that stays
 // mapped; Hi 0 means up to the program break (the brk heap, which only moving the break
-// down unmaps). A destroyed stream's chain no longer leads
-// back to its handle with its identity.
+// down unmaps). A destroyed stream's chain no longer leads back to its handle with its
+// identity.
 type StreamMemory struct {
 	BackAt, CtxAt, IDAt, Words int
 	Lo, Hi                     uintptr
@@ -168,10 +168,11 @@ type StreamMemory struct {
 }
 
 // EntryNames are the entry points API.Entry offers: calls on stream and event objects, the
-// life of the events the C core owns (Python's Event is made and destroyed there, as
-// CuPy's and cuda.core's are in Cython), and the current-context pair the C core uses to
-// give a special handle (0, 1, 2) or a new event its context. The C core keeps them in
+// life of the events and streams the C core owns (Python's Event and Stream are made and
+// destroyed there, as CuPy's and cuda.core's are in Cython), and the current-context pair
+// the C core uses to give a special handle (0, 1, 2) or a new event or stream its context. The C core keeps them in
 // this order (internal/boundary generates its table).
 var EntryNames = []string{"cuStreamQuery", "cuEventRecord", "cuStreamWaitEvent", "cuEventQuery",
 	"cuLaunchHostFunc", "cuStreamIsCapturing", "cuLaunchKernel", "cuCtxGetCurrent", "cuCtxSetCurrent",
-	"cuEventCreate", "cuEventDestroy", "cuEventSynchronize", "cuEventElapsedTime", "cuIpcGetEventHandle"}
+	"cuEventCreate", "cuEventDestroy", "cuEventSynchronize", "cuEventElapsedTime", "cuIpcGetEventHandle",
+	"cuStreamCreateWithPriority", "cuStreamDestroy"}

@@ -85,6 +85,16 @@ func (d *Driver) Entry(name string) uintptr {
 				}
 				return uintptr(r)
 			}),
+			"cuStreamCreateWithPriority": purego.NewCallback(func(out, flags, priority uintptr) uintptr {
+				h, r := entryDriver.Load().StreamCreateWithPriority(0, uint32(flags), int(int32(priority))) // in the current context
+				if r == driver.Success {
+					*(*uintptr)(addr(out)) = uintptr(h)
+				}
+				return uintptr(r)
+			}),
+			"cuStreamDestroy": purego.NewCallback(func(s uintptr) uintptr {
+				return uintptr(entryDriver.Load().StreamDestroy(driver.Stream(s)))
+			}),
 			"cuStreamIsCapturing": purego.NewCallback(func(s, status uintptr) uintptr {
 				st, _, r := entryDriver.Load().StreamGetCaptureInfo(0, driver.Stream(s))
 				if r == driver.Success {

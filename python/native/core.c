@@ -53,6 +53,7 @@ typedef int (*ctx_set_fn)(uintptr_t);                  /* cuCtxSetCurrent */
 typedef int (*event_create_fn)(uintptr_t *, unsigned int);       /* cuEventCreate */
 typedef int (*event_elapsed_fn)(float *, uintptr_t, uintptr_t);  /* cuEventElapsedTime */
 typedef int (*ipc_get_fn)(unsigned char *, uintptr_t);          /* cuIpcGetEventHandle (64 bytes out) */
+typedef int (*stream_create_fn)(uintptr_t *, unsigned int, int); /* cuStreamCreateWithPriority */
 
 static void *entry[SB_ENTRY_COUNT];
 #define CALL(name, type) ((type)entry[SB_##name])
@@ -208,7 +209,9 @@ typedef struct {
     unsigned long long fence; /* the CUevent wait_stream records on this stream; 0 until made */
     unsigned long long id;    /* a borrowed stream object's identity (cuStreamGetId); else 0 */
     long long device;         /* its device; -1 until known */
+    long long key;            /* its Go stream's key, for the calls that go through Go; 0 until needed */
     char open;                /* usable: made, and not closed */
+    char owned;               /* made by the core (cuStreamCreateWithPriority): destroyed on close */
     PyObject *owner;          /* what a borrowed stream came from, kept alive with it; or NULL */
 } StreamCore;
 
@@ -230,7 +233,7 @@ typedef struct {
     char live;              /* the module is loaded */
 } KernelCore;
 
-static PyTypeObject StreamCoreType, ExternalCoreType, EventCoreType, KernelCoreType;
+static PyTypeObject StreamCoreType, ExternalCoreType, OwnedCoreType, EventCoreType, KernelCoreType;
 static PyObject *name_record, *name_wait, *name_make_fence, *name_call, *name_stream, *name_shared_mem,
     *name_cuda_stream;
 
@@ -603,10 +606,23 @@ static int stream_core_clear(StreamCore *s) {
     return 0;
 }
 
+static int stream_close(StreamCore *s);
+
 static void stream_core_dealloc(StreamCore *s) {
     PyObject_GC_UnTrack(s);
+    if (s->key != 0 || s->open) {
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        if (stream_close(s) < 0)
+            PyErr_WriteUnraisable((PyObject *)s);
+        PyErr_Restore(type, value, tb);
+    }
     Py_CLEAR(s->owner);
     Py_TYPE(s)->tp_free((PyObject *)s);
+}
+
+static PyObject *stream_close_method(PyObject *self, PyObject *unused) {
+    return stream_close((StreamCore *)self) < 0 ? NULL : Py_NewRef(Py_None);
 }
 
 static PyObject *stream_verify(PyObject *self, PyObject *unused);
@@ -630,6 +646,9 @@ static PyMethodDef stream_core_methods[] = {
      "would enter the driver raises CallbackReentryError (the driver runs host callbacks one at a time, and such "
      "a call can deadlock). An exception it raises is printed through ``sys.unraisablehook`` and kept for "
      ":func:`streambridge.callback_errors`. Not allowed during graph capture (ValueError)."},
+    {"close", stream_close_method, METH_NOARGS,
+     "close($self, /)\n--\n\nDestroy the stream if streambridge created it (cuStreamDestroy), else forget it. "
+     "Idempotent."},
     {"add_callback", (PyCFunction)(void (*)(void))stream_add_callback, METH_FASTCALL,
      "add_callback($self, callback, arg, /)\n--\n\nCuPy's ``add_callback``: ``callback(stream, status, arg)`` "
      "with this stream and status 0, once the work submitted so far has completed (cuLaunchHostFunc, which has "
@@ -643,7 +662,9 @@ static PyMemberDef stream_core_members[] = {
     {"_fence", T_ULONGLONG, offsetof(StreamCore, fence), 0, "the CUevent wait_stream records here; 0 until made"},
     {"_id", T_ULONGLONG, offsetof(StreamCore, id), 0, "a borrowed stream object's identity; else 0"},
     {"_device", T_LONGLONG, offsetof(StreamCore, device), 0, "the device; -1 until known"},
+    {"_k", T_LONGLONG, offsetof(StreamCore, key), 0, "the Go stream's key; 0 until needed (see _BaseStream._key)"},
     {"_open", T_BOOL, offsetof(StreamCore, open), 0, "made, and not closed"},
+    {"_owned", T_BOOL, offsetof(StreamCore, owned), READONLY, "made by streambridge: destroyed on close"},
     {"_owner", T_OBJECT, offsetof(StreamCore, owner), 0, "what a borrowed stream came from, kept alive with it"},
     {NULL, 0, 0, 0, NULL},
 };
@@ -753,24 +774,14 @@ static uintptr_t context_of(long long device) {
     return ctx;
 }
 
-static PyObject *deferred;        /* (key, kind) closed inside host callbacks, released by the next close outside */
-static PyObject *deferred_events; /* CUevents closed inside host callbacks, destroyed so too */
+static PyObject *deferred;          /* (key, kind) closed inside host callbacks, released by the next close outside */
+static PyObject *deferred_destroys; /* (entry, handle): CUevents and CUstreams closed inside host callbacks,
+                                       destroyed so too */
 
 extern char pyshim_Close(long long key, long long kind);
 
-/* Destroys and closes what was closed inside host callbacks; -1 with the error set. */
+/* Releases and destroys what was closed inside host callbacks; -1 with the error set. */
 static int release_deferred(void) {
-    while (PyList_GET_SIZE(deferred_events) > 0) {
-        Py_ssize_t last = PyList_GET_SIZE(deferred_events) - 1;
-        uintptr_t h = (uintptr_t)PyLong_AsUnsignedLongLong(PyList_GET_ITEM(deferred_events, last));
-        if (PyList_SetSlice(deferred_events, last, last + 1, NULL) < 0)
-            return -1;
-        int r = CALL(cuEventDestroy, event_fn)(h);
-        if (r != 0) {
-            raise_result("cuEventDestroy", r);
-            return -1;
-        }
-    }
     while (PyList_GET_SIZE(deferred) > 0) {
         Py_ssize_t last = PyList_GET_SIZE(deferred) - 1;
         PyObject *item = PyList_GET_ITEM(deferred, last);
@@ -781,33 +792,68 @@ static int release_deferred(void) {
         if (PyErr_Occurred())
             return -1;
     }
+    while (PyList_GET_SIZE(deferred_destroys) > 0) {
+        Py_ssize_t last = PyList_GET_SIZE(deferred_destroys) - 1;
+        PyObject *item = PyList_GET_ITEM(deferred_destroys, last);
+        int which = (int)PyLong_AsLong(PyTuple_GET_ITEM(item, 0));
+        uintptr_t h = (uintptr_t)PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(item, 1));
+        if (PyList_SetSlice(deferred_destroys, last, last + 1, NULL) < 0)
+            return -1;
+        int r = ((event_fn)entry[which])(h);
+        if (r != 0) {
+            raise_result(which == SB_cuEventDestroy ? "cuEventDestroy" : "cuStreamDestroy", r);
+            return -1;
+        }
+    }
     return 0;
 }
 
-/* The one destroy of an event the core made. Inside a host callback, where no call may
- * enter the driver, it waits for the next close outside one; in a forked child, whose
- * events are the parent's, it is only forgotten. -1 with the error set. */
+/* The one destroy of an object the core made, by entry which (cuEventDestroy,
+ * cuStreamDestroy). Inside a host callback, where no call may enter the driver, it waits
+ * for the next close outside one; in a forked child, whose objects are the parent's, it is
+ * only forgotten. -1 with the error set. */
+static int destroy(int which, uintptr_t h) {
+    if (forked)
+        return 0;
+    if (in_callback) {
+        PyObject *item = Py_BuildValue("iK", which, (unsigned long long)h);
+        int r = item == NULL ? -1 : PyList_Append(deferred_destroys, item);
+        Py_XDECREF(item);
+        return r;
+    }
+    if (release_deferred() < 0)
+        return -1;
+    int r = ((event_fn)entry[which])(h);
+    if (r != 0) {
+        raise_result(which == SB_cuEventDestroy ? "cuEventDestroy" : "cuStreamDestroy", r);
+        return -1;
+    }
+    return 0;
+}
+
+/* The one release of a Go key (see destroy: deferred inside host callbacks, forgotten after
+ * fork). -1 with the error set. */
+static int release_key(long long key, long long kind) {
+    if (forked)
+        return 0;
+    if (in_callback) {
+        PyObject *item = Py_BuildValue("LL", key, kind);
+        int r = item == NULL ? -1 : PyList_Append(deferred, item);
+        Py_XDECREF(item);
+        return r;
+    }
+    if (release_deferred() < 0)
+        return -1;
+    pyshim_Close(key, kind);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
 static int event_destroy(EventCore *e) {
     if (!e->open)
         return 0;
     e->open = 0;
     live_events--;
-    if (forked)
-        return 0;
-    if (in_callback) {
-        PyObject *h = PyLong_FromUnsignedLongLong(e->eptr);
-        int r = h == NULL ? -1 : PyList_Append(deferred_events, h);
-        Py_XDECREF(h);
-        return r;
-    }
-    if (release_deferred() < 0)
-        return -1;
-    int r = CALL(cuEventDestroy, event_fn)(e->eptr);
-    if (r != 0) {
-        raise_result("cuEventDestroy", r);
-        return -1;
-    }
-    return 0;
+    return destroy(SB_cuEventDestroy, e->eptr);
 }
 
 static PyObject *event_close(PyObject *self, PyObject *unused) {
@@ -862,9 +908,9 @@ static int flag_of(PyObject *v, const char *name) {
     return -1;
 }
 
-/* The device an event is made on: None is device 0 (as CuPy's current device would be
- * without one set), a plain ordinal itself, anything else as read_device reads it. */
-static long long event_device(PyObject *device) {
+/* The device an event or stream is made on: None is device 0 (as CuPy's current device
+ * would be without one set), a plain ordinal itself, anything else as read_device reads it. */
+static long long device_arg(PyObject *device) {
     if (device == Py_None)
         return 0;
     if (PyLong_CheckExact(device)) {
@@ -925,7 +971,7 @@ static int event_core_init(PyObject *self, PyObject *args, PyObject *kwargs) {
         PyErr_SetString(PyExc_ValueError, "an interprocess event must have timing disabled (CU_EVENT_INTERPROCESS)");
         return -1;
     }
-    long long dev = event_device(device);
+    long long dev = device_arg(device);
     if (dev < 0 || !gate())
         return -1;
     return event_make(e, dev, (b ? SB_EVENT_BLOCKING_SYNC : 0) | (d ? SB_EVENT_DISABLE_TIMING : 0) |
@@ -1023,6 +1069,110 @@ static PyTypeObject EventCoreType = {
     .tp_dealloc = (destructor)event_core_dealloc,
     .tp_methods = event_core_methods,
     .tp_members = event_core_members,
+};
+
+/* ---- The life of a stream ----
+ * Stream() is made here as events are (cuStreamCreateWithPriority, in its device's primary
+ * context), owned by the core and destroyed by its close; a Go stream (a borrowed one) is
+ * made for it only when a call that goes through Go first needs one (_BaseStream._key).
+ * null and ptds name the device's default streams, read in its primary context. */
+
+static long long live_streams; /* made and not yet destroyed */
+
+/* The one close of every stream: its Go stream's key released, and, made here, the stream
+ * destroyed (both deferred inside host callbacks, forgotten after fork: see destroy). */
+static int stream_close(StreamCore *s) {
+    long long key = s->key;
+    int made = s->open && s->owned;
+    s->key = 0;
+    s->open = 0;
+    if (key != 0 && release_key(key, SB_OBJECT_STREAM) < 0)
+        return -1;
+    if (!made)
+        return 0;
+    live_streams--;
+    return destroy(SB_cuStreamDestroy, s->ptr);
+}
+
+static char *stream_keywords[] = {"null", "non_blocking", "ptds", "priority", "device", NULL};
+
+/* Stream(null=False, non_blocking=False, ptds=False, priority=None, *, device=None): see
+ * _stream.Stream. */
+static int owned_core_init(PyObject *self, PyObject *args, PyObject *kwargs) {
+    StreamCore *s = (StreamCore *)self;
+    PyObject *null = Py_False, *non_blocking = Py_False, *ptds = Py_False, *priority = Py_None, *device = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OOOO$O:Stream", stream_keywords, &null, &non_blocking, &ptds,
+                                     &priority, &device))
+        return -1;
+    if (s->open || s->key != 0) {
+        PyErr_SetString(PyExc_TypeError, "Stream.__init__ was called on a stream already made");
+        return -1;
+    }
+    int n = flag_of(null, "null");
+    int b = n < 0 ? -1 : flag_of(non_blocking, "non_blocking");
+    int p = b < 0 ? -1 : flag_of(ptds, "ptds");
+    if (p < 0)
+        return -1;
+    if (n && p) {
+        PyErr_SetString(PyExc_ValueError, "a stream cannot be both the null stream and the per-thread one");
+        return -1;
+    }
+    long long prio = 0;
+    if (priority != Py_None) {
+        if (!PyLong_Check(priority) || PyBool_Check(priority)) {
+            PyErr_Format(PyExc_TypeError, "priority must be an int, not %.100s", Py_TYPE(priority)->tp_name);
+            return -1;
+        }
+        int overflow = 0;
+        prio = PyLong_AsLongLongAndOverflow(priority, &overflow);
+        if (prio == -1 && PyErr_Occurred())
+            return -1;
+        if (overflow || prio < INT32_MIN || prio > INT32_MAX) {
+            PyErr_Format(PyExc_ValueError, "priority must fit a C int, not %R", priority);
+            return -1;
+        }
+    }
+    long long dev = device_arg(device);
+    if (dev < 0 || !gate())
+        return -1;
+    uintptr_t ctx = context_of(dev), h = 0;
+    if (ctx == 0)
+        return -1;
+    s->device = dev;
+    if (n || p) {
+        s->ptr = p ? SB_MAX_SPECIAL_STREAM : 0; /* the per-thread default stream is 2 */
+        s->ctx = ctx;
+        s->open = 1;
+        return 0;
+    }
+    ctx_scope sc;
+    int r = ctx_enter(ctx, &sc); /* a create never blocks: the GIL stays */
+    if (r == 0)
+        r = CALL(cuStreamCreateWithPriority, stream_create_fn)(&h, b ? SB_STREAM_NON_BLOCKING : 0, (int)prio);
+    ctx_leave(&sc);
+    if (r != 0) {
+        raise_result("cuStreamCreateWithPriority", r);
+        return -1;
+    }
+    s->ptr = h;
+    s->owned = 1;
+    s->open = 1;
+    live_streams++;
+    return 0;
+}
+
+static PyObject *fn_live_streams(PyObject *self, PyObject *unused) { return PyLong_FromLongLong(live_streams); }
+
+static PyTypeObject OwnedCoreType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "streambridge._native.OwnedCore",
+    .tp_basicsize = sizeof(StreamCore),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE, /* GC, traverse, clear, dealloc: StreamCore's */
+    .tp_doc = "OwnedCore(null=False, non_blocking=False, ptds=False, priority=None, *, device=None)\n--\n\n"
+              "The constructor of streambridge.Stream (see core.c); its initializer reads these arguments "
+              "(stream_keywords).",
+    .tp_base = &StreamCoreType,
+    .tp_init = owned_core_init,
 };
 
 /* ---- Wrapping foreign streams ---- */
@@ -1463,29 +1613,16 @@ static PyObject *fn_new_stream(PyObject *self, PyObject *const *args, Py_ssize_t
     return PyErr_Occurred() ? NULL : Py_BuildValue("LK", key, handle);
 }
 
-/* release(key, kind): the one close of a Go key. Inside a host callback, where no call may
- * enter the driver, the key waits for the next release outside one; in a forked child,
- * whose objects are the parent's, it is only forgotten. */
+/* release(key, kind): the one close of a Go key (release_key). */
 static PyObject *fn_release(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 2 || !PyLong_Check(args[0]) || !PyLong_Check(args[1])) {
         PyErr_SetString(PyExc_TypeError, "release takes a key and a kind");
         return NULL;
     }
-    if (forked)
-        Py_RETURN_NONE;
-    if (in_callback) {
-        PyObject *item = PyTuple_Pack(2, args[0], args[1]);
-        int r = item == NULL ? -1 : PyList_Append(deferred, item);
-        Py_XDECREF(item);
-        return r < 0 ? NULL : Py_NewRef(Py_None);
-    }
-    if (!gate() || release_deferred() < 0)
-        return NULL;
     long long key = PyLong_AsLongLong(args[0]), kind = PyLong_AsLongLong(args[1]);
-    if (PyErr_Occurred())
+    if (PyErr_Occurred() || (!forked && !in_callback && !gate()))
         return NULL;
-    pyshim_Close(key, kind);
-    return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    return release_key(key, kind) < 0 ? NULL : Py_NewRef(Py_None);
 }
 
 static PyObject *fn_set_initializer(PyObject *self, PyObject *fn) {
@@ -1515,6 +1652,7 @@ static PyMethodDef methods[] = {
     {"open_ipc_event", (PyCFunction)(void (*)(void))fn_open_ipc_event, METH_FASTCALL,
      "open_ipc_event(cls, device, handle) -> cls: an event another process exported"},
     {"live_events", fn_live_events, METH_NOARGS, "the count of events made and not yet destroyed"},
+    {"live_streams", fn_live_streams, METH_NOARGS, "the count of streams made and not yet destroyed"},
     {"new_stream", (PyCFunction)(void (*)(void))fn_new_stream, METH_FASTCALL,
      "new_stream(device, non_blocking, priority) -> (key, CUstream): pyshim.NewStream"},
     {"release", (PyCFunction)(void (*)(void))fn_release, METH_FASTCALL,
@@ -1537,7 +1675,7 @@ __attribute__((visibility("default"))) PyObject *sb_core_module(void) {
         }
         callback_errors_list = PyList_New(0);
         deferred = PyList_New(0);
-        deferred_events = PyList_New(0);
+        deferred_destroys = PyList_New(0);
         name_record = PyUnicode_InternFromString("_record");
         name_wait = PyUnicode_InternFromString("_wait");
         name_make_fence = PyUnicode_InternFromString("_make_fence");
@@ -1545,14 +1683,16 @@ __attribute__((visibility("default"))) PyObject *sb_core_module(void) {
         name_call = PyUnicode_InternFromString("_call");
         name_stream = PyUnicode_InternFromString("stream");
         name_shared_mem = PyUnicode_InternFromString("shared_mem");
-        if (callback_errors_list == NULL || deferred == NULL || deferred_events == NULL || name_record == NULL || name_wait == NULL || name_make_fence == NULL ||
-            name_cuda_stream == NULL || name_call == NULL || name_stream == NULL || name_shared_mem == NULL ||
-            PyType_Ready(&StreamCoreType) < 0 || PyType_Ready(&ExternalCoreType) < 0 ||
+        if (callback_errors_list == NULL || deferred == NULL || deferred_destroys == NULL || name_record == NULL ||
+            name_wait == NULL || name_make_fence == NULL || name_cuda_stream == NULL || name_call == NULL ||
+            name_stream == NULL || name_shared_mem == NULL || PyType_Ready(&StreamCoreType) < 0 ||
+            PyType_Ready(&ExternalCoreType) < 0 || PyType_Ready(&OwnedCoreType) < 0 ||
             PyType_Ready(&EventCoreType) < 0 || PyType_Ready(&KernelCoreType) < 0)
             return NULL;
         m = PyModule_Create(&module);
         if (m == NULL || PyModule_AddObjectRef(m, "StreamCore", (PyObject *)&StreamCoreType) < 0 ||
             PyModule_AddObjectRef(m, "ExternalCore", (PyObject *)&ExternalCoreType) < 0 ||
+            PyModule_AddObjectRef(m, "OwnedCore", (PyObject *)&OwnedCoreType) < 0 ||
             PyModule_AddObjectRef(m, "EventCore", (PyObject *)&EventCoreType) < 0 ||
             PyModule_AddObjectRef(m, "KernelCore", (PyObject *)&KernelCoreType) < 0) {
             Py_CLEAR(m);

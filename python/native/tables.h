@@ -35,7 +35,9 @@ enum sb_entry {
     SB_cuEventSynchronize = 11,
     SB_cuEventElapsedTime = 12,
     SB_cuIpcGetEventHandle = 13,
-    SB_ENTRY_COUNT = 14
+    SB_cuStreamCreateWithPriority = 14,
+    SB_cuStreamDestroy = 15,
+    SB_ENTRY_COUNT = 16
 };
 
 /* The CUresults the core tells apart. */
@@ -62,6 +64,9 @@ enum {
     SB_MEM_HI = 5,
     SB_MEM_COUNT = 6
 };
+
+/* The cuStreamCreateWithPriority flags. */
+#define SB_STREAM_NON_BLOCKING 0x1u
 
 /* The cuEventCreate flags. */
 #define SB_EVENT_BLOCKING_SYNC 0x1u

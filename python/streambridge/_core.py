@@ -77,6 +77,7 @@ module_context = _go(_native.pyshim_ModuleContext)
 function_handle = _go(_native.pyshim_FunctionHandle)
 live_keys = _native.pyshim_LiveStreams  # the count of open keys; no driver
 live_events = core.live_events  # the count of events the core made and has not destroyed
+live_streams = core.live_streams  # the count of streams the core made and has not destroyed
 validation_reads = _native.pyshim_ValidationReads  # diagnostics; no driver
 read_words = _go(_native.pyshim_ReadWords)  # host memory, fault-protected (DLPack capsules)
 

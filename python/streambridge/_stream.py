@@ -4,15 +4,13 @@ torch.cuda.ExternalStream."""
 from __future__ import annotations
 
 import inspect
-import sys
 import threading
-import weakref
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from . import _core
 from ._core import core as _c
 from ._device import Device
-from ._tables import CONVENTION_RUNTIME, MAX_SPECIAL_STREAM, OBJECT_STREAM
+from ._tables import CONVENTION_RUNTIME, MAX_SPECIAL_STREAM
 
 if TYPE_CHECKING:
     from ._event import Event as EventType
@@ -80,24 +78,19 @@ class _BaseStream(_c.StreamCore):
     ``_id`` (its cuStreamGetId when wrapped: every use checks the handle is still that
     stream, so a destroyed stream whose address a new one took is refused), and is the one
     path of the frequent calls: ``query``, ``record``, ``wait_event``, ``wait_stream``,
-    ``launch_host_func`` and ``add_callback``, for every kind of stream. The rest goes
-    through the Go core under ``_key``."""
-
-    _k: int = 0  # the key of the Go stream; 0 before a borrowed stream first needs it, or closed
-    _closed: bool = False
-    _owned: bool = False
+    ``launch_host_func``, ``add_callback`` and ``close``, for every kind of stream. The rest
+    goes through the Go core under ``_key``."""
 
     @property
     def _key(self) -> int:
-        """The Go stream's key. A borrowed stream object is checked when wrapped and made a
-        Go stream (checked again) only for its first call that goes through Go: the
-        frequent calls do not, and most borrowed streams never need one."""
+        """The Go stream's key (the core's ``_k``, released by its close). A stream is made a
+        Go stream (a borrowed one: the core owns what it made) only for its first call that
+        goes through Go: the frequent calls do not, and most streams never need one."""
         k = self._k
         if k:
             return k
         self._verify()  # open, and still the stream it was when wrapped: the Go stream records that identity
         self._k = _core.wrap_stream(self._ptr, self._device, CONVENTION_RUNTIME)
-        _forget_on_collection(self, self._k)
         return self._k
 
     @property
@@ -206,14 +199,6 @@ class _BaseStream(_c.StreamCore):
         if stack and stack[-1] is self:
             stack.pop()
 
-    def close(self) -> None:
-        """Destroy the stream if streambridge created it, else forget it. Idempotent."""
-        self._open = False
-        self._closed = True
-        key, self._k = self._k, 0
-        if key:
-            _core.release(key, OBJECT_STREAM)
-
     def __eq__(self, other: object) -> bool:
         """The same stream: the same handle (and for 0/1/2, the same device)."""
         if not isinstance(other, _BaseStream) or self._ptr != other._ptr:
@@ -225,7 +210,7 @@ class _BaseStream(_c.StreamCore):
 
     def __repr__(self) -> str:
         kind = "owned" if self._owned else "borrowed"
-        device = "?" if self._closed and self._device < 0 else self.device_id
+        device = "?" if not self._open and self._device < 0 else self.device_id
         return f"<streambridge.{type(self).__name__} ptr={self._ptr:#x} device={device} {kind}>"
 
     @property
@@ -294,22 +279,6 @@ class _BaseStream(_c.StreamCore):
             return ns
 
 
-def _forget(key: int) -> None:
-    if sys is not None and sys.meta_path is not None:  # not at interpreter shutdown
-        try:
-            _core.release(key, OBJECT_STREAM)
-        except Exception:
-            pass
-
-
-def _forget_on_collection(stream: _BaseStream, key: int) -> None:
-    """Closes a borrowed stream's Go key when the wrapper is collected. A finalizer, made
-    only once a key exists, rather than ``__del__``: most wrappers never get a key, and a
-    ``__del__`` would cost each of them a call when it dies. Closing a key twice is
-    harmless: keys are never reused."""
-    weakref.finalize(stream, _forget, key)
-
-
 class ExternalStream(_c.ExternalCore, _BaseStream):
     """A stream another library created, borrowed: streambridge never destroys it.
 
@@ -340,7 +309,6 @@ class ExternalStream(_c.ExternalCore, _BaseStream):
             self._device, self._id = _c.check_stream(ptr, device_id)
         else:  # a default stream: named by device, read in its context
             self._k = _core.wrap_stream(ptr, device_id, CONVENTION_RUNTIME)
-            _forget_on_collection(self, self._k)
             self._device = _core.stream_device(self._k)
             self._ctx = _core.stream_context(self._k)
         self._open = True
@@ -368,42 +336,13 @@ def _from_external(obj: Any, value: Any = _UNASKED) -> ExternalStream:
 _c.set_from_external(ExternalStream, _from_external)
 
 
-class Stream(_BaseStream):
+class Stream(_c.OwnedCore, _BaseStream):
     """A CUDA stream, as ``cupy.cuda.Stream(null=False, non_blocking=False, ptds=False,
     priority=None)``: created and owned by streambridge (cuStreamCreateWithPriority), or,
     with ``null`` or ``ptds``, the device's legacy or per-thread default stream. ``device``
-    (streambridge's addition) picks the device, 0 by default.
+    (streambridge's addition) picks the device, 0 by default. The C core makes it (core.c,
+    owned_core_init) and destroys it on close or collection.
     """
-
-    def __init__(self, null: bool = False, non_blocking: bool = False, ptds: bool = False,
-                 priority: Optional[int] = None, *, device: Any = None) -> None:
-        for name, flag in (("null", null), ("non_blocking", non_blocking), ("ptds", ptds)):
-            if not isinstance(flag, bool):
-                raise TypeError(f"{name} must be a bool, not {type(flag).__name__}")
-        if null and ptds:
-            raise ValueError("a stream cannot be both the null stream and the per-thread one")
-        if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
-            raise TypeError(f"priority must be an int, not {type(priority).__name__}")
-        if priority is not None and not -(2**31) <= priority < 2**31:
-            raise ValueError(f"priority must fit a C int, not {priority}")
-        dev = max(_device_index(device), 0)
-        if null or ptds:
-            self._k = _core.wrap_stream(2 if ptds else 0, dev, CONVENTION_RUNTIME)
-            self._ptr = 2 if ptds else 0
-            self._ctx = _core.stream_context(self._k)
-        else:
-            self._k, self._ptr = _core.new_stream(dev, non_blocking, priority or 0)
-            self._owned = True
-        self._device = dev
-        self._open = True
-
-    def __del__(self) -> None:
-        if sys is None or sys.meta_path is None:  # interpreter shutdown
-            return
-        try:
-            self.close()
-        except Exception:
-            pass
 
     @classmethod
     def from_handle(cls, handle: int) -> ExternalStream:
@@ -414,6 +353,9 @@ class Stream(_BaseStream):
     # from_external), else _from_external above.
     from_external = classmethod(_c.from_external)
 
+
+# The arguments as the core's initializer reads them, declared there (OwnedCore's doc).
+Stream.__signature__ = inspect.signature(_c.OwnedCore)  # type: ignore[attr-defined]
 
 _current = threading.local()
 

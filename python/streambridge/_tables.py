@@ -32,6 +32,8 @@ ENTRY_NAMES = (
     "cuEventSynchronize",
     "cuEventElapsedTime",
     "cuIpcGetEventHandle",
+    "cuStreamCreateWithPriority",
+    "cuStreamDestroy",
 )
 
 # The kinds of object the native module keeps under keys.

@@ -72,12 +72,16 @@ def test_every_call_that_enters_the_driver_is_refused_inside_a_callback(call):
 def test_an_object_released_inside_a_callback_is_closed_later_not_lost():
     s = streambridge.Stream(non_blocking=True)
     held = [streambridge.Stream(non_blocking=True), streambridge.Event()]
-    stream_key = held[0]._key
-    events = _core.live_events()
+    stream_key, handle = held[0]._key, held[0].ptr
+    events, streams = _core.live_events(), _core.live_streams()
     assert _run_callback(s, held.clear) is None, "dropping objects in a callback raises nothing"
     assert _core.stream_handle(stream_key), "kept for later, not lost"
     assert _core.live_events() == events - 1, "the event is counted closed; its destroy waits"
+    assert _core.live_streams() == streams - 1, "the stream too"
+    assert streambridge.ExternalStream(handle).query(), "not destroyed yet"
     streambridge.Stream().close()  # the next release outside a callback releases them too
+    with pytest.raises(streambridge.InvalidHandleError):
+        streambridge.ExternalStream(handle)
     with pytest.raises(streambridge.ClosedError):
         _core.stream_handle(stream_key)
 

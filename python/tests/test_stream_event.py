@@ -45,6 +45,20 @@ def test_null_and_per_thread_streams():
         streambridge.Stream(non_blocking="yes")
     with pytest.raises(TypeError, match="priority must be an int"):
         streambridge.Stream(priority=1.5)
+    with pytest.raises(TypeError, match="priority must be an int, not bool"):
+        streambridge.Stream(priority=True)
+    with pytest.raises(ValueError, match="priority must fit a C int"):
+        streambridge.Stream(priority=2**31)
+    with pytest.raises(TypeError, match="device must be"):
+        streambridge.Stream(device=1.5)
+    s = streambridge.Stream(ptds=True, device="cuda:0")
+    assert (s.ptr, s.device_id, s._owned) == (2, 0, False)
+    s.close()
+    s.close()
+    with pytest.raises(streambridge.ClosedError):
+        s.query()
+    with pytest.raises(TypeError, match="already made"):
+        streambridge.Stream.__init__(streambridge.Stream())
 
 
 def test_record_query_and_elapsed_time():
@@ -168,7 +182,7 @@ def test_many_streams_and_events_leave_the_table_as_it_was():
     # bench/memory.py does a million, with RSS, on the GPU; this is the same loop, smaller
     from streambridge import _core
 
-    live, events = _core.live_keys(), _core.live_events()
+    live, events, streams = _core.live_keys(), _core.live_events(), _core.live_streams()
     for _ in range(2000):
         streambridge.Stream().close()
         streambridge.Event().close()
@@ -179,6 +193,7 @@ def test_many_streams_and_events_leave_the_table_as_it_was():
         streambridge.Event(disable_timing=True)  # destroyed when collected
     assert _core.live_keys() == live
     assert _core.live_events() == events
+    assert _core.live_streams() == streams
 
 
 @pytest.mark.parametrize("make", [
