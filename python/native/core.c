@@ -884,20 +884,33 @@ static int event_make(EventCore *e, long long device, unsigned flags) {
     return 0;
 }
 
-/* What Event's arguments other than plain ones need Python for: a cuda.core EventOptions
- * (or its like) read into (timing_enabled, blocking_sync or None, ipc_enabled or None),
- * and a device that is not a plain ordinal (a torch.device, "cuda:N"). From
- * set_event_readers. */
-static PyObject *read_event_options, *read_device;
+/* What the core's arguments need Python for, each registered by the module of its concept:
+ * a cuda.core EventOptions (or its like) read into (timing_enabled, blocking_sync or None,
+ * ipc_enabled or None) (_event); a device that is not a plain ordinal, a torch.device or
+ * "cuda:N" (_device); the stream a call with stream=None (or a foreign stream-like) works
+ * on (_stream.resolve): so a concept's module imports none of the others to reach them. */
+static PyObject *read_event_options, *read_device, *resolve_stream;
 
-static PyObject *fn_set_event_readers(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2 || !PyCallable_Check(args[0]) || !PyCallable_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "set_event_readers takes the options reader and the device reader");
+static PyObject *set_reader(PyObject **slot, PyObject *fn) {
+    if (!PyCallable_Check(fn)) {
+        PyErr_SetString(PyExc_TypeError, "a reader must be callable");
         return NULL;
     }
-    Py_XSETREF(read_event_options, Py_NewRef(args[0]));
-    Py_XSETREF(read_device, Py_NewRef(args[1]));
+    Py_XSETREF(*slot, Py_NewRef(fn));
     Py_RETURN_NONE;
+}
+
+static PyObject *fn_set_event_options_reader(PyObject *self, PyObject *fn) { return set_reader(&read_event_options, fn); }
+static PyObject *fn_set_device_reader(PyObject *self, PyObject *fn) { return set_reader(&read_device, fn); }
+static PyObject *fn_set_stream_resolver(PyObject *self, PyObject *fn) { return set_reader(&resolve_stream, fn); }
+
+/* resolve(stream, device): the stream a call works on (_stream.resolve). */
+static PyObject *fn_resolve(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (resolve_stream == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "streambridge's streams are not loaded");
+        return NULL;
+    }
+    return PyObject_Vectorcall(resolve_stream, args, nargs, NULL);
 }
 
 /* A bool argument: 1 or 0, or -1 with a TypeError naming it. */
@@ -918,6 +931,10 @@ static long long device_arg(PyObject *device) {
         long long v = PyLong_AsLongLongAndOverflow(device, &overflow);
         if (!overflow && v >= 0 && v < (1LL << 31))
             return v;
+    }
+    if (read_device == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "streambridge's devices are not loaded");
+        return -1;
     }
     PyObject *r = PyObject_CallOneArg(read_device, device);
     if (r == NULL)
@@ -1647,8 +1664,14 @@ static PyMethodDef methods[] = {
      "as the stream (the handle is checked as ExternalStream checks it)."},
     {"set_from_external", (PyCFunction)(void (*)(void))fn_set_from_external, METH_FASTCALL,
      "set_from_external(ExternalStream, reader(obj, value))"},
-    {"set_event_readers", (PyCFunction)(void (*)(void))fn_set_event_readers, METH_FASTCALL,
-     "set_event_readers(options_reader, device_reader): what Event's arguments need Python for"},
+    {"set_event_options_reader", fn_set_event_options_reader, METH_O,
+     "set_event_options_reader(fn): reads Event's options (a cuda.core EventOptions) for the core"},
+    {"set_device_reader", fn_set_device_reader, METH_O,
+     "set_device_reader(fn): reads a device argument that is not a plain ordinal for the core"},
+    {"set_stream_resolver", fn_set_stream_resolver, METH_O,
+     "set_stream_resolver(fn): the stream a call with stream=None (or a stream-like) works on"},
+    {"resolve", (PyCFunction)(void (*)(void))fn_resolve, METH_FASTCALL,
+     "resolve(stream, device) -> stream: as the registered resolver (_stream.resolve) answers"},
     {"open_ipc_event", (PyCFunction)(void (*)(void))fn_open_ipc_event, METH_FASTCALL,
      "open_ipc_event(cls, device, handle) -> cls: an event another process exported"},
     {"live_events", fn_live_events, METH_NOARGS, "the count of events made and not yet destroyed"},

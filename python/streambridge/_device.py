@@ -1,6 +1,11 @@
-"""Devices: a device ordinal that reads as CuPy's, PyTorch's and cuda.core's."""
+"""Devices: a device ordinal that reads as CuPy's, PyTorch's and cuda.core's, and the
+device arguments every constructor takes."""
 
 from __future__ import annotations
+
+from typing import Any
+
+from ._core import core as _c
 
 
 class Device(int):
@@ -21,3 +26,28 @@ class Device(int):
 
     def __repr__(self) -> str:
         return f"streambridge.Device({int(self)})"
+
+
+def device_index(device: Any) -> int:
+    """-1 for "from the handle"; an int; "cuda:N"; or anything with an ``index`` (torch.device)."""
+    if device is None:
+        return -1
+    if isinstance(device, bool):
+        raise TypeError(f"device must be an int, 'cuda:N' or a torch.device, not {device!r}")
+    if isinstance(device, int):
+        if not -1 <= device < 2**31:
+            raise ValueError(f"device must be -1 or a device ordinal, not {device}")
+        return device
+    if isinstance(device, str):
+        kind, _, index = device.partition(":")
+        if kind != "cuda" or not index.isdigit() or int(index) >= 2**31:
+            raise ValueError(f"device string must look like 'cuda:N', not {device!r}")
+        return int(index)
+    if hasattr(device, "type") and hasattr(device, "index"):  # torch.device
+        if device.type != "cuda" or not (device.index is None or isinstance(device.index, int)):
+            raise ValueError(f"device must be a CUDA device, not {device!r}")
+        return -1 if device.index is None else device.index
+    raise TypeError(f"device must be an int, 'cuda:N' or a torch.device, not {type(device).__name__}")
+
+
+_c.set_device_reader(device_index)  # the core's constructors read such device arguments with it

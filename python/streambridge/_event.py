@@ -6,9 +6,8 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from . import _stream
 from ._core import core as _c
-from ._stream import _BaseStream, _device_index, resolve
+from ._device import device_index
 
 _OPTION_NAMES = ("timing_enabled", "blocking_sync", "ipc_enabled")
 
@@ -77,7 +76,7 @@ class Event(_c.EventCore):
             raise TypeError(f"handle must be bytes, not {type(handle).__name__}")
         if len(handle) != 64:
             raise ValueError(f"handle must be the 64 bytes ipc_handle() returned, not {len(handle)}")
-        return _c.open_ipc_event(cls, max(_device_index(device), 0), bytes(handle))
+        return _c.open_ipc_event(cls, max(device_index(device), 0), bytes(handle))
 
     def __repr__(self) -> str:
         return f"<streambridge.Event device={self._device} timing={self._timing}>"
@@ -104,16 +103,13 @@ def _read_options(options: Any) -> tuple[Any, Any, Any]:
     return opts.get("timing_enabled", False), opts.get("blocking_sync"), opts.get("ipc_enabled")
 
 
-_c.set_event_readers(_read_options, _device_index)
+_c.set_event_options_reader(_read_options)
 
 
-def _stream_for(stream: Any, device: int, what: str) -> _BaseStream:
+def _stream_for(stream: Any, device: int, what: str) -> Any:
     if stream is not None:
         raise TypeError(f"{what} takes a streambridge stream or None, not {type(stream).__name__}")
-    return resolve(None, device)
-
-
-_stream.Event = Event
+    return _c.resolve(None, device)
 
 
 def get_elapsed_time(start: Event, end: Event) -> float:

@@ -6,7 +6,7 @@ import sys
 from typing import Any
 
 from . import _core
-from ._stream import _BaseStream, resolve
+from ._core import core as _c
 from ._tables import OBJECT_GRAPH
 
 
@@ -30,11 +30,11 @@ class Graph:
     def launch(self, stream: Any = None) -> None:
         """Run the graph on ``stream`` (the current streambridge stream, else the device's
         legacy default stream, if None) after the work already there (cuGraphLaunch)."""
-        _core.graph_launch(self._key, resolve(stream, self._device)._key)
+        _core.graph_launch(self._key, _c.resolve(stream, self._device)._key)
 
     def upload(self, stream: Any = None) -> None:
         """Prepare the graph's device resources ahead of its first launch (cuGraphUpload)."""
-        _core.graph_upload(self._key, resolve(stream, self._device)._key)
+        _core.graph_upload(self._key, _c.resolve(stream, self._device)._key)
 
     def close(self) -> None:
         """Destroy the executable graph (cuGraphExecDestroy); launches in flight finish."""
@@ -51,6 +51,6 @@ class Graph:
             pass
 
 
-def end_capture(stream: _BaseStream) -> Graph:
-    """The graph ``stream``'s capture made (Stream.end_capture)."""
-    return Graph._made(_core.stream_end_capture(stream._key), stream.device_id)
+def end_capture(stream_key: int, device: int) -> Graph:
+    """The graph the capture of the Go stream ``stream_key`` made (Stream.end_capture)."""
+    return Graph._made(_core.stream_end_capture(stream_key), device)

@@ -17,7 +17,8 @@ from typing import Any, List, Optional, Sequence, Tuple, Union
 from . import _core
 from ._array import array_info
 from ._core import core as _c
-from ._stream import ExternalStream, _BaseStream, _device_index, resolve
+from ._device import device_index
+from ._stream import ExternalStream, _BaseStream, resolve
 from ._tables import OBJECT_MODULE
 
 Dim = Union[int, Sequence[int]]
@@ -42,7 +43,7 @@ class Module:
         for item in opts + list(name_expressions):
             if "\n" in item:
                 raise ValueError(f"an option or name expression has a newline: {item!r}")
-        self._device = max(_device_index(device), 0)
+        self._device = max(device_index(device), 0)
         self._kernels: "weakref.WeakSet[Kernel]" = weakref.WeakSet()  # told when the module closes
         self._key = _core.compile_module(self._device, code, name, arch, "\n".join(opts),
                                          "\n".join(name_expressions), bool(ptx))

@@ -5,46 +5,20 @@ from __future__ import annotations
 
 import inspect
 import threading
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from . import _core
 from ._core import core as _c
-from ._device import Device
+from ._device import Device, device_index
+from ._event import Event
+from ._graph import Graph, end_capture
 from ._tables import CONVENTION_RUNTIME, MAX_SPECIAL_STREAM
-
-if TYPE_CHECKING:
-    from ._event import Event as EventType
-    from ._graph import Graph
-
-Event: Any = None  # ._event.Event, set when that module loads (it imports this one)
 
 
 def callback_errors() -> List[BaseException]:
     """The exceptions raised in host callbacks (``launch_host_func``, ``add_callback``)
     since the last call, oldest first; each was also printed by ``sys.unraisablehook``."""
     return _c.callback_errors()
-
-
-def _device_index(device: Any) -> int:
-    """-1 for "from the handle"; an int; "cuda:N"; or anything with an ``index`` (torch.device)."""
-    if device is None:
-        return -1
-    if isinstance(device, bool):
-        raise TypeError(f"device must be an int, 'cuda:N' or a torch.device, not {device!r}")
-    if isinstance(device, int):
-        if not -1 <= device < 2**31:
-            raise ValueError(f"device must be -1 or a device ordinal, not {device}")
-        return device
-    if isinstance(device, str):
-        kind, _, index = device.partition(":")
-        if kind != "cuda" or not index.isdigit() or int(index) >= 2**31:
-            raise ValueError(f"device string must look like 'cuda:N', not {device!r}")
-        return int(index)
-    if hasattr(device, "type") and hasattr(device, "index"):  # torch.device
-        if device.type != "cuda" or not (device.index is None or isinstance(device.index, int)):
-            raise ValueError(f"device must be a CUDA device, not {device!r}")
-        return -1 if device.index is None else device.index
-    raise TypeError(f"device must be an int, 'cuda:N' or a torch.device, not {type(device).__name__}")
 
 
 def _protocol_handle(obj: Any) -> int:
@@ -132,7 +106,7 @@ class _BaseStream(_c.StreamCore):
 
     sync = synchronize
 
-    def _record(self, event: Optional["EventType"] = None, options: Any = None) -> "EventType":
+    def _record(self, event: Optional[Event] = None, options: Any = None) -> Event:
         """``record``'s arguments other than one Event: a new event (made with ``options``)
         for None; then the core's record."""
         if event is None:
@@ -143,7 +117,7 @@ class _BaseStream(_c.StreamCore):
             raise TypeError("record takes an event or options for a new one, not both")
         return self.record(event)
 
-    def record_event(self, event: Optional["EventType"] = None) -> "EventType":
+    def record_event(self, event: Optional[Event] = None) -> Event:
         """PyTorch's name for :meth:`record`."""
         return self.record(event)
 
@@ -162,12 +136,10 @@ class _BaseStream(_c.StreamCore):
             raise ValueError(f"capture mode must be one of 'global', 'thread_local', 'relaxed' (0, 1, 2), not {mode!r}")
         _core.stream_begin_capture(self._key, modes[mode])
 
-    def end_capture(self) -> "Graph":
+    def end_capture(self) -> Graph:
         """End the capture and return the executable :class:`Graph` (cuStreamEndCapture,
         cuGraphInstantiateWithFlags). A capture invalidated by a forbidden call raises."""
-        from ._graph import end_capture  # _graph imports this module
-
-        return end_capture(self)
+        return end_capture(self._key, self.device_id)
 
     def is_capturing(self) -> bool:
         """Whether the stream is capturing (cuStreamIsCapturing)."""
@@ -303,7 +275,7 @@ class ExternalStream(_c.ExternalCore, _BaseStream):
         else:
             raise TypeError("give the stream pointer once: ptr (CuPy) or stream_ptr (PyTorch)")
         ptr = _handle(ptr)
-        device_id = _device_index(device_id)
+        device_id = device_index(device_id)
         self._ptr = ptr
         if ptr > MAX_SPECIAL_STREAM:  # a stream object: checked now, a Go stream when first needed
             self._device, self._id = _c.check_stream(ptr, device_id)
@@ -408,6 +380,9 @@ def resolve(stream: Any, device: int) -> _BaseStream:
     if stream is None:
         return current_stream() or default_stream(device)
     return stream if isinstance(stream, _BaseStream) else as_stream(stream)
+
+
+_c.set_stream_resolver(resolve)
 
 
 def as_stream(obj: Any, device: Any = None) -> _BaseStream:
