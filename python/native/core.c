@@ -1103,12 +1103,18 @@ static int stream_close(StreamCore *s) {
     int made = s->open && s->owned;
     s->key = 0;
     s->open = 0;
-    if (key != 0 && release_key(key, SB_OBJECT_STREAM) < 0)
-        return -1;
+    int r = key != 0 ? release_key(key, SB_OBJECT_STREAM) : 0;
     if (!made)
-        return 0;
+        return r;
     live_streams--;
-    return destroy(SB_cuStreamDestroy, s->ptr);
+    if (r == 0)
+        return destroy(SB_cuStreamDestroy, s->ptr);
+    PyObject *type, *value, *tb; /* the release's error is the one raised; the stream is still destroyed */
+    PyErr_Fetch(&type, &value, &tb);
+    if (destroy(SB_cuStreamDestroy, s->ptr) < 0)
+        PyErr_WriteUnraisable((PyObject *)s);
+    PyErr_Restore(type, value, tb);
+    return r;
 }
 
 static char *stream_keywords[] = {"null", "non_blocking", "ptds", "priority", "device", NULL};
