@@ -124,6 +124,11 @@ func (d *Driver) StreamIdentity(handle uintptr) (*Device, uint64, error) {
 // sees it.
 func (d *Driver) VerifyStream(handle uintptr, id uint64) error {
 	_, got, err := d.identify(driver.Stream(handle))
+	if err, ok := err.(*CallError); ok && err.Result == driver.ErrorInvalidHandle {
+		// it was a live stream when wrapped: it has been destroyed since
+		return &CallError{Call: "stream check", Result: err.Result,
+			Hint: fmt.Sprintf("stream %#x was destroyed (it is no longer a live stream); it was not passed to the driver", handle)}
+	}
 	if err != nil {
 		return err
 	}

@@ -389,6 +389,9 @@ func TestBorrowedStreamIsRefusedAfterItsAddressIsReused(t *testing.T) {
 				continue
 			}
 			assert.ErrorIs(t, err, ErrInvalidHandle, name)
+			if name != "wrap, then used" {
+				assert.ErrorContains(t, err, "was destroyed", name)
+			}
 		}
 	})
 }
