@@ -8,7 +8,8 @@ Operations (each framework's own spelling):
   query               ask whether a stream's work has completed
   event record        record an event on a stream
   empty kernel launch launch a kernel with no arguments
-  stream create+close make a stream and destroy it (torch pools its streams: not a peer here)
+  stream create+close make a non-blocking stream and destroy it (torch pools its streams: not a peer here)
+Every stream is non-blocking, as torch and cuda.core make theirs by default.
   event create+close  make an event (timing off) and destroy it
 Rounds interleave the frameworks; each number is the median over rounds of the mean
 ns per operation. Ratios are streambridge over the fastest peer, by medians, and in
@@ -77,10 +78,12 @@ def main() -> int:
     dev = Device(0)
     dev.set_current()
     torch.cuda.init()
+    # Streams of one kind for every library: non-blocking, as torch's pool and cuda.core make
+    # them by default (a blocking stream also orders with the legacy default stream).
     ts_a, ts_b = torch.cuda.Stream(), torch.cuda.Stream()
-    cs_a, cs_b = cupy.cuda.Stream(non_blocking=False), cupy.cuda.Stream()
+    cs_a, cs_b = cupy.cuda.Stream(non_blocking=True), cupy.cuda.Stream(non_blocking=True)
     ks_a, ks_b = dev.create_stream(), dev.create_stream()
-    ss_a, ss_b = sb.Stream(), sb.Stream()
+    ss_a, ss_b = sb.Stream(non_blocking=True), sb.Stream(non_blocking=True)
     te = torch.cuda.Event()
     ce = cupy.cuda.Event(disable_timing=True)
     ke = ks_a.record(options=EventOptions(timing_enabled=False))
@@ -174,8 +177,8 @@ def main() -> int:
         cp_empty((1,), (1,), ())
     ops["empty kernel launch"] = launches
     ops["stream create+close"] = {
-        "streambridge": loop(lambda: sb.Stream().close()),
-        "cupy": loop(lambda: cupy.cuda.Stream()),  # destroyed when dropped
+        "streambridge": loop(lambda: sb.Stream(non_blocking=True).close()),
+        "cupy": loop(lambda: cupy.cuda.Stream(non_blocking=True)),  # destroyed when dropped
         "cuda.core": loop(lambda: dev.create_stream().close()),
     }
     no_timing = EventOptions(timing_enabled=False)
