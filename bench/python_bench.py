@@ -9,8 +9,8 @@ Operations (each framework's own spelling):
   event record        record an event on a stream
   empty kernel launch launch a kernel with no arguments
   stream create+close make a non-blocking stream and destroy it (torch pools its streams: not a peer here)
-Every stream is non-blocking, as torch and cuda.core make theirs by default.
   event create+close  make an event (timing off) and destroy it
+Every stream is non-blocking, as torch and cuda.core make theirs by default.
 Rounds interleave the frameworks; each number is the median over rounds of the mean
 ns per operation. Ratios are streambridge over the fastest peer, by medians, and in
 brackets by each one's best round (less exposed to a noisy machine). A profile of
