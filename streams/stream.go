@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/streambridge/streambridge/internal/boundary"
 	"github.com/streambridge/streambridge/internal/driver"
 )
 
@@ -127,14 +128,14 @@ func (d *Driver) VerifyStream(handle uintptr, id uint64) error {
 	if err, ok := err.(*CallError); ok && err.Result == driver.ErrorInvalidHandle {
 		// it was a live stream when wrapped: it has been destroyed since
 		return &CallError{Call: "stream check", Result: err.Result,
-			Hint: fmt.Sprintf("stream %#x was destroyed (it is no longer a live stream); it was not passed to the driver", handle)}
+			Hint: fmt.Sprintf(boundary.StreamGoneMessage, handle)}
 	}
 	if err != nil {
 		return err
 	}
 	if got != id {
 		return &CallError{Call: "stream check", Result: driver.ErrorInvalidHandle,
-			Hint: fmt.Sprintf("stream %#x was destroyed: its address now names another stream (id %d, not %d); it was not passed to the driver", handle, got, id)}
+			Hint: fmt.Sprintf(boundary.StreamReusedMessage, handle, got, id)}
 	}
 	return nil
 }

@@ -9,7 +9,11 @@ package boundary
 
 //go:generate go run ./gen
 
-import "github.com/streambridge/streambridge/internal/driver"
+import (
+	"strings"
+
+	"github.com/streambridge/streambridge/internal/driver"
+)
 
 // ErrorKind says which Python exception an error becomes. An error crosses the boundary as
 // (kind, code, name, message, log) and the exception is made from those in one place
@@ -104,6 +108,17 @@ var EventFlags = []struct {
 	{"DISABLE_TIMING", driver.EventDisableTiming},
 	{"INTERPROCESS", driver.EventInterprocess},
 }
+
+// What the Go check (streams.Driver.VerifyStream) and the C core's loads both say of a
+// borrowed stream destroyed since it was wrapped, in Go's verbs (tables.h has them in C's):
+// the handle; for a reused address also the identity found there and the one wrapped.
+const (
+	StreamGoneMessage   = "stream %#x was destroyed (it is no longer a live stream); it was not passed to the driver"
+	StreamReusedMessage = "stream %#x was destroyed: its address now names another stream (id %d, not %d); it was not passed to the driver"
+)
+
+// cVerbs turns a message's Go verbs into C's, for 64-bit unsigned arguments.
+var cVerbs = strings.NewReplacer("%#x", "%#llx", "%d", "%llu")
 
 // StreamFlags are the cuStreamCreateWithPriority flags the C core makes streams with.
 var StreamFlags = []struct {

@@ -55,7 +55,10 @@ func renderC() string {
 	}
 	b.WriteString("\n")
 	fmt.Fprintf(&b, "#define SB_CONVENTION_RUNTIME %d\n#define SB_CONVENTION_ARRAY_INTERFACE %d\n", ConventionRuntime, ConventionArrayInterface)
-	fmt.Fprintf(&b, "#define SB_MAX_SPECIAL_STREAM %dULL\n\n#endif\n", MaxSpecialStream)
+	fmt.Fprintf(&b, "#define SB_MAX_SPECIAL_STREAM %dULL\n\n", MaxSpecialStream)
+	b.WriteString("/* What a destroyed borrowed stream's use says (see boundary.StreamGoneMessage). */\n")
+	fmt.Fprintf(&b, "#define SB_STREAM_GONE_MESSAGE %q\n", cVerbs.Replace(StreamGoneMessage))
+	fmt.Fprintf(&b, "#define SB_STREAM_REUSED_MESSAGE %q\n\n#endif\n", cVerbs.Replace(StreamReusedMessage))
 	return b.String()
 }
 

@@ -307,11 +307,9 @@ static int identity_holds(StreamCore *s) {
         return 1;
     char message[256];
     if (back == s->ptr)
-        snprintf(message, sizeof message, "stream %#llx was destroyed: its address now names another stream (id %llu, "
-                 "not %llu); it was not passed to the driver", s->ptr, (unsigned long long)id, s->id);
+        snprintf(message, sizeof message, SB_STREAM_REUSED_MESSAGE, s->ptr, (unsigned long long)id, s->id);
     else
-        snprintf(message, sizeof message, "stream %#llx was destroyed (its object no longer names it); it was not "
-                 "passed to the driver", s->ptr);
+        snprintf(message, sizeof message, SB_STREAM_GONE_MESSAGE, s->ptr);
     sb_raise(SB_KIND_INVALID_HANDLE, SB_CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", message, "");
     return 0;
 }

@@ -77,4 +77,8 @@ enum {
 #define SB_CONVENTION_ARRAY_INTERFACE 1
 #define SB_MAX_SPECIAL_STREAM 2ULL
 
+/* What a destroyed borrowed stream's use says (see boundary.StreamGoneMessage). */
+#define SB_STREAM_GONE_MESSAGE "stream %#llx was destroyed (it is no longer a live stream); it was not passed to the driver"
+#define SB_STREAM_REUSED_MESSAGE "stream %#llx was destroyed: its address now names another stream (id %llu, not %llu); it was not passed to the driver"
+
 #endif
