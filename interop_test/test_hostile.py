@@ -1,6 +1,10 @@
 """Hostile handles, each in its own child process: every one must raise a typed error and
 the process must live. Handed to torch.cuda.ExternalStream, cupy.cuda.ExternalStream or
-cuda.core's Stream.from_handle, the garbage and freed ones kill the process (SIGSEGV)."""
+cuda.core's Stream.from_handle, the garbage and freed ones kill the process (SIGSEGV).
+
+Each runs twice: "first", as the process's first wrap (checked by the Go core), and "after a
+wrap", once a live stream of the device was wrapped, so that the C core has met the device's
+context and tries to prove the handle with its own loads first (core.c, proven_here)."""
 
 import os
 
@@ -11,7 +15,7 @@ CHILD = r"""
 import gc, random, sys
 import streambridge as sb
 
-kind = sys.argv[1]
+kind, when = sys.argv[1], sys.argv[2]
 
 def freed_cupy():
     import cupy
@@ -86,6 +90,8 @@ CASES = {
 }
 
 TYPED = (sb.InvalidHandleError, sb.DeviceMismatchError, sb.CUDAError, TypeError, ValueError)
+if when == "after a wrap":
+    sb.ExternalStream(live_handle()).query()
 if kind == "random x1000":
     rng = random.Random(1)
     for _ in range(1000):
@@ -116,25 +122,28 @@ KINDS = [
     "stated device out of range", "protocol version 1", "protocol short tuple", "protocol list",
     "protocol str handle", "protocol garbage handle", "protocol raises", "no protocol", "faulthandler after import",
 ]
+WHEN = ["first", "after a wrap"]
 outcomes = {}
 
 
+@pytest.mark.parametrize("when", WHEN)
 @pytest.mark.parametrize("kind", KINDS)
-def test_hostile_handle_raises_in_a_child_that_lives(kind):
-    rc, out, err = run_child(CHILD, kind)
-    outcomes[kind] = "raised" if rc == 0 else ("crashed" if rc < 0 or rc > 3 else "accepted")
+def test_hostile_handle_raises_in_a_child_that_lives(kind, when):
+    rc, out, err = run_child(CHILD, kind, when)
+    outcomes[(kind, when)] = "raised" if rc == 0 else ("crashed" if rc < 0 or rc > 3 else "accepted")
     assert rc == 0 and out.startswith("RAISED"), f"exit {rc}: {out}{err[-2000:]}"
 
 
 def test_hostile_summary():
     """Prints the count the issue asks for (run after the cases above)."""
     counts = {k: sum(1 for v in outcomes.values() if v == k) for k in ("raised", "accepted", "crashed")}
-    line = f"hostile handles: {len(outcomes)} kinds, each in a child process: {counts}"
+    line = (f"hostile handles: {len(outcomes) // len(WHEN)} kinds x {len(WHEN)} ({', '.join(WHEN)}), "
+            f"each in a child process: {counts}")
     print("\n" + line)
     if os.environ.get("STREAMBRIDGE_REPORT"):  # scripts/gpu-check.sh prints it
         with open(os.environ["STREAMBRIDGE_REPORT"], "a") as f:
             f.write(line + "\n")
-    assert len(outcomes) == len(KINDS) and counts["raised"] == len(KINDS)
+    assert len(outcomes) == len(KINDS) * len(WHEN) and counts["raised"] == len(outcomes)
 
 
 NON_PRIMARY = r"""
