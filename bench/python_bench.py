@@ -200,8 +200,6 @@ def main() -> int:
         "_native.core.gate() (the gate alone, a C call)": loop(_core.gate),
         "_sbnative.pyshim_LiveStreams() (generated C + cgo + a Go read lock)": loop(_core.live_keys),
         "empty Python lambda (the loop itself)": loop(lambda: None),
-        "wrap: core.check_stream(handle, -1) (the check: loads in C; no Python object)":
-            loop(lambda: _core.core.check_stream(handle, -1)),
         "wrap: pyshim_ValidationReads (a crossing and the rt_sigaction, no reads)": loop(_core.validation_reads),
         "wrap: a bare instance shaped as ExternalStream + teardown (no check)": loop(Bare),
         "create: Event.__new__ alone (the Python instance, no driver)": loop(lambda: sb.Event.__new__(sb.Event)),

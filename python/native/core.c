@@ -234,12 +234,16 @@ typedef struct {
 } KernelCore;
 
 static PyTypeObject StreamCoreType, ExternalCoreType, OwnedCoreType, EventCoreType, KernelCoreType;
-static PyObject *name_record, *name_wait, *name_make_fence, *name_call, *name_stream, *name_shared_mem,
+static PyObject *name_record, *name_wait, *name_call, *name_stream, *name_shared_mem,
     *name_cuda_stream;
 
 /* pyshim.VerifyStream: a borrowed handle is still the live stream of identity id; on
  * failure the typed error is set (InvalidHandleError: destroyed, or its address reused). */
 extern char pyshim_VerifyStream(unsigned long long handle, unsigned long long id);
+/* pyshim.WrapStream, StreamFence: a Go stream borrowing a handle, and the event its
+ * wait_stream records (see stream_key, make_fence); on failure the typed error is set. */
+extern long long pyshim_WrapStream(unsigned long long handle, long long device, long long convention);
+extern unsigned long long pyshim_StreamFence(long long key);
 /* pyshim.StreamMemory: where the driver's stream objects are and how they name themselves. */
 extern char pyshim_StreamMemory(unsigned long long out);
 
@@ -330,6 +334,34 @@ static int stream_usable(StreamCore *s) {
         if (PyErr_Occurred())
             return 0;
     }
+    return 1;
+}
+
+/* The key of s's Go stream, for the calls that go through Go: made on the first (a Go
+ * stream borrowing the handle, proven again there; the core keeps what it made), released
+ * by s's close. 0 with the error set. */
+static long long stream_key(StreamCore *s) {
+    if (s->key != 0)
+        return s->key;
+    if (!gate() || !stream_usable(s))
+        return 0;
+    long long key = pyshim_WrapStream(s->ptr, s->device, SB_CONVENTION_RUNTIME);
+    if (PyErr_Occurred())
+        return 0;
+    s->key = key;
+    return key;
+}
+
+/* s's fence, the event wait_stream records on s: made once, in Go, and kept by s's Go stream
+ * (pooled per context when it closes). 0 with the error set. */
+static int make_fence(StreamCore *s) {
+    long long key = stream_key(s);
+    if (key == 0)
+        return 0;
+    uintptr_t f = (uintptr_t)pyshim_StreamFence(key);
+    if (PyErr_Occurred())
+        return 0;
+    s->fence = f;
     return 1;
 }
 
@@ -461,12 +493,8 @@ static PyObject *stream_wait_stream(PyObject *self, PyObject *other_obj) {
     }
     if (!gate() || !stream_usable(s) || !stream_usable(o))
         return NULL;
-    if (o->fence == 0) { /* made once per stream, in Go (a setup call) */
-        PyObject *r = PyObject_CallMethodNoArgs(other_obj, name_make_fence);
-        if (r == NULL)
-            return NULL;
-        Py_DECREF(r);
-    }
+    if (o->fence == 0 && !make_fence(o)) /* made once per stream, in Go (a setup call) */
+        return NULL;
     int r, second = 0;
     Py_BEGIN_ALLOW_THREADS
     r = record_in(o, o->fence);
@@ -624,9 +652,12 @@ static PyObject *stream_close_method(PyObject *self, PyObject *unused) {
 }
 
 static PyObject *stream_verify(PyObject *self, PyObject *unused);
+static PyObject *stream_fill(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
 static PyMethodDef stream_core_methods[] = {
     {"_verify", stream_verify, METH_NOARGS, "raises what any operation on the stream would (gate, closed, identity)"},
+    {"_fill", (PyCFunction)(void (*)(void))stream_fill, METH_FASTCALL,
+     "_fill(ptr, device): makes a new ExternalStream of ptr on device (-1: the handle's); see fill_external"},
     {"query", stream_query, METH_NOARGS,
      "query($self, /)\n--\n\nWhether all work submitted so far has completed (cuStreamQuery)."},
     {"record", (PyCFunction)(void (*)(void))stream_record, METH_FASTCALL | METH_KEYWORDS,
@@ -654,17 +685,31 @@ static PyMethodDef stream_core_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+/* Read-only: the core sets them (a wrong _ptr would reach the driver). _owner only keeps an
+ * object alive, so Python may set it (from_external's Python reader does). */
 static PyMemberDef stream_core_members[] = {
-    {"_ptr", T_ULONGLONG, offsetof(StreamCore, ptr), 0, "the CUstream"},
-    {"_ctx", T_ULONGLONG, offsetof(StreamCore, ctx), 0, "the context of a special handle; else 0"},
-    {"_fence", T_ULONGLONG, offsetof(StreamCore, fence), 0, "the CUevent wait_stream records here; 0 until made"},
-    {"_id", T_ULONGLONG, offsetof(StreamCore, id), 0, "a borrowed stream object's identity; else 0"},
-    {"_device", T_LONGLONG, offsetof(StreamCore, device), 0, "the device; -1 until known"},
-    {"_k", T_LONGLONG, offsetof(StreamCore, key), 0, "the Go stream's key; 0 until needed (see _BaseStream._key)"},
-    {"_open", T_BOOL, offsetof(StreamCore, open), 0, "made, and not closed"},
+    {"_ptr", T_ULONGLONG, offsetof(StreamCore, ptr), READONLY, "the CUstream"},
+    {"_ctx", T_ULONGLONG, offsetof(StreamCore, ctx), READONLY, "the context of a special handle; else 0"},
+    {"_fence", T_ULONGLONG, offsetof(StreamCore, fence), READONLY, "the CUevent wait_stream records here; 0 until made"},
+    {"_id", T_ULONGLONG, offsetof(StreamCore, id), READONLY, "a borrowed stream object's identity; else 0"},
+    {"_device", T_LONGLONG, offsetof(StreamCore, device), READONLY, "the device; -1 until made"},
+    {"_k", T_LONGLONG, offsetof(StreamCore, key), READONLY, "the Go stream's key; 0 until needed (see _key)"},
+    {"_open", T_BOOL, offsetof(StreamCore, open), READONLY, "made, and not closed"},
     {"_owned", T_BOOL, offsetof(StreamCore, owned), READONLY, "made by streambridge: destroyed on close"},
     {"_owner", T_OBJECT, offsetof(StreamCore, owner), 0, "what a borrowed stream came from, kept alive with it"},
     {NULL, 0, 0, 0, NULL},
+};
+
+static PyObject *stream_get_key(PyObject *self, void *unused) {
+    long long key = stream_key((StreamCore *)self);
+    return key == 0 ? NULL : PyLong_FromLongLong(key);
+}
+
+static PyGetSetDef stream_core_getset[] = {
+    {"_key", stream_get_key, NULL,
+     "the Go stream's key, for the calls that go through Go: made on the first (stream_key), released by close",
+     NULL},
+    {NULL, NULL, NULL, NULL, NULL},
 };
 
 static PyTypeObject StreamCoreType = {
@@ -680,6 +725,7 @@ static PyTypeObject StreamCoreType = {
     .tp_free = PyObject_GC_Del,
     .tp_methods = stream_core_methods,
     .tp_members = stream_core_members,
+    .tp_getset = stream_core_getset,
 };
 
 /* -- EventCore -- */
@@ -1239,21 +1285,6 @@ static int check_new_stream(uintptr_t h, long long device, long long *got, uint6
     return 1;
 }
 
-/* check_stream(handle, device) -> (device, identity): the wrap's check, under the runtime's
- * reading. */
-static PyObject *fn_check_stream(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2 || !PyLong_Check(args[0]) || !PyLong_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "check_stream takes a handle and a device");
-        return NULL;
-    }
-    unsigned long long handle = PyLong_AsUnsignedLongLong(args[0]);
-    long long device = PyLong_AsLongLong(args[1]), got = 0;
-    uint64_t id = 0;
-    if (PyErr_Occurred() || !gate() || !check_new_stream(handle, device, &got, &id))
-        return NULL;
-    return Py_BuildValue("LK", got, (unsigned long long)id);
-}
-
 /* _verify(): what every operation on the stream checks (the gate, open, identity), for the
  * Python methods that hand the handle on without calling the driver (conversions, the
  * __cuda_stream__ protocol, a borrowed stream's first call through Go). */
@@ -1263,27 +1294,72 @@ static PyObject *stream_verify(PyObject *self, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
-/* Fills a new ExternalStream for a stream object's handle: 1 if made, 0 with the typed
- * error set, -1 if the arguments are not this form (the Python initializer takes those). */
-static int external_stream_object(StreamCore *s, PyObject *const *args, Py_ssize_t nargs) {
+extern long long pyshim_StreamDevice(long long key);
+extern unsigned long long pyshim_StreamContext(long long key);
+
+/* The one fill of a new ExternalStream: handle ptr on the stated device (-1: the handle's).
+ * A stream object is proven (check_new_stream) and keeps its identity; 0, 1 and 2 name the
+ * device's default streams (device 0 if none is stated), read in its primary context, held
+ * by a Go stream from the start. 0 with the typed error set. */
+static int fill_external(StreamCore *s, unsigned long long ptr, long long device) {
+    if (s->open || s->key != 0) {
+        PyErr_SetString(PyExc_TypeError, "ExternalStream was already made");
+        return 0;
+    }
+    if (!gate())
+        return 0;
+    if (ptr > SB_MAX_SPECIAL_STREAM) {
+        long long got = 0;
+        uint64_t id = 0;
+        if (!check_new_stream(ptr, device, &got, &id))
+            return 0;
+        s->id = id;
+        s->device = got;
+    } else {
+        long long key = pyshim_WrapStream(ptr, device, SB_CONVENTION_RUNTIME);
+        if (PyErr_Occurred())
+            return 0;
+        s->key = key; /* released by close, also if what follows fails */
+        long long dev = pyshim_StreamDevice(key);
+        uintptr_t ctx = PyErr_Occurred() ? 0 : (uintptr_t)pyshim_StreamContext(key);
+        if (PyErr_Occurred())
+            return 0;
+        s->device = dev;
+        s->ctx = ctx;
+    }
+    s->ptr = ptr;
+    s->open = 1;
+    return 1;
+}
+
+/* _fill(ptr, device): fill_external, for the Python initializer once it has read its
+ * arguments (keywords, other device forms). */
+static PyObject *stream_fill(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyLong_CheckExact(args[0]) || !PyLong_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "_fill takes a handle and a device, as ints");
+        return NULL;
+    }
+    unsigned long long ptr = PyLong_AsUnsignedLongLong(args[0]);
+    long long device = PyLong_AsLongLong(args[1]);
+    if (PyErr_Occurred() || !fill_external((StreamCore *)self, ptr, device))
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* Fills a new ExternalStream made with CuPy's positional form of ints: 1 if made, 0 with
+ * the typed error set, -1 if the arguments are not this form (the Python initializer reads
+ * those, then calls _fill). */
+static int external_positional(StreamCore *s, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs < 1 || nargs > 2 || !PyLong_CheckExact(args[0]) || (nargs == 2 && !PyLong_CheckExact(args[1])))
         return -1;
     int overflow = 0;
     unsigned long long ptr = PyLong_AsUnsignedLongLong(args[0]);
     long long device = nargs == 2 ? PyLong_AsLongLongAndOverflow(args[1], &overflow) : -1;
-    if (PyErr_Occurred() || overflow || ptr <= SB_MAX_SPECIAL_STREAM || device < -1) {
+    if (PyErr_Occurred() || overflow || device < -1 || device >= (1LL << 31)) {
         PyErr_Clear();
         return -1;
     }
-    long long got = 0;
-    uint64_t id = 0;
-    if (!gate() || !check_new_stream(ptr, device, &got, &id))
-        return 0;
-    s->ptr = ptr;
-    s->id = id;
-    s->device = got;
-    s->open = 1;
-    return 1;
+    return fill_external(s, ptr, device);
 }
 
 /* ExternalStream(ptr, device_id=-1, ...): a stream object's handle with CuPy's positional
@@ -1311,7 +1387,7 @@ static PyObject *external_core_new(PyTypeObject *type, PyObject *args, PyObject 
         return NULL;
     int made = kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0
                    ? -1
-                   : external_stream_object((StreamCore *)obj, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args));
+                   : external_positional((StreamCore *)obj, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args));
     if (made == 1)
         return obj;
     if (made == 0) {
@@ -1381,7 +1457,7 @@ static PyObject *fn_from_external(PyObject *self, PyObject *const *args, Py_ssiz
             Py_DECREF(value);
             return NULL;
         }
-        int made = external_stream_object((StreamCore *)s, &PyTuple_GET_ITEM(value, 1), 1);
+        int made = external_positional((StreamCore *)s, &PyTuple_GET_ITEM(value, 1), 1);
         if (made == 1) {
             Py_DECREF(value);
             ((StreamCore *)s)->owner = Py_NewRef(obj);
@@ -1684,8 +1760,6 @@ static PyMethodDef methods[] = {
      "new_stream(device, non_blocking, priority) -> (key, CUstream): pyshim.NewStream"},
     {"release", (PyCFunction)(void (*)(void))fn_release, METH_FASTCALL,
      "release(key, kind): the one close of a Go key (deferred inside host callbacks; forgotten after fork)"},
-    {"check_stream", (PyCFunction)(void (*)(void))fn_check_stream, METH_FASTCALL,
-     "check_stream(handle, device) -> device: pyshim.CheckStream, the runtime's reading of 0/1/2"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1705,13 +1779,12 @@ __attribute__((visibility("default"))) PyObject *sb_core_module(void) {
         deferred_destroys = PyList_New(0);
         name_record = PyUnicode_InternFromString("_record");
         name_wait = PyUnicode_InternFromString("_wait");
-        name_make_fence = PyUnicode_InternFromString("_make_fence");
         name_cuda_stream = PyUnicode_InternFromString("__cuda_stream__");
         name_call = PyUnicode_InternFromString("_call");
         name_stream = PyUnicode_InternFromString("stream");
         name_shared_mem = PyUnicode_InternFromString("shared_mem");
         if (callback_errors_list == NULL || deferred == NULL || deferred_destroys == NULL || name_record == NULL ||
-            name_wait == NULL || name_make_fence == NULL || name_cuda_stream == NULL || name_call == NULL ||
+            name_wait == NULL || name_cuda_stream == NULL || name_call == NULL ||
             name_stream == NULL || name_shared_mem == NULL || PyType_Ready(&StreamCoreType) < 0 ||
             PyType_Ready(&ExternalCoreType) < 0 || PyType_Ready(&OwnedCoreType) < 0 ||
             PyType_Ready(&EventCoreType) < 0 || PyType_Ready(&KernelCoreType) < 0)

@@ -12,7 +12,6 @@ from ._core import core as _c
 from ._device import Device, device_index
 from ._event import Event
 from ._graph import Graph, end_capture
-from ._tables import CONVENTION_RUNTIME, MAX_SPECIAL_STREAM
 
 
 def callback_errors() -> List[BaseException]:
@@ -46,26 +45,15 @@ def _handle(ptr: Any) -> int:
 
 
 class _BaseStream(_c.StreamCore):
-    """What every streambridge stream does. The C core (core.c) holds ``_ptr`` (the
-    CUstream), ``_ctx`` (the context a special handle 0, 1 or 2 is read in), ``_device``
-    (-1 until known), ``_fence``, ``_open``, ``_owner`` and, for a borrowed stream object,
-    ``_id`` (its cuStreamGetId when wrapped: every use checks the handle is still that
-    stream, so a destroyed stream whose address a new one took is refused), and is the one
-    path of the frequent calls: ``query``, ``record``, ``wait_event``, ``wait_stream``,
-    ``launch_host_func``, ``add_callback`` and ``close``, for every kind of stream. The rest
-    goes through the Go core under ``_key``."""
-
-    @property
-    def _key(self) -> int:
-        """The Go stream's key (the core's ``_k``, released by its close). A stream is made a
-        Go stream (a borrowed one: the core owns what it made) only for its first call that
-        goes through Go: the frequent calls do not, and most streams never need one."""
-        k = self._k
-        if k:
-            return k
-        self._verify()  # open, and still the stream it was when wrapped: the Go stream records that identity
-        self._k = _core.wrap_stream(self._ptr, self._device, CONVENTION_RUNTIME)
-        return self._k
+    """What every streambridge stream does. The C core (core.c) makes and fills it and holds,
+    read-only, ``_ptr`` (the CUstream), ``_ctx`` (the context a special handle 0, 1 or 2 is
+    read in), ``_device``, ``_fence``, ``_open``, ``_owned``, ``_k`` and, for a borrowed
+    stream object, ``_id`` (its cuStreamGetId when wrapped: every use checks the handle is
+    still that stream, so a destroyed stream whose address a new one took is refused), and
+    ``_owner``. It is the one path of the frequent calls: ``query``, ``record``,
+    ``wait_event``, ``wait_stream``, ``launch_host_func``, ``add_callback`` and ``close``,
+    for every kind of stream. The rest goes through the Go core under ``_key``, a Go stream
+    the core makes on first need."""
 
     @property
     def ptr(self) -> int:
@@ -77,9 +65,7 @@ class _BaseStream(_c.StreamCore):
 
     @property
     def device_id(self) -> int:
-        """The device the stream is on, read from the handle (cuStreamGetCtx, cuCtxGetDevice)."""
-        if self._device < 0:
-            self._device = _core.stream_device(self._key)
+        """The device the stream is on (for a borrowed stream object, read from the handle)."""
         return self._device
 
     @property
@@ -120,10 +106,6 @@ class _BaseStream(_c.StreamCore):
     def record_event(self, event: Optional[Event] = None) -> Event:
         """PyTorch's name for :meth:`record`."""
         return self.record(event)
-
-    def _make_fence(self) -> None:
-        """The event ``wait_stream`` records on this stream, made once in Go."""
-        self._fence = _core.stream_fence(self._key)
 
     def begin_capture(self, mode: Any = None) -> None:
         """Capture the work submitted to this stream from now on into a graph instead of
@@ -274,16 +256,7 @@ class ExternalStream(_c.ExternalCore, _BaseStream):
             ptr, device_id = stream_ptr, device
         else:
             raise TypeError("give the stream pointer once: ptr (CuPy) or stream_ptr (PyTorch)")
-        ptr = _handle(ptr)
-        device_id = device_index(device_id)
-        self._ptr = ptr
-        if ptr > MAX_SPECIAL_STREAM:  # a stream object: checked now, a Go stream when first needed
-            self._device, self._id = _c.check_stream(ptr, device_id)
-        else:  # a default stream: named by device, read in its context
-            self._k = _core.wrap_stream(ptr, device_id, CONVENTION_RUNTIME)
-            self._device = _core.stream_device(self._k)
-            self._ctx = _core.stream_context(self._k)
-        self._open = True
+        self._fill(_handle(ptr), device_index(device_id))  # the core's one fill (core.c, fill_external)
 
 
 ExternalStream.__signature__ = inspect.Signature(list(inspect.signature(ExternalStream._init).parameters.values())[1:])

@@ -181,6 +181,29 @@ def test_an_events_handle_cannot_be_forged():
         e.__init__()
 
 
+_KEPT = {}  # what a borrowed stream in a parametrized case borrows
+
+
+@pytest.mark.parametrize("make", [
+    lambda: streambridge.Stream(non_blocking=True),
+    lambda: streambridge.Stream(null=True),
+    lambda: streambridge.ExternalStream(_KEPT.setdefault("owner", streambridge.Stream()).ptr),
+    lambda: streambridge.ExternalStream(stream_ptr=0, device=0),
+])
+def test_a_streams_handle_cannot_be_forged(make):
+    s = make()
+    fields = ("_ptr", "_ctx", "_id", "_device", "_open", "_owned", "_k", "_fence")
+    for field in fields:
+        with pytest.raises(AttributeError):
+            setattr(s, field, 0xDEAD0)
+    assert s.query() is True, "still the stream it was"
+    with pytest.raises(TypeError, match="already made"):
+        s._fill(0xDEAD0, -1)  # the initializers' one fill refuses a stream made
+    if type(s) is streambridge.Stream:
+        with pytest.raises(TypeError, match="already made"):
+            s.__init__()
+
+
 @pytest.mark.parametrize("make, error, match", [
     (lambda: streambridge.Event(options="garbage"), TypeError, "options must be"),
     (lambda: streambridge.Event(options={"timing": True}), TypeError, "unknown event options"),
