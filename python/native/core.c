@@ -1185,13 +1185,18 @@ static int owned_core_init(PyObject *self, PyObject *args, PyObject *kwargs) {
         return -1;
     }
     long long prio = 0;
-    if (priority != Py_None) {
-        if (!PyLong_Check(priority) || PyBool_Check(priority)) {
+    if (priority != Py_None) { /* an int, or anything with __index__ (NumPy's integers); not a bool */
+        const char *t = Py_TYPE(priority)->tp_name; /* NumPy's bool: numpy.bool_ (1.x), numpy.bool (2.x) */
+        int boolean = PyBool_Check(priority) || strcmp(t, "numpy.bool_") == 0 || strcmp(t, "numpy.bool") == 0;
+        PyObject *index = boolean || !PyIndex_Check(priority) ? NULL : PyNumber_Index(priority);
+        if (index == NULL) {
+            PyErr_Clear();
             PyErr_Format(PyExc_TypeError, "priority must be an int, not %.100s", Py_TYPE(priority)->tp_name);
             return -1;
         }
         int overflow = 0;
-        prio = PyLong_AsLongLongAndOverflow(priority, &overflow);
+        prio = PyLong_AsLongLongAndOverflow(index, &overflow);
+        Py_DECREF(index);
         if (prio == -1 && PyErr_Occurred())
             return -1;
         if (overflow || prio < INT32_MIN || prio > INT32_MAX) {

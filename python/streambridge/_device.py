@@ -3,7 +3,8 @@ device arguments every constructor takes."""
 
 from __future__ import annotations
 
-from typing import Any
+import operator
+from typing import Any, Optional
 
 from ._core import core as _c
 
@@ -28,12 +29,27 @@ class Device(int):
         return f"streambridge.Device({int(self)})"
 
 
+def as_index(value: Any) -> Optional[int]:
+    """``value`` as an int where it is one or has ``__index__`` (NumPy's integers, as CuPy and
+    PyTorch take them), else None; a bool (Python's or NumPy's) is not one."""
+    numpy_bool = type(value).__module__ == "numpy" and type(value).__name__ in ("bool_", "bool")
+    if isinstance(value, bool) or numpy_bool or not hasattr(type(value), "__index__"):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
 def device_index(device: Any) -> int:
-    """-1 for "from the handle"; an int; "cuda:N"; or anything with an ``index`` (torch.device)."""
+    """-1 for "from the handle"; an int (or NumPy integer); "cuda:N"; or anything with an
+    ``index`` (torch.device)."""
     if device is None:
         return -1
     if isinstance(device, bool):
         raise TypeError(f"device must be an int, 'cuda:N' or a torch.device, not {device!r}")
+    if as_index(device) is not None:
+        device = as_index(device)
     if isinstance(device, int):
         if not -1 <= device < 2**31:
             raise ValueError(f"device must be -1 or a device ordinal, not {device}")

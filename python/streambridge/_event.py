@@ -8,6 +8,7 @@ from typing import Any
 
 from ._core import core as _c
 from ._device import device_index
+from ._errors import ClosedError
 
 _OPTION_NAMES = ("timing_enabled", "blocking_sync", "ipc_enabled")
 
@@ -35,6 +36,16 @@ class Event(_c.EventCore):
     def device_id(self) -> int:
         """The device the event was created on."""
         return self._device
+
+    @property
+    def ptr(self) -> int:
+        """The CUevent, as an int (CuPy's name; ``handle`` is cuda.core's). A closed event
+        raises ClosedError rather than hand out a destroyed handle."""
+        if not self._open:
+            raise ClosedError("the event was closed")
+        return self._eptr
+
+    handle = ptr
 
     @property
     def is_timing_enabled(self) -> bool:
@@ -79,7 +90,8 @@ class Event(_c.EventCore):
         return _c.open_ipc_event(cls, max(device_index(device), 0), bytes(handle))
 
     def __repr__(self) -> str:
-        return f"<streambridge.Event device={self._device} timing={self._timing}>"
+        closed = "" if self._open else " closed"
+        return f"<streambridge.Event device={self._device} timing={self._timing}{closed}>"
 
 
 # The arguments as the core's initializer reads them, declared there (EventCore's doc).

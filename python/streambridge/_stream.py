@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from . import _core
 from ._core import core as _c
-from ._device import Device, device_index
+from ._device import Device, as_index, device_index
 from ._event import Event
 from ._graph import Graph, end_capture
 
@@ -36,9 +36,10 @@ def _protocol_value(value: Any) -> int:
     return _handle(handle)
 
 
-def _handle(ptr: Any) -> int:
-    if isinstance(ptr, bool) or not isinstance(ptr, int):
-        raise TypeError(f"stream pointer must be an int, not {type(ptr).__name__}")
+def _handle(value: Any) -> int:
+    ptr = as_index(value)
+    if ptr is None:
+        raise TypeError(f"stream pointer must be an int, not {type(value).__name__}")
     if ptr < 0 or ptr >= 1 << 64:
         raise ValueError(f"stream pointer {ptr} is out of range for a CUstream")
     return ptr
@@ -140,11 +141,13 @@ class _BaseStream(_c.StreamCore):
 
     def use(self) -> "_BaseStream":
         """Make this streambridge's current stream for the calling thread (see
-        :func:`current_stream`); returns self."""
+        :func:`current_stream`); returns self. A closed (or destroyed) stream raises."""
+        self._verify()
         _current.stack = [self]
         return self
 
     def __enter__(self) -> "_BaseStream":
+        self._verify()
         _current_stack().append(self)
         return self
 
@@ -165,7 +168,8 @@ class _BaseStream(_c.StreamCore):
     def __repr__(self) -> str:
         kind = "owned" if self._owned else "borrowed"
         device = "?" if not self._open and self._device < 0 else self.device_id
-        return f"<streambridge.{type(self).__name__} ptr={self._ptr:#x} device={device} {kind}>"
+        closed = "" if self._open else " closed"
+        return f"<streambridge.{type(self).__name__} ptr={self._ptr:#x} device={device} {kind}{closed}>"
 
     @property
     def device(self) -> Device:
@@ -367,8 +371,8 @@ def as_stream(obj: Any, device: Any = None) -> _BaseStream:
     """
     if isinstance(obj, _BaseStream):
         return obj
-    if isinstance(obj, int) and not isinstance(obj, bool):
-        return ExternalStream(obj, -1 if device is None else device)
+    if as_index(obj) is not None:  # an int, or a NumPy integer
+        return ExternalStream(as_index(obj), -1 if device is None else device)
     if hasattr(type(obj), "__cuda_stream__"):
         handle = _protocol_handle(obj)
     elif isinstance(getattr(obj, "cuda_stream", None), int):  # torch.cuda.Stream
