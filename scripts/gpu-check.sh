@@ -34,14 +34,14 @@ if [ -n "$wheel" ]; then
   python3 -m pip install -q --no-deps --no-index --target "$site" "$wheel"
   log=$out/pytest.log
   (cd "$out" && PYTHONPATH="$site" STREAMBRIDGE_REQUIRE_GPU=1 STREAMBRIDGE_REPORT="$out/hostile.txt" timeout 300 \
-    python3 -m pytest -q -rs -p no:cacheprovider "$root/python/tests" "$root/interop_test" >"$log" 2>&1)
+    python3 -m pytest -q -rfEs -p no:cacheprovider "$root/python/tests" "$root/interop_test" >"$log" 2>&1)
   rc=$?
   [ $rc -eq 0 ] || status=1
   echo "== pytest (wheel, real driver): exit $rc: $(tail -1 "$log")"
-  grep -E "FAILED|ERROR|SKIPPED" "$log" | head -20
+  grep -E "^(FAILED|ERROR)|SKIPPED|^E  " "$log" | head -20
   cat "$out/hostile.txt" 2>/dev/null
   log=$out/pytest-sim.log
-  (cd "$out" && PYTHONPATH="$site" STREAMBRIDGE_DRIVER=sim timeout 300 python3 -m pytest -q -rs -p no:cacheprovider \
+  (cd "$out" && PYTHONPATH="$site" STREAMBRIDGE_DRIVER=sim timeout 300 python3 -m pytest -q -rfEs -p no:cacheprovider \
     "$root/python/tests" >"$log" 2>&1)
   rc=$?
   [ $rc -eq 0 ] || status=1

@@ -50,7 +50,7 @@ def test_bools_are_still_refused():
         import numpy
     except ImportError:
         return
-    with pytest.raises(TypeError, match="must be an int, not bool_"):
+    with pytest.raises(TypeError, match="must be an int, not bool"):
         streambridge.ExternalStream(numpy.bool_(True))
     with pytest.raises(TypeError, match="priority must be an int"):
         streambridge.Stream(priority=numpy.bool_(False))
