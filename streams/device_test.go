@@ -151,6 +151,16 @@ func TestDefaultRefusesBadSettings(t *testing.T) {
 			assert.Contains(t, err.Error(), "STREAMBRIDGE_")
 		})
 	}
+	t.Setenv("STREAMBRIDGE_DRIVER", "")
+	if _, cudaErr := CUDA(); cudaErr != nil { // no driver here: the error says how to go on without one
+		_, err := Default()
+		require.ErrorIs(t, err, ErrNoDriver)
+		assert.Contains(t, err.Error(), "STREAMBRIDGE_DRIVER=sim")
+	} else {
+		d, err := Default()
+		require.NoError(t, err)
+		assert.Equal(t, "cuda", d.Name())
+	}
 	t.Setenv("STREAMBRIDGE_DRIVER", "sim")
 	t.Setenv("STREAMBRIDGE_SIM_DEVICES", "3")
 	d, err := Default()

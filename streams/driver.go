@@ -68,11 +68,17 @@ var ErrSetting = errors.New("streambridge: bad setting")
 
 // Default returns the driver STREAMBRIDGE_DRIVER names: "cuda" or unset for the real
 // driver, "sim" for the software one, with STREAMBRIDGE_SIM_DEVICES devices (0 to
-// sim.MaxDevices; 2 when unset). Any other value is an [ErrSetting].
+// sim.MaxDevices; 2 when unset). Any other value is an [ErrSetting]. Without a usable real
+// driver the error matches [ErrNoDriver] and names STREAMBRIDGE_DRIVER=sim.
 func Default() (*Driver, error) {
 	switch v := os.Getenv("STREAMBRIDGE_DRIVER"); v {
 	case "", "cuda":
-		return CUDA()
+		d, err := CUDA()
+		if err != nil {
+			return nil, fmt.Errorf("%w (STREAMBRIDGE_DRIVER=sim selects the software driver: streams, events, "+
+				"callbacks and graphs on the CPU, no kernels)", err)
+		}
+		return d, nil
 	case "sim":
 		if _, err := sim.DeviceCount(); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrSetting, err)

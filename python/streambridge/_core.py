@@ -30,15 +30,18 @@ core = _core_module()
 core.set_error_classes(tuple(getattr(_errors, cls, None) or getattr(builtins, cls) for _, cls in _tables.ERROR_KINDS))
 
 # Go in an extension module sees the environment the process started with; what Python set
-# before importing the package (os.environ["STREAMBRIDGE_DRIVER"] = "sim", say) is handed over.
-for _name in ("STREAMBRIDGE_DRIVER", "STREAMBRIDGE_LIBCUDA", "STREAMBRIDGE_LIBNVRTC", "STREAMBRIDGE_SIM_DEVICES",
-              "CUDA_HOME"):
-    if _name in os.environ:
-        _native.pyshim_Setenv(_name, os.environ[_name])
+# before the package's first call that needs the driver (os.environ["STREAMBRIDGE_DRIVER"] =
+# "sim", say, before or after the import) is handed over by that call, which loads it.
+_SETTINGS = ("STREAMBRIDGE_DRIVER", "STREAMBRIDGE_LIBCUDA", "STREAMBRIDGE_LIBNVRTC", "STREAMBRIDGE_SIM_DEVICES",
+             "CUDA_HOME")
 
 
 def _init_entries() -> None:
-    """Loads the driver and hands the core its entry points (the first gate calls this)."""
+    """Hands Go the settings, loads the driver and hands the core its entry points (the first
+    gate calls this); later changes to the settings are not seen."""
+    for name in _SETTINGS:
+        if name in os.environ:
+            _native.pyshim_Setenv(name, os.environ[name])
     core.init(*(_native.pyshim_Entry(name) for name in _tables.ENTRY_NAMES))
 
 

@@ -135,16 +135,21 @@ def test_import_without_a_driver_says_so():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert "NoDriverError: no CUDA driver" in out.stdout
+    assert "STREAMBRIDGE_DRIVER=sim" in out.stdout, "the message says how to go on without a GPU"
 
 
-def test_the_driver_can_be_chosen_from_python_before_import():
-    # Go sees the environment the process started with; the package hands os.environ over.
+@pytest.mark.parametrize("when", ["before import", "after import, before first use"])
+def test_the_driver_can_be_chosen_from_python(when):
+    # Go sees the environment the process started with; the package hands os.environ over
+    # when it first loads the driver.
     env = {k: v for k, v in os.environ.items() if k != "STREAMBRIDGE_DRIVER"}
     env["STREAMBRIDGE_LIBCUDA"] = "libcuda-that-does-not-exist.so.1"
-    code = "import os\nos.environ['STREAMBRIDGE_DRIVER'] = 'sim'\nimport streambridge\nprint(streambridge.driver())"
+    choose = "import os\nos.environ['STREAMBRIDGE_DRIVER'] = 'sim'\n"
+    code = (choose + "import streambridge\n" if when == "before import" else "import streambridge\n" + choose) + \
+        "print(streambridge.driver(), streambridge.Stream().query())"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "sim"
+    assert out.stdout.strip() == "sim True"
 
 
 def test_a_stream_made_with_nothing_else_holding_the_context_stays_valid():
