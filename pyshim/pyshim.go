@@ -200,42 +200,11 @@ func VerifyStream(handle, id uint64) (bool, error) {
 	return done(b.Driver().VerifyStream(uintptr(handle), id))
 }
 
-// NewStream creates a stream on device and returns its key; closing the key destroys it.
-// The C core calls it (new_stream) with handleOut the address of a uint64 that receives
-// the CUstream, so that making a stream is one crossing.
-func NewStream(device int, nonBlocking bool, priority int, handleOut uint64) (int64, error) {
-	c, err := context(device)
-	if err != nil {
-		return 0, err
-	}
-	s, err := c.NewStream(streams.StreamOptions{NonBlocking: nonBlocking, Priority: priority})
-	if err != nil {
-		return 0, err
-	}
-	out(handleOut, uint64(s.Handle()))
-	return store(boundary.ObjectStream, s), nil
-}
-
 // StreamHandle is the CUstream of key.
 //
 //streambridge:keepgil
 func StreamHandle(key int64) (uint64, error) {
 	return call1(key, func(s *streams.Stream) (uint64, error) { return uint64(s.Handle()), nil })
-}
-
-// StreamContext is the CUcontext of stream key: what the C core makes current for a call on
-// a special handle (0, 1, 2), whose meaning depends on it.
-//
-//streambridge:keepgil
-func StreamContext(key int64) (uint64, error) {
-	return call1(key, func(s *streams.Stream) (uint64, error) { return uint64(s.Context().Handle()), nil })
-}
-
-// StreamDevice is the device ordinal of key.
-//
-//streambridge:keepgil
-func StreamDevice(key int64) (int, error) {
-	return call1(key, func(s *streams.Stream) (int, error) { return s.Device().Ordinal(), nil })
 }
 
 // StreamSynchronize waits for key's work (cuStreamSynchronize). The Python package refuses

@@ -120,6 +120,12 @@ const (
 // cVerbs turns a message's Go verbs into C's, for 64-bit unsigned arguments.
 var cVerbs = strings.NewReplacer("%#x", "%#llx", "%d", "%llu")
 
+// Settings are the environment variables the Go core reads (streams.Default, the driver and
+// NVRTC loaders, the software driver). Go in an extension module sees the environment the
+// process started with, so the Python package hands these over from os.environ.
+var Settings = []string{"STREAMBRIDGE_DRIVER", "STREAMBRIDGE_LIBCUDA", "STREAMBRIDGE_LIBNVRTC",
+	"STREAMBRIDGE_SIM_DEVICES", "CUDA_HOME"}
+
 // StreamFlags are the cuStreamCreateWithPriority flags the C core makes streams with.
 var StreamFlags = []struct {
 	Name string

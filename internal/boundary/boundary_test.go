@@ -1,8 +1,11 @@
 package boundary
 
 import (
+	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -40,4 +43,35 @@ func TestStreamMemoryWordsFollowTheirNames(t *testing.T) {
 		byName[n] = words[i]
 	}
 	assert.Equal(t, map[string]uint64{"BACK": 1, "CTX": 2, "ID": 3, "WORDS": 4, "LO": 5, "HI": 6}, byName)
+}
+
+// Every environment variable the Go core reads is one the Python package hands over: a
+// setting read in Go and missing from Settings would be ignored when set from os.environ.
+func TestSettingsNameEveryVariableTheGoCoreReads(t *testing.T) {
+	read := regexp.MustCompile(`os\.Getenv\("([A-Z_]+)"\)`)
+	found := map[string]bool{}
+	root := filepath.Join("..", "..")
+	err := filepath.WalkDir(root, func(path string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if e.IsDir() && path != root && (e.Name() == "build" || e.Name() == "testdrivers" || strings.HasPrefix(e.Name(), ".")) {
+			return filepath.SkipDir // built copies, and the test-only GPU requirement
+		}
+		if strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, "_test.go") {
+			src, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			for _, m := range read.FindAllStringSubmatch(string(src), -1) {
+				found[m[1]] = true
+			}
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.NotEmpty(t, found, "the sources were read")
+	for name := range found {
+		assert.Contains(t, Settings, name, "read by the Go core but not handed over from Python")
+	}
 }

@@ -73,6 +73,10 @@ func renderPython() string {
 	for _, n := range EntryNames() {
 		fmt.Fprintf(&b, "    %q,\n", n)
 	}
+	b.WriteString(")\n\n# The environment settings the Go core reads, handed over from os.environ.\nSETTINGS = (\n")
+	for _, n := range Settings {
+		fmt.Fprintf(&b, "    %q,\n", n)
+	}
 	b.WriteString(")\n\n# The kinds of object the native module keeps under keys.\n")
 	for i, n := range ObjectKinds {
 		fmt.Fprintf(&b, "OBJECT_%s = %d\n", strings.ToUpper(n), i+1)

@@ -799,6 +799,7 @@ static PyObject *event_ipc_handle(PyObject *self, PyObject *unused) {
 
 #define CACHED_DEVICES 64
 static uintptr_t device_ctx[CACHED_DEVICES]; /* primary contexts by device, as the Go core answered */
+static long long devices_met;                 /* device_ctx[devices_met:] are all 0 */
 static long long live_events;                /* made and not yet destroyed */
 
 /* pyshim.DeviceContext, exported by gopy's generated Go; on failure the typed error is set. */
@@ -813,83 +814,64 @@ static uintptr_t context_of(long long device) {
     uintptr_t ctx = (uintptr_t)pyshim_DeviceContext(device);
     if (PyErr_Occurred())
         return 0;
-    if (device >= 0 && device < CACHED_DEVICES)
+    if (device >= 0 && device < CACHED_DEVICES) {
         device_ctx[device] = ctx;
+        devices_met = device + 1 > devices_met ? device + 1 : devices_met;
+    }
     return ctx;
 }
 
-static PyObject *deferred;          /* (key, kind) closed inside host callbacks, released by the next close outside */
-static PyObject *deferred_destroys; /* (entry, handle): CUevents and CUstreams closed inside host callbacks,
-                                       destroyed so too */
+/* ---- Releases: what a close gives back ----
+ * A close destroys what the core made (cuEventDestroy, cuStreamDestroy: by entry) or
+ * releases a Go key (RELEASE_KEY, with its kind). Inside a host callback, where no call may
+ * enter the driver, it waits for the next close outside one, in the order of the closes; in
+ * a forked child, whose objects are the parent's, it is only forgotten. */
+
+enum { RELEASE_KEY = -1 };
+static PyObject *deferred; /* (what, handle or key, kind) closed inside host callbacks */
 
 extern char pyshim_Close(long long key, long long kind);
 
-/* Releases and destroys what was closed inside host callbacks; -1 with the error set. */
+/* Gives back now; -1 with the error set. */
+static int release_now(int what, unsigned long long h, long long kind) {
+    if (what == RELEASE_KEY) {
+        pyshim_Close((long long)h, kind);
+        return PyErr_Occurred() ? -1 : 0;
+    }
+    int r = ((event_fn)entry[what])((uintptr_t)h);
+    if (r != 0) {
+        raise_result(what == SB_cuEventDestroy ? "cuEventDestroy" : "cuStreamDestroy", r);
+        return -1;
+    }
+    return 0;
+}
+
+/* Gives back what closes inside host callbacks left, oldest first; -1 with the error set. */
 static int release_deferred(void) {
     while (PyList_GET_SIZE(deferred) > 0) {
-        Py_ssize_t last = PyList_GET_SIZE(deferred) - 1;
-        PyObject *item = PyList_GET_ITEM(deferred, last);
-        long long key = PyLong_AsLongLong(PyTuple_GET_ITEM(item, 0)), kind = PyLong_AsLongLong(PyTuple_GET_ITEM(item, 1));
-        if (PyList_SetSlice(deferred, last, last + 1, NULL) < 0)
+        int what;
+        unsigned long long h;
+        long long kind;
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(deferred, 0), "iKL", &what, &h, &kind) ||
+            PyList_SetSlice(deferred, 0, 1, NULL) < 0 || release_now(what, h, kind) < 0)
             return -1;
-        pyshim_Close(key, kind);
-        if (PyErr_Occurred())
-            return -1;
-    }
-    while (PyList_GET_SIZE(deferred_destroys) > 0) {
-        Py_ssize_t last = PyList_GET_SIZE(deferred_destroys) - 1;
-        PyObject *item = PyList_GET_ITEM(deferred_destroys, last);
-        int which = (int)PyLong_AsLong(PyTuple_GET_ITEM(item, 0));
-        uintptr_t h = (uintptr_t)PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(item, 1));
-        if (PyList_SetSlice(deferred_destroys, last, last + 1, NULL) < 0)
-            return -1;
-        int r = ((event_fn)entry[which])(h);
-        if (r != 0) {
-            raise_result(which == SB_cuEventDestroy ? "cuEventDestroy" : "cuStreamDestroy", r);
-            return -1;
-        }
     }
     return 0;
 }
 
-/* The one destroy of an object the core made, by entry which (cuEventDestroy,
- * cuStreamDestroy). Inside a host callback, where no call may enter the driver, it waits
- * for the next close outside one; in a forked child, whose objects are the parent's, it is
- * only forgotten. -1 with the error set. */
-static int destroy(int which, uintptr_t h) {
+/* The one release of everything a close gives back (see above); -1 with the error set. */
+static int release(int what, unsigned long long h, long long kind) {
     if (forked)
         return 0;
     if (in_callback) {
-        PyObject *item = Py_BuildValue("iK", which, (unsigned long long)h);
-        int r = item == NULL ? -1 : PyList_Append(deferred_destroys, item);
-        Py_XDECREF(item);
-        return r;
-    }
-    if (release_deferred() < 0)
-        return -1;
-    int r = ((event_fn)entry[which])(h);
-    if (r != 0) {
-        raise_result(which == SB_cuEventDestroy ? "cuEventDestroy" : "cuStreamDestroy", r);
-        return -1;
-    }
-    return 0;
-}
-
-/* The one release of a Go key (see destroy: deferred inside host callbacks, forgotten after
- * fork). -1 with the error set. */
-static int release_key(long long key, long long kind) {
-    if (forked)
-        return 0;
-    if (in_callback) {
-        PyObject *item = Py_BuildValue("LL", key, kind);
+        PyObject *item = Py_BuildValue("iKL", what, h, kind);
         int r = item == NULL ? -1 : PyList_Append(deferred, item);
         Py_XDECREF(item);
         return r;
     }
     if (release_deferred() < 0)
         return -1;
-    pyshim_Close(key, kind);
-    return PyErr_Occurred() ? -1 : 0;
+    return release_now(what, h, kind);
 }
 
 static int event_destroy(EventCore *e) {
@@ -897,7 +879,7 @@ static int event_destroy(EventCore *e) {
         return 0;
     e->open = 0;
     live_events--;
-    return destroy(SB_cuEventDestroy, e->eptr);
+    return release(SB_cuEventDestroy, e->eptr, 0);
 }
 
 static PyObject *event_close(PyObject *self, PyObject *unused) {
@@ -1140,22 +1122,35 @@ static PyTypeObject EventCoreType = {
 
 static long long live_streams; /* made and not yet destroyed */
 
+/* Fills s as device's default stream ptr (0, 1 or 2), read in the device's primary context:
+ * Stream(null=True or ptds=True) and ExternalStream(0, 1 or 2). 0 with the error set. */
+static int fill_default(StreamCore *s, unsigned long long ptr, long long device) {
+    uintptr_t ctx = context_of(device);
+    if (ctx == 0)
+        return 0;
+    s->ptr = ptr;
+    s->ctx = ctx;
+    s->device = device;
+    s->open = 1;
+    return 1;
+}
+
 /* The one close of every stream: its Go stream's key released, and, made here, the stream
- * destroyed (both deferred inside host callbacks, forgotten after fork: see destroy). */
+ * destroyed (both deferred inside host callbacks, forgotten after fork: see release). */
 static int stream_close(StreamCore *s) {
     long long key = s->key;
     int made = s->open && s->owned;
     s->key = 0;
     s->open = 0;
-    int r = key != 0 ? release_key(key, SB_OBJECT_STREAM) : 0;
+    int r = key != 0 ? release(RELEASE_KEY, (unsigned long long)key, SB_OBJECT_STREAM) : 0;
     if (!made)
         return r;
     live_streams--;
     if (r == 0)
-        return destroy(SB_cuStreamDestroy, s->ptr);
+        return release(SB_cuStreamDestroy, s->ptr, 0);
     PyObject *type, *value, *tb; /* the release's error is the one raised; the stream is still destroyed */
     PyErr_Fetch(&type, &value, &tb);
-    if (destroy(SB_cuStreamDestroy, s->ptr) < 0)
+    if (release(SB_cuStreamDestroy, s->ptr, 0) < 0)
         PyErr_WriteUnraisable((PyObject *)s);
     PyErr_Restore(type, value, tb);
     return r;
@@ -1207,16 +1202,11 @@ static int owned_core_init(PyObject *self, PyObject *args, PyObject *kwargs) {
     long long dev = device_arg(device);
     if (dev < 0 || !gate())
         return -1;
+    if (n || p)
+        return fill_default(s, p ? SB_MAX_SPECIAL_STREAM : 0, dev) ? 0 : -1; /* per-thread is 2 */
     uintptr_t ctx = context_of(dev), h = 0;
     if (ctx == 0)
         return -1;
-    s->device = dev;
-    if (n || p) {
-        s->ptr = p ? SB_MAX_SPECIAL_STREAM : 0; /* the per-thread default stream is 2 */
-        s->ctx = ctx;
-        s->open = 1;
-        return 0;
-    }
     ctx_scope sc;
     int r = ctx_enter(ctx, &sc); /* a create never blocks: the GIL stays */
     if (r == 0)
@@ -1227,6 +1217,7 @@ static int owned_core_init(PyObject *self, PyObject *args, PyObject *kwargs) {
         return -1;
     }
     s->ptr = h;
+    s->device = dev;
     s->owned = 1;
     s->open = 1;
     live_streams++;
@@ -1262,7 +1253,7 @@ static int proven_here(uintptr_t h, long long *device, uint64_t *id) {
     if (o == NULL || o[stream_memory[SB_MEM_BACK]] != h)
         return 0;
     uintptr_t ctx = o[stream_memory[SB_MEM_CTX]];
-    for (long long d = 0; d < CACHED_DEVICES && ctx != 0; d++)
+    for (long long d = 0; d < devices_met && ctx != 0; d++)
         if (device_ctx[d] == ctx) {
             *device = d;
             *id = o[stream_memory[SB_MEM_ID]];
@@ -1299,13 +1290,10 @@ static PyObject *stream_verify(PyObject *self, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
-extern long long pyshim_StreamDevice(long long key);
-extern unsigned long long pyshim_StreamContext(long long key);
-
 /* The one fill of a new ExternalStream: handle ptr on the stated device (-1: the handle's).
  * A stream object is proven (check_new_stream) and keeps its identity; 0, 1 and 2 name the
- * device's default streams (device 0 if none is stated), read in its primary context, held
- * by a Go stream from the start. 0 with the typed error set. */
+ * device's default streams (device 0 if none is stated: fill_default). 0 with the typed
+ * error set. */
 static int fill_external(StreamCore *s, unsigned long long ptr, long long device) {
     if (s->open || s->key != 0) {
         PyErr_SetString(PyExc_TypeError, "ExternalStream was already made");
@@ -1313,26 +1301,15 @@ static int fill_external(StreamCore *s, unsigned long long ptr, long long device
     }
     if (!gate())
         return 0;
-    if (ptr > SB_MAX_SPECIAL_STREAM) {
-        long long got = 0;
-        uint64_t id = 0;
-        if (!check_new_stream(ptr, device, &got, &id))
-            return 0;
-        s->id = id;
-        s->device = got;
-    } else {
-        long long key = pyshim_WrapStream(ptr, device, SB_CONVENTION_RUNTIME);
-        if (PyErr_Occurred())
-            return 0;
-        s->key = key; /* released by close, also if what follows fails */
-        long long dev = pyshim_StreamDevice(key);
-        uintptr_t ctx = PyErr_Occurred() ? 0 : (uintptr_t)pyshim_StreamContext(key);
-        if (PyErr_Occurred())
-            return 0;
-        s->device = dev;
-        s->ctx = ctx;
-    }
+    if (ptr <= SB_MAX_SPECIAL_STREAM)
+        return fill_default(s, ptr, device < 0 ? 0 : device);
+    long long got = 0;
+    uint64_t id = 0;
+    if (!check_new_stream(ptr, device, &got, &id))
+        return 0;
     s->ptr = ptr;
+    s->id = id;
+    s->device = got;
     s->open = 1;
     return 1;
 }
@@ -1693,29 +1670,9 @@ static PyObject *fn_init(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     Py_RETURN_NONE;
 }
 
-/* ---- Making and closing the objects kept under Go keys ---- */
+/* ---- Closing the objects kept under Go keys ---- */
 
-/* pyshim.NewStream, exported by gopy's generated Go: the new stream's key, its handle
- * written to handle_out (one crossing, not two); on failure the typed error is set. */
-extern long long pyshim_NewStream(long long device, char non_blocking, long long priority,
-                                  unsigned long long handle_out);
-
-/* new_stream(device, non_blocking, priority) -> (key, CUstream) */
-static PyObject *fn_new_stream(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 3 || !PyLong_Check(args[0]) || !PyLong_Check(args[2])) {
-        PyErr_SetString(PyExc_TypeError, "new_stream takes a device, a flag and a priority");
-        return NULL;
-    }
-    long long device = PyLong_AsLongLong(args[0]), priority = PyLong_AsLongLong(args[2]);
-    int non_blocking = PyObject_IsTrue(args[1]);
-    if (PyErr_Occurred() || !gate())
-        return NULL;
-    unsigned long long handle = 0;
-    long long key = pyshim_NewStream(device, non_blocking, priority, (uintptr_t)&handle);
-    return PyErr_Occurred() ? NULL : Py_BuildValue("LK", key, handle);
-}
-
-/* release(key, kind): the one close of a Go key (release_key). */
+/* release(key, kind): the one close of a Go key (release). */
 static PyObject *fn_release(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 2 || !PyLong_Check(args[0]) || !PyLong_Check(args[1])) {
         PyErr_SetString(PyExc_TypeError, "release takes a key and a kind");
@@ -1724,7 +1681,7 @@ static PyObject *fn_release(PyObject *self, PyObject *const *args, Py_ssize_t na
     long long key = PyLong_AsLongLong(args[0]), kind = PyLong_AsLongLong(args[1]);
     if (PyErr_Occurred() || (!forked && !in_callback && !gate()))
         return NULL;
-    return release_key(key, kind) < 0 ? NULL : Py_NewRef(Py_None);
+    return release(RELEASE_KEY, (unsigned long long)key, kind) < 0 ? NULL : Py_NewRef(Py_None);
 }
 
 static PyObject *fn_set_initializer(PyObject *self, PyObject *fn) {
@@ -1761,8 +1718,6 @@ static PyMethodDef methods[] = {
      "open_ipc_event(cls, device, handle) -> cls: an event another process exported"},
     {"live_events", fn_live_events, METH_NOARGS, "the count of events made and not yet destroyed"},
     {"live_streams", fn_live_streams, METH_NOARGS, "the count of streams made and not yet destroyed"},
-    {"new_stream", (PyCFunction)(void (*)(void))fn_new_stream, METH_FASTCALL,
-     "new_stream(device, non_blocking, priority) -> (key, CUstream): pyshim.NewStream"},
     {"release", (PyCFunction)(void (*)(void))fn_release, METH_FASTCALL,
      "release(key, kind): the one close of a Go key (deferred inside host callbacks; forgotten after fork)"},
     {NULL, NULL, 0, NULL},
@@ -1781,14 +1736,13 @@ __attribute__((visibility("default"))) PyObject *sb_core_module(void) {
         }
         callback_errors_list = PyList_New(0);
         deferred = PyList_New(0);
-        deferred_destroys = PyList_New(0);
-        name_record = PyUnicode_InternFromString("_record");
+                name_record = PyUnicode_InternFromString("_record");
         name_wait = PyUnicode_InternFromString("_wait");
         name_cuda_stream = PyUnicode_InternFromString("__cuda_stream__");
         name_call = PyUnicode_InternFromString("_call");
         name_stream = PyUnicode_InternFromString("stream");
         name_shared_mem = PyUnicode_InternFromString("shared_mem");
-        if (callback_errors_list == NULL || deferred == NULL || deferred_destroys == NULL || name_record == NULL ||
+        if (callback_errors_list == NULL || deferred == NULL || name_record == NULL ||
             name_wait == NULL || name_cuda_stream == NULL || name_call == NULL ||
             name_stream == NULL || name_shared_mem == NULL || PyType_Ready(&StreamCoreType) < 0 ||
             PyType_Ready(&ExternalCoreType) < 0 || PyType_Ready(&OwnedCoreType) < 0 ||

@@ -32,14 +32,10 @@ core.set_error_classes(tuple(getattr(_errors, cls, None) or getattr(builtins, cl
 # Go in an extension module sees the environment the process started with; what Python set
 # before the package's first call that needs the driver (os.environ["STREAMBRIDGE_DRIVER"] =
 # "sim", say, before or after the import) is handed over by that call, which loads it.
-_SETTINGS = ("STREAMBRIDGE_DRIVER", "STREAMBRIDGE_LIBCUDA", "STREAMBRIDGE_LIBNVRTC", "STREAMBRIDGE_SIM_DEVICES",
-             "CUDA_HOME")
-
-
 def _init_entries() -> None:
     """Hands Go the settings, loads the driver and hands the core its entry points (the first
     gate calls this); later changes to the settings are not seen."""
-    for name in _SETTINGS:
+    for name in _tables.SETTINGS:
         if name in os.environ:
             _native.pyshim_Setenv(name, os.environ[name])
     core.init(*(_native.pyshim_Entry(name) for name in _tables.ENTRY_NAMES))
@@ -63,8 +59,6 @@ def _go(fn: Callable[..., Any]) -> Callable[..., Any]:
 driver_name = _go(_native.pyshim_DriverName)
 wrap_stream = _go(_native.pyshim_WrapStream)
 stream_handle = _go(_native.pyshim_StreamHandle)
-stream_context = _go(_native.pyshim_StreamContext)
-stream_device = _go(_native.pyshim_StreamDevice)
 stream_synchronize = _go(_native.pyshim_StreamSynchronize)
 stream_priority = _go(_native.pyshim_StreamPriority)
 stream_non_blocking = _go(_native.pyshim_StreamNonBlocking)
@@ -84,7 +78,6 @@ live_streams = core.live_streams  # the count of streams the core made and has n
 validation_reads = _native.pyshim_ValidationReads  # diagnostics; no driver
 read_words = _go(_native.pyshim_ReadWords)  # host memory, fault-protected (DLPack capsules)
 
-new_stream = core.new_stream  # (key, CUstream) in one crossing
 # release(key, kind): the one close of a key (a _tables.OBJECT_*). Inside a host callback,
 # where no call may enter the driver, the key is released by the next close outside one; in
 # a forked child, whose objects are the parent's, it is only forgotten.

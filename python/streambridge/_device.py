@@ -48,8 +48,9 @@ def device_index(device: Any) -> int:
         return -1
     if isinstance(device, bool):
         raise TypeError(f"device must be an int, 'cuda:N' or a torch.device, not {device!r}")
-    if as_index(device) is not None:
-        device = as_index(device)
+    index = as_index(device)
+    if index is not None:
+        device = index
     if isinstance(device, int):
         if not -1 <= device < 2**31:
             raise ValueError(f"device must be -1 or a device ordinal, not {device}")

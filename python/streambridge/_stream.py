@@ -371,16 +371,17 @@ def as_stream(obj: Any, device: Any = None) -> _BaseStream:
     """
     if isinstance(obj, _BaseStream):
         return obj
-    if as_index(obj) is not None:  # an int, or a NumPy integer
-        return ExternalStream(as_index(obj), -1 if device is None else device)
+    handle = as_index(obj)  # an int, or a NumPy integer
+    if handle is not None:
+        return ExternalStream(handle, -1 if device is None else device)
     if hasattr(type(obj), "__cuda_stream__"):
         handle = _protocol_handle(obj)
     elif isinstance(getattr(obj, "cuda_stream", None), int):  # torch.cuda.Stream
         handle = obj.cuda_stream
     elif isinstance(getattr(obj, "ptr", None), int):  # cupy.cuda.Stream
         handle = obj.ptr
-    elif _numba_handle(obj) is not None:
-        handle = _numba_handle(obj)
+    elif (numba := _numba_handle(obj)) is not None:
+        handle = numba
     else:
         raise TypeError(f"{type(obj).__name__} is not stream-like (an int, a __cuda_stream__ object, "
                         "or a torch, CuPy, cuda.core or Numba stream)")

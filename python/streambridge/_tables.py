@@ -36,6 +36,15 @@ ENTRY_NAMES = (
     "cuStreamDestroy",
 )
 
+# The environment settings the Go core reads, handed over from os.environ.
+SETTINGS = (
+    "STREAMBRIDGE_DRIVER",
+    "STREAMBRIDGE_LIBCUDA",
+    "STREAMBRIDGE_LIBNVRTC",
+    "STREAMBRIDGE_SIM_DEVICES",
+    "CUDA_HOME",
+)
+
 # The kinds of object the native module keeps under keys.
 OBJECT_STREAM = 1
 OBJECT_GRAPH = 2

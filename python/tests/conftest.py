@@ -3,7 +3,6 @@ import os
 import pytest
 
 import streambridge
-from streambridge import _core, _tables
 
 
 @pytest.fixture(scope="session")
@@ -16,6 +15,6 @@ def driver_name() -> str:
 def foreign_stream(driver_name):
     """A stream made behind the package's back, as another framework would: (handle, device)."""
     device = 1 if driver_name == "sim" else 0
-    key, handle = _core.new_stream(device, True, 0)
-    yield handle, device
-    _core.release(key, _tables.OBJECT_STREAM)
+    owner = streambridge.Stream(non_blocking=True, device=device)
+    yield owner.ptr, device
+    owner.close()

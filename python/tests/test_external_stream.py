@@ -6,7 +6,7 @@ import sys
 import pytest
 
 import streambridge
-from streambridge import _core, _tables
+from streambridge import _core
 
 
 def test_external_stream_signature_mirrors_cupy_and_torch():
@@ -65,8 +65,9 @@ def test_garbage_handles_raise_invalid_handle(handle):
 
 
 def test_a_freed_handle_raises_invalid_handle(driver_name):
-    key, handle = _core.new_stream(0, False, 0)
-    _core.release(key, _tables.OBJECT_STREAM)
+    owner = streambridge.Stream()
+    handle = owner.ptr
+    owner.close()
     with pytest.raises(streambridge.InvalidHandleError):
         streambridge.ExternalStream(handle)
 
@@ -116,7 +117,8 @@ def test_close_is_idempotent_and_use_after_close_raises(foreign_stream):
 
 def test_wait_stream_between_two_streams(foreign_stream):
     handle, device = foreign_stream
-    other, other_handle = _core.new_stream(device, True, 0)
+    other = streambridge.Stream(non_blocking=True, device=device)
+    other_handle = other.ptr
     try:
         a = streambridge.ExternalStream(handle)
         b = streambridge.ExternalStream(other_handle)
@@ -125,7 +127,7 @@ def test_wait_stream_between_two_streams(foreign_stream):
         with pytest.raises(TypeError):
             b.wait_stream(handle)
     finally:
-        _core.release(other, _tables.OBJECT_STREAM)
+        other.close()
 
 
 def test_import_without_a_driver_says_so():
@@ -154,19 +156,19 @@ def test_the_driver_can_be_chosen_from_python(when):
 
 def test_a_stream_made_with_nothing_else_holding_the_context_stays_valid():
     # with no framework holding the primary context, streambridge's own retain keeps it
-    key, handle = _core.new_stream(0, True, 0)
+    owner = streambridge.Stream(non_blocking=True)
     try:
-        s = streambridge.ExternalStream(handle)
+        s = streambridge.ExternalStream(owner.ptr)
         s.synchronize()
         assert s.query()
     finally:
-        _core.release(key, _tables.OBJECT_STREAM)
+        owner.close()
 
 
 def test_a_borrowed_stream_destroyed_before_its_first_go_call_is_refused():
-    key, handle = _core.new_stream(0, True, 0)
-    s = streambridge.ExternalStream(handle)
-    _core.release(key, _tables.OBJECT_STREAM)  # its owner destroys it
+    owner = streambridge.Stream(non_blocking=True)
+    s = streambridge.ExternalStream(owner.ptr)
+    owner.close()  # its owner destroys it
     with pytest.raises(streambridge.InvalidHandleError):
         s.priority  # checked again before Go uses it
 
@@ -177,10 +179,11 @@ def test_later_wraps_refuse_and_accept_as_the_first_does(foreign_stream, driver_
     # must tell the same handles apart, identity included.
     handle, device = foreign_stream
     first = streambridge.ExternalStream(handle)
-    key, freed = _core.new_stream(device, True, 0)
+    owner = streambridge.Stream(non_blocking=True, device=device)
+    freed = owner.ptr
     live = streambridge.ExternalStream(freed)
     assert live.device_id == device and live._id not in (0, first._id)
-    _core.release(key, _tables.OBJECT_STREAM)
+    owner.close()
     with pytest.raises(streambridge.InvalidHandleError, match="not a live CUDA stream"):
         streambridge.ExternalStream(freed)
     with pytest.raises(streambridge.InvalidHandleError, match="not a live CUDA stream"):
@@ -190,15 +193,15 @@ def test_later_wraps_refuse_and_accept_as_the_first_does(foreign_stream, driver_
     kept = []
     try:
         for _ in range(1000):  # a new stream at the freed address: wrapped as itself
-            kept.append(_core.new_stream(device, True, 0))
-            if kept[-1][1] == freed:
+            kept.append(streambridge.Stream(non_blocking=True, device=device))
+            if kept[-1].ptr == freed:
                 break
-        assert kept[-1][1] == freed or driver_name != "sim", "the software driver reuses a freed address at once"
-        if kept[-1][1] == freed:
+        assert kept[-1].ptr == freed or driver_name != "sim", "the software driver reuses a freed address at once"
+        if kept[-1].ptr == freed:
             again = streambridge.ExternalStream(freed)
             assert again._id not in (0, live._id) and again.query()
             with pytest.raises(streambridge.InvalidHandleError, match="was destroyed"):
                 live.query()
     finally:
-        for k, _ in kept:
-            _core.release(k, _tables.OBJECT_STREAM)
+        for k in kept:
+            k.close()

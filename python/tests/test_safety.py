@@ -265,13 +265,14 @@ def test_a_borrowed_stream_is_refused_after_its_address_is_reused(driver_name):
     # stream takes its address (the software driver reuses it at once, as an allocator
     # does; on the real driver streams are made until one lands there). Every use of the
     # old wrapper is refused, before the driver sees the handle.
-    key, handle = _core.new_stream(0, True, 0)
+    owner = streambridge.Stream(non_blocking=True)
+    handle = owner.ptr
     old = streambridge.ExternalStream(handle)
     via_go = streambridge.ExternalStream(handle)
     via_go.priority  # this one has a Go stream already
     e, t = streambridge.Event(disable_timing=True), streambridge.Stream(non_blocking=True)
     old.record(e)
-    _core.release(key, _tables.OBJECT_STREAM)  # destroyed behind the wrappers' backs
+    owner.close()  # destroyed behind the wrappers' backs
     kept = []
     for _ in range(1000):
         kept.append(streambridge.Stream(non_blocking=True))
