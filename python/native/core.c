@@ -886,20 +886,30 @@ static PyObject *event_close(PyObject *self, PyObject *unused) {
     return event_destroy((EventCore *)self) < 0 ? NULL : Py_NewRef(Py_None);
 }
 
-/* Makes e's event on device with flags (cuEventCreate, in the device's primary context). */
-static int event_make(EventCore *e, long long device, unsigned flags) {
-    uintptr_t ctx = context_of(device), h = 0;
-    if (ctx == 0)
-        return -1;
+/* Creates an event or a stream (by entry: cuEventCreate, cuStreamCreateWithPriority) with
+ * device's primary context current; its handle and that context out. 0 with the error set. */
+static int create_in(long long device, int which, unsigned flags, int priority, uintptr_t *h, uintptr_t *ctx) {
+    *ctx = context_of(device);
+    if (*ctx == 0)
+        return 0;
     ctx_scope sc;
-    int r = ctx_enter(ctx, &sc); /* a create never blocks: the GIL stays */
+    int r = ctx_enter(*ctx, &sc); /* a create never blocks: the GIL stays */
     if (r == 0)
-        r = CALL(cuEventCreate, event_create_fn)(&h, flags);
+        r = which == SB_cuEventCreate ? CALL(cuEventCreate, event_create_fn)(h, flags)
+                                      : CALL(cuStreamCreateWithPriority, stream_create_fn)(h, flags, priority);
     ctx_leave(&sc);
     if (r != 0) {
-        raise_result("cuEventCreate", r);
-        return -1;
+        raise_result(which == SB_cuEventCreate ? "cuEventCreate" : "cuStreamCreateWithPriority", r);
+        return 0;
     }
+    return 1;
+}
+
+/* Makes e's event on device with flags (cuEventCreate, in the device's primary context). */
+static int event_make(EventCore *e, long long device, unsigned flags) {
+    uintptr_t h = 0, ctx = 0;
+    if (!create_in(device, SB_cuEventCreate, flags, 0, &h, &ctx))
+        return -1;
     e->eptr = h;
     e->ctx = ctx;
     e->device = device;
@@ -1204,18 +1214,9 @@ static int owned_core_init(PyObject *self, PyObject *args, PyObject *kwargs) {
         return -1;
     if (n || p)
         return fill_default(s, p ? SB_MAX_SPECIAL_STREAM : 0, dev) ? 0 : -1; /* per-thread is 2 */
-    uintptr_t ctx = context_of(dev), h = 0;
-    if (ctx == 0)
+    uintptr_t h = 0, ctx = 0;
+    if (!create_in(dev, SB_cuStreamCreateWithPriority, b ? SB_STREAM_NON_BLOCKING : 0, (int)prio, &h, &ctx))
         return -1;
-    ctx_scope sc;
-    int r = ctx_enter(ctx, &sc); /* a create never blocks: the GIL stays */
-    if (r == 0)
-        r = CALL(cuStreamCreateWithPriority, stream_create_fn)(&h, b ? SB_STREAM_NON_BLOCKING : 0, (int)prio);
-    ctx_leave(&sc);
-    if (r != 0) {
-        raise_result("cuStreamCreateWithPriority", r);
-        return -1;
-    }
     s->ptr = h;
     s->device = dev;
     s->owned = 1;
