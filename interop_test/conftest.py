@@ -3,12 +3,17 @@
 Without a driver they skip, loudly; under STREAMBRIDGE_REQUIRE_GPU=1 that is a failure.
 """
 
+import os
 from pathlib import Path
 
 import pytest
 from _interop import REQUIRE_GPU
 
 import streambridge
+
+# JAX takes 75% of the GPU's memory at its first use unless told not to: torch and CuPy
+# share the GPU with it here.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 
 def pytest_collection_modifyitems(config, items):

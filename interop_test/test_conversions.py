@@ -66,6 +66,8 @@ def test_round_trip(source, target):
     assert (s.ptr, s.device_id) == (handle, 0)
     out = getattr(s, "to_" + target.replace(".", "_"))()
     assert handle_and_sync(target, out) == handle
+    if target == "cupy":
+        assert out.device_id == 0, "CuPy must be told the stream's device (-1 would mean the current one)"
     again = streambridge.as_stream(out)
     assert again == s
 
@@ -76,6 +78,8 @@ def test_default_streams_convert_to_each_frameworks_meaning(special, target):
     s = streambridge.ExternalStream(special, 0)
     out = getattr(s, "to_" + target.replace(".", "_"))()
     got = handle_and_sync(target, out)
+    if target == "cupy":
+        assert out.device_id == 0, "this device's default stream, not the current device's"
     if target == "torch" and special in (0, 1):  # torch's default stream is the legacy one
         torch = framework("torch")
         assert out == torch.cuda.default_stream(0), "not a new pooled stream, as torch.cuda.ExternalStream(0) gives"

@@ -91,6 +91,37 @@ def test_a_dlpack_producer_orders_its_work_before_the_go_kernel(spin):
     assert seen == 5.0
 
 
+def test_a_torch_tensors_producer_stream_is_waited_for_by_a_go_function(spin):
+    # No wrapper: torch's own tensors. Their array interface names no stream, so
+    # go_function asks DLPack with the call's stream, and torch orders its current stream
+    # (the slow producer) before it.
+    torch = framework("torch")
+    producer, consumer = torch.cuda.Stream(), torch.cuda.Stream()
+    x = torch.zeros(N, dtype=torch.float32, device="cuda")
+    y = torch.zeros(N, dtype=torch.float32, device="cuda")
+    torch.cuda.synchronize()
+    with torch.cuda.stream(producer):
+        spin(64, 256, (x, numpy.int32(N), numpy.float32(1), numpy.uint64(300_000_000)), stream=producer)
+        saxpy(consumer, 5.0, x, y)
+    consumer.synchronize()
+    seen = float(y.max())
+    torch.cuda.synchronize()
+    assert seen == 5.0
+
+
+def test_a_jax_array_reaches_a_go_function():
+    jnp, cupy = framework("jax.numpy"), framework("cupy")
+    x = jnp.arange(N, dtype=jnp.float32) + 1
+    y = cupy.ones(N, dtype=cupy.float32)
+    cupy.cuda.Device().synchronize()
+    s = streambridge.Stream(non_blocking=True)
+    saxpy(s, 2.0, x, y)
+    s.synchronize()
+    assert numpy.array_equal(y.get(), 2 * (numpy.arange(N, dtype=numpy.float32) + 1) + 1)
+    assert "on device 0" in describe(s, x)
+    s.close()
+
+
 def test_a_cuda_core_buffer_reaches_go_and_a_kernel_through_dlpack():
     core, cupy = framework("cuda.core"), framework("cupy")
     dev = core.Device(0)

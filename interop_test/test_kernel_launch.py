@@ -90,6 +90,48 @@ def test_the_array_interface_stream_is_waited_for(module, honour):
     assert seen == (3.0 if honour else 0.0)
 
 
+@pytest.mark.parametrize("current", [True, False], ids=["producer is torch's current stream",
+                                                      "producer not current (control)"])
+def test_a_torch_tensors_producer_stream_is_waited_for(module, current):
+    # A plain torch tensor: its array interface (version 2) names no stream, so the launch
+    # asks DLPack, handing it the launch's stream; torch makes that stream wait for its
+    # current stream, the slow producer here. The control launches after leaving the
+    # producer's `with`: torch's current stream is then the default one, and nothing waits.
+    torch = framework("torch")
+    spin = module.get_kernel("spin_then_fill")
+    producer, consumer = torch.cuda.Stream(), torch.cuda.Stream()
+    x = torch.zeros(N, device="cuda")
+    out = torch.zeros_like(x)
+    torch.cuda.synchronize()
+    assert x.__cuda_array_interface__["version"] < 3
+    axpb = module.get_kernel("axpb<float>")
+    with torch.cuda.stream(producer):
+        spin(64, 256, (x, numpy.int32(N), numpy.float32(1), numpy.uint64(300_000_000)), stream=producer)
+        if current:
+            axpb(((N + 255) // 256,), (256,), (out, x, numpy.float32(3), numpy.float32(0), N), stream=consumer)
+    if not current:
+        axpb(((N + 255) // 256,), (256,), (out, x, numpy.float32(3), numpy.float32(0), N), stream=consumer)
+    consumer.synchronize()
+    seen = float(out.max())
+    torch.cuda.synchronize()
+    assert seen == (3.0 if current else 0.0)
+
+
+def test_a_jax_array_is_read_by_a_kernel_through_dlpack(module):
+    # JAX arrays are immutable: one is read here, written into a CuPy array on a
+    # streambridge stream, after JAX's own work on it (DLPack's handshake).
+    jnp, cupy = framework("jax.numpy"), framework("cupy")
+    x = jnp.arange(N, dtype=jnp.float32) * 2  # JAX work on its own stream
+    out = cupy.zeros(N, dtype=cupy.float32)
+    cupy.cuda.Device().synchronize()
+    s = streambridge.Stream(non_blocking=True)
+    module.get_kernel("axpb<float>")(((N + 255) // 256,), (256,), (out, x, numpy.float32(0.5), numpy.float32(1), N),
+                                     stream=s)
+    s.synchronize()
+    assert numpy.array_equal(out.get(), numpy.arange(N, dtype=numpy.float32) + 1)
+    s.close()
+
+
 def test_misuse_is_refused(module):
     torch = framework("torch")
     kernel = module.get_kernel("axpb<float>")

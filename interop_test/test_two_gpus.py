@@ -63,3 +63,29 @@ def test_kernels_launch_on_their_own_device_only():
         on_0(1, 1, (out.data_ptr(), 7), stream=s)
     s.synchronize()
     assert out.item() == 42
+
+
+def test_to_cupy_keeps_the_device_whichever_is_current():
+    torch, cupy = framework("torch"), framework("cupy")
+    two_devices(torch)
+    s = streambridge.Stream(device=1, non_blocking=True)
+    cs = s.to_cupy()
+    assert cs.device_id == 1
+    with cupy.cuda.Device(0):  # CuPy's current device is 0; the stream's is 1
+        with cupy.cuda.Device(cs.device_id), cs:
+            x = cupy.arange(1000, dtype=cupy.float32) * 2
+    cs.synchronize()
+    assert x.device.id == 1 and float(x.sum()) == 999 * 1000
+
+
+def test_recording_an_event_of_another_device_names_both():
+    torch = framework("torch")
+    two_devices(torch)
+    e, s = streambridge.Event(device=0), streambridge.Stream(device=1)
+    with pytest.raises(streambridge.DeviceMismatchError, match="device 0.*device 1"):
+        s.record(e)
+    with pytest.raises(streambridge.DeviceMismatchError, match="device 0.*device 1"):
+        e.record(s)
+    e.record(streambridge.Stream(device=0))
+    s.wait_event(e)  # a wait may cross devices: the driver allows it
+    s.synchronize()

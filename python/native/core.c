@@ -101,16 +101,19 @@ void sb_raise(int kind, long long code, const char *name, const char *message, c
 /* Go's name for a CUresult (pyshim.ResultName, through gopy's export; the string is ours). */
 extern char *pyshim_ResultName(long long code);
 
-/* Raises the typed error of a driver call that returned r; returns NULL. */
-static PyObject *raise_result(const char *call, int r) {
+/* Raises the typed error of a driver call that returned r, saying why where the core knows
+ * (said; NULL: the result's name); returns NULL. */
+static PyObject *raise_result_why(const char *call, int r, const char *said) {
     char *name = pyshim_ResultName(r);
     PyErr_Clear(); /* the name is a nicety: its lookup never hides the error itself */
     char message[256];
-    snprintf(message, sizeof message, "%s: %s", call, name ? name : "");
+    snprintf(message, sizeof message, "%s: %s", call, said ? said : name ? name : "");
     sb_raise(r == SB_CUDA_ERROR_INVALID_HANDLE ? SB_KIND_INVALID_HANDLE : SB_KIND_CUDA, r, name, message, "");
     free(name);
     return NULL;
 }
+
+static PyObject *raise_result(const char *call, int r) { return raise_result_why(call, r, NULL); }
 
 static PyObject *set_error_classes(PyObject *self, PyObject *classes) {
     if (!PyTuple_Check(classes) || PyTuple_GET_SIZE(classes) != SB_KIND_COUNT) {
@@ -223,6 +226,7 @@ typedef struct {
     char open;               /* usable: made, and not closed */
     char timing;             /* made without CU_EVENT_DISABLE_TIMING */
     char interprocess;       /* made with CU_EVENT_INTERPROCESS, or opened from another process */
+    char recorded;           /* recorded by streambridge at least once (what elapsed_time's error says) */
 } EventCore;
 
 typedef struct {
@@ -396,15 +400,27 @@ static int wait_in(StreamCore *s, uintptr_t event) {
     return r;
 }
 
-/* The one record of an event on a stream. */
+/* The one record of an event on a stream. The driver refuses an event of another device's
+ * context with a bare CUDA_ERROR_INVALID_HANDLE; the devices are compared first, to say so.
+ * (A wait may cross devices: the driver allows it.) */
 static PyObject *do_record(EventCore *e, StreamCore *s) {
     if (!both_usable(s, e))
         return NULL;
+    if (s->device != e->device) {
+        char message[160];
+        snprintf(message, sizeof message, "the event was made on device %lld, the stream is on device %lld: "
+                 "an event is recorded on a stream of its own device", e->device, s->device);
+        sb_raise(SB_KIND_DEVICE_MISMATCH, 0, "", message, "");
+        return NULL;
+    }
     int r;
     Py_BEGIN_ALLOW_THREADS
     r = record_in(s, e->eptr);
     Py_END_ALLOW_THREADS
-    return r == 0 ? Py_NewRef(Py_None) : raise_result("cuEventRecord", r);
+    if (r != 0)
+        return raise_result("cuEventRecord", r);
+    e->recorded = 1;
+    return Py_NewRef(Py_None);
 }
 
 /* The one wait of a stream for an event. */
@@ -766,6 +782,25 @@ static PyObject *event_synchronize(PyObject *self, PyObject *unused) {
     return r == 0 ? Py_NewRef(Py_None) : raise_result("cuEventSynchronize", r);
 }
 
+/* cuEventElapsedTime's CUDA_ERROR_INVALID_HANDLE, which the driver gives alike for an event
+ * made without timing and for one never recorded, told apart by what the events know of
+ * themselves. (An event recorded only through its handle, outside streambridge, is not
+ * known to be recorded: then the driver's bare answer stands.) */
+static PyObject *elapsed_refused(EventCore *start, EventCore *end) {
+    EventCore *both[2] = {start, end};
+    const char *names[2] = {"start", "end"};
+    char said[160];
+    said[0] = 0;
+    for (int i = 0; i < 2 && !said[0]; i++)
+        if (!both[i]->timing)
+            snprintf(said, sizeof said, "the %s event was made with timing disabled (disable_timing=True, "
+                     "or no timing_enabled)", names[i]);
+    for (int i = 0; i < 2 && !said[0]; i++)
+        if (!both[i]->recorded)
+            snprintf(said, sizeof said, "the %s event was never recorded", names[i]);
+    return raise_result_why("cuEventElapsedTime", SB_CUDA_ERROR_INVALID_HANDLE, said[0] ? said : NULL);
+}
+
 static PyObject *event_elapsed_time(PyObject *self, PyObject *end_obj) {
     if (!PyObject_TypeCheck(end_obj, &EventCoreType)) {
         PyErr_Format(PyExc_TypeError, "elapsed_time takes an Event, not %.100s", Py_TYPE(end_obj)->tp_name);
@@ -776,7 +811,9 @@ static PyObject *event_elapsed_time(PyObject *self, PyObject *end_obj) {
         return NULL;
     float ms = 0;
     int r = CALL(cuEventElapsedTime, event_elapsed_fn)(&ms, e->eptr, end->eptr);
-    return r == 0 ? PyFloat_FromDouble(ms) : raise_result("cuEventElapsedTime", r);
+    if (r == 0)
+        return PyFloat_FromDouble(ms);
+    return r == SB_CUDA_ERROR_INVALID_HANDLE ? elapsed_refused(e, end) : raise_result("cuEventElapsedTime", r);
 }
 
 static PyObject *event_ipc_handle(PyObject *self, PyObject *unused) {

@@ -45,17 +45,28 @@ def _itemsize(typestr: str) -> int:
 
 
 def array_info(obj: Any, consumer: Optional[int] = None) -> Optional[ArrayInfo]:
-    """The array ``obj`` describes through ``__cuda_array_interface__`` (first) or DLPack;
-    None for an object that speaks neither. ``consumer`` is the stream that will use the
-    data (DLPack's convention: 1 legacy, 2 per-thread, else a handle): a DLPack producer
-    orders its work before it; a v3 interface's own stream comes back in ``stream`` for the
-    caller to wait on (0 there is an error, as v3 says)."""
+    """The array ``obj`` describes, and how to order its producer's work before
+    ``consumer``, the stream that will use the data (DLPack's convention: 1 legacy, 2
+    per-thread, else a handle); None for an object that speaks neither protocol.
+
+    A ``__cuda_array_interface__`` of version 3 says its producer's stream: it comes back in
+    ``stream`` for the caller to wait on (0 there is an error, as v3 says; None is nothing
+    to wait for). An earlier version says nothing of it (torch's is version 2), so where the
+    object also speaks DLPack, DLPack is read: ``__dlpack__(stream=consumer)`` makes the
+    producer order its work before ``consumer`` (torch: its current stream's)."""
     cai = getattr(obj, "__cuda_array_interface__", None)
-    if cai is not None:
+    dlpack = hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__")
+    if cai is not None and not (dlpack and _says_no_stream(cai)):
         return _from_interface(obj, cai)
-    if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
+    if dlpack:
         return _from_dlpack(obj, consumer)
     return None
+
+
+def _says_no_stream(cai: Any) -> bool:
+    """An interface of a version before 3, which has no ``stream`` to wait for."""
+    version = cai.get("version", 0) if isinstance(cai, dict) else None
+    return isinstance(version, int) and version < 3
 
 
 def _from_interface(obj: Any, cai: Any) -> ArrayInfo:
@@ -76,6 +87,8 @@ def _from_interface(obj: Any, cai: Any) -> ArrayInfo:
     elif not isinstance(strides, tuple) or len(strides) != len(shape):
         raise ValueError(f"__cuda_array_interface__ strides must be None or one per dimension, not {strides!r}")
     version = cai.get("version", 0)
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise TypeError(f"__cuda_array_interface__ version must be an int, not {version!r}")
     stream = cai.get("stream") if version >= 3 else None
     if stream == 0:
         raise ValueError("__cuda_array_interface__ stream 0 is not allowed (v3: use 1 for the legacy "

@@ -195,19 +195,23 @@ class _BaseStream(_c.StreamCore):
         return ts
 
     def to_cupy(self) -> Any:
-        """A ``cupy.cuda`` stream for this stream (0 is ``cupy.cuda.Stream.null``)."""
+        """A ``cupy.cuda`` stream for this stream, which keeps it alive and reports its
+        device (``device_id``), so CuPy runs work on it on that device whichever is current.
+        The legacy default stream too is this device's (``cupy.cuda.Stream.null`` would be
+        the current device's)."""
         self._verify()  # before the framework sees the handle
         import cupy
 
         with cupy.cuda.Device(self.device_id):
-            if self._ptr == 0:
-                return cupy.cuda.Stream.null
             from_external = getattr(cupy.cuda.Stream, "from_external", None)
-            if from_external is not None:  # CuPy 14: keeps this object alive itself
-                return from_external(self)
-            cs = cupy.cuda.ExternalStream(self._ptr, self.device_id)
-            cs._streambridge = self
-            return cs
+            if from_external is None:  # before CuPy 14
+                cs = _cupy_external(cupy)(self._ptr, self.device_id)
+                cs._streambridge = self
+                return cs
+            cs = from_external(self)  # keeps this object alive itself
+        # __cuda_stream__ carries no device, so CuPy 14 leaves it unset (-1: the current one)
+        cs.device_id = self.device_id
+        return cs
 
     def to_cuda_core(self) -> Any:
         """A ``cuda.core.Stream`` for this stream, through ``Device.create_stream(self)``,
@@ -388,3 +392,15 @@ def as_stream(obj: Any, device: Any = None) -> _BaseStream:
     s = ExternalStream(handle, -1 if device is None else device)
     s._owner = obj
     return s
+
+
+def _cupy_external(cupy: Any) -> Any:
+    """CuPy's ExternalStream, as a Python subclass that can hold the streambridge stream it
+    came from (CuPy's own is an extension type without a ``__dict__`` in some versions)."""
+    global _CupyExternal
+    if _CupyExternal is None:
+        _CupyExternal = type("ExternalStream", (cupy.cuda.ExternalStream,), {"__module__": __name__})
+    return _CupyExternal
+
+
+_CupyExternal: Any = None

@@ -18,3 +18,12 @@ def foreign_stream(driver_name):
     owner = streambridge.Stream(non_blocking=True, device=device)
     yield owner.ptr, device
     owner.close()
+
+
+@pytest.fixture
+def two_devices(driver_name) -> None:
+    """Skips, saying so, where there is no device 1 (one GPU); the software driver has two."""
+    try:
+        streambridge.Stream(device=1).close()
+    except streambridge.CUDAError as e:
+        pytest.skip(f"SKIP: needs two devices, the {driver_name} driver has one: {e}")

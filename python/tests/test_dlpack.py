@@ -67,3 +67,47 @@ def test_a_broken_capsule_is_a_value_error_and_the_process_lives(producer):
     """)
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0 and "refused:" in p.stdout, p.stdout + p.stderr
+
+
+class Both(Producer):
+    """A producer that speaks both protocols, as torch, CuPy and JAX do; ``version`` is its
+    CUDA Array Interface's, and the consumer stream DLPack was given is kept."""
+
+    def __init__(self, version, stream=None):
+        super().__init__()
+        self.given = []
+        self.__cuda_array_interface__ = {"data": (0x7000_0000_2000, False), "shape": (2, 3), "typestr": "<f4",
+                                         "strides": None, "version": version}
+        if version >= 3:
+            self.__cuda_array_interface__["stream"] = stream
+
+    def __dlpack__(self, stream=None):
+        self.given.append(stream)
+        return super().__dlpack__(stream)
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_an_interface_without_a_stream_gives_way_to_dlpack_which_is_handed_the_consumer(version):
+    # torch's interface is version 2: it names no producer stream, so only DLPack's
+    # handshake (__dlpack__(stream=consumer)) orders the producer's work before the consumer.
+    producer = Both(version)
+    info = array_info(producer, 0x5000)
+    assert producer.given == [0x5000], "DLPack was asked with the consumer's stream"
+    assert info.ptr == 0x7000_0000_1000 + 16 and info.device == 1 and info.stream is None
+
+
+@pytest.mark.parametrize("stream", [None, 1, 0x6000])
+def test_a_version_3_interface_is_read_and_its_stream_comes_back_to_wait_on(stream):
+    producer = Both(3, stream)
+    info = array_info(producer, 0x5000)
+    assert producer.given == [], "a v3 interface says the stream itself: DLPack is not asked"
+    assert info.ptr == 0x7000_0000_2000 and info.stream == stream and info.device == 1
+
+
+@pytest.mark.parametrize("version", ["3", 3.0, True, None])
+def test_an_interface_version_that_is_not_an_int_is_a_type_error(version):
+    class Bad:
+        __cuda_array_interface__ = {"data": (0x1000, False), "shape": (1,), "typestr": "<f4", "version": version}
+
+    with pytest.raises(TypeError, match="version must be an int"):
+        array_info(Bad(), 1)

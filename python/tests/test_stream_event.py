@@ -92,6 +92,37 @@ def test_event_options():
         streambridge.Event(enable_timing=1)
 
 
+def test_elapsed_time_says_which_event_is_untimed_or_never_recorded():
+    s = streambridge.Stream()
+    timed, untimed, never = streambridge.Event(), streambridge.Event(disable_timing=True), streambridge.Event()
+    s.record(timed)
+    s.record(untimed)
+    s.synchronize()
+    cases = [(timed, untimed, "the end event was made with timing disabled"),
+             (untimed, timed, "the start event was made with timing disabled"),
+             (timed, never, "the end event was never recorded"),
+             (never, timed, "the start event was never recorded")]
+    for start, end, said in cases:
+        with pytest.raises(streambridge.InvalidHandleError, match=said) as info:
+            start.elapsed_time(end)
+        assert (info.value.code, info.value.name) == (400, "CUDA_ERROR_INVALID_HANDLE"), "the driver's result is kept"
+    s.record(never)
+    never.synchronize()
+    assert timed.elapsed_time(never) >= 0
+
+
+def test_recording_an_event_on_a_stream_of_another_device_names_both(two_devices):
+    e, s = streambridge.Event(device=0), streambridge.Stream(device=1)
+    for record in (lambda: s.record(e), lambda: e.record(s), lambda: s.record_event(e)):
+        with pytest.raises(streambridge.DeviceMismatchError,
+                           match="the event was made on device 0, the stream is on device 1"):
+            record()
+    e.record(streambridge.Stream(device=0))
+    s.wait_event(e)  # a wait may cross devices: the driver allows it
+    s.synchronize()
+    assert e.query()
+
+
 def test_waits_between_streams_and_events():
     a, b = streambridge.Stream(non_blocking=True), streambridge.Stream(non_blocking=True)
     e = a.record()
