@@ -32,15 +32,21 @@ pytest: wheel
 	build/venv/bin/pip install -q --no-index --no-deps --force-reinstall dist/streambridge-*-$(PYTAG)-$(PYTAG)-*.whl
 	cd build && STREAMBRIDGE_DRIVER=$${STREAMBRIDGE_DRIVER:-sim} venv/bin/python -m pytest -q ../python/tests
 
+# The wheel, built from pyproject.toml offline (setuptools and wheel from Debian's packages).
+WHEEL_BUILD = $(PY) -m pip wheel . --no-build-isolation --no-deps --no-index -w dist
+
 wheel:
-	rm -rf build/lib* build/bdist.* && mkdir -p build && $(PY) setup.py -q bdist_wheel -d dist >build/wheel.log 2>&1 || (cat build/wheel.log; exit 1)
+	@echo "building the wheel for $(PYTAG): gopy, then the native module (about 30 s; log: build/wheel.log)"
+	rm -rf build/lib* build/bdist.* && mkdir -p build && $(WHEEL_BUILD) >build/wheel.log 2>&1 || (cat build/wheel.log; exit 1)
 	@ls dist/*-$(PYTAG)-*.whl
 
 # A wheel for the GPU machine's CPython 3.12, from its headers.
 wheel-cp312:
+	@test -f $(PY312_HEADERS) || { echo "wheel-cp312 needs CPython 3.12's headers: a .tgz of /usr/include/python3.12 and /usr/include/x86_64-linux-gnu/python3.12 (PY312_HEADERS=$(PY312_HEADERS) is missing; ../shared/device/README.md says how it was made)"; exit 1; }
+	@echo "building the wheel for cp312 from $(PY312_HEADERS) (about 30 s; log: build/wheel.log)"
 	rm -rf build/py312 build/lib* build/bdist.* && mkdir -p build/py312 && tar -xzf $(PY312_HEADERS) -C build/py312
 	STREAMBRIDGE_PY_TAG=cp312 STREAMBRIDGE_PY_INCLUDE="$(CURDIR)/build/py312/python3.12 $(CURDIR)/build/py312" \
-		$(PY) setup.py -q bdist_wheel -d dist >build/wheel.log 2>&1 || (cat build/wheel.log; exit 1)
+		$(WHEEL_BUILD) >build/wheel.log 2>&1 || (cat build/wheel.log; exit 1)
 	@ls dist/*-cp312-*.whl
 
 check:

@@ -1,10 +1,10 @@
-"""Builds the streambridge wheel: the native module (Go, through gopy) and the package.
+"""The parts of the wheel's build that pyproject.toml cannot declare: the native module
+(Go, through gopy: scripts/build-native.sh) built before the package, for the interpreter
+running the build or, cross-built from another CPython's headers, for that one:
 
-    python3 setup.py bdist_wheel -d dist                # for the interpreter running this
+    python3 -m pip wheel . --no-build-isolation --no-deps -w dist          # make wheel
     STREAMBRIDGE_PY_INCLUDE="DIR DIR" STREAMBRIDGE_PY_TAG=cp312 \\
-        python3 setup.py bdist_wheel -d dist            # for another CPython, from its headers
-
-The Makefile's `wheel` and `wheel-cp312` targets do these.
+        python3 -m pip wheel . --no-build-isolation --no-deps -w dist      # make wheel-cp312
 """
 
 import os
@@ -48,14 +48,4 @@ class Wheel(bdist_wheel):
         return super().get_tag()
 
 
-setup(
-    name="streambridge",
-    version="0.1.0",
-    description="CUDA streams shared safely between PyTorch, CuPy, cuda.core and Go",
-    package_dir={"": "python"},
-    packages=["streambridge", "streambridge._native"],
-    package_data={"streambridge": ["py.typed"], "streambridge._native": ["*.so"]},
-    python_requires=">=3.10",
-    distclass=BinaryDistribution,
-    cmdclass={"build_py": BuildNative, "bdist_wheel": Wheel},
-)
+setup(distclass=BinaryDistribution, cmdclass={"build_py": BuildNative, "bdist_wheel": Wheel})
