@@ -12,18 +12,23 @@ GO_MODULES ?=
 export STREAMBRIDGE_GO_PACKAGES = $(GO_PACKAGES)
 export STREAMBRIDGE_GO_MODULES = $(GO_MODULES)
 
-.PHONY: test check deps go-test pytest wheel wheel-cp312 demo gpu-build bench
+.PHONY: test check deps go-test typecheck pytest wheel wheel-cp312 demo gpu-build bench
 
 # Everything CI runs: formatting, vet, the core built without cgo, the Go tests with the
-# race detector, then the wheel built, installed into a fresh venv and tested with pytest
-# (on the software driver here; on the real one too where libcuda loads).
-test: deps check go-test pytest
+# race detector, mypy --strict on the package and a user's script, then the wheel built,
+# installed into a fresh venv and tested with pytest (on the software driver here; on the
+# real one too where libcuda loads).
+test: deps check go-test typecheck pytest
 
 deps:
 	bash scripts/deps.sh
 
 go-test:
 	bash scripts/test.sh
+
+# mypy --strict (Debian's python3-mypy), as pyproject.toml's [tool.mypy] says.
+typecheck:
+	$(PY) -m mypy
 
 # The wheel for $(PY), installed into a fresh virtual environment with no network, tested
 # with pytest (on the software driver where STREAMBRIDGE_DRIVER does not say otherwise).
@@ -73,6 +78,7 @@ gpu-build: wheel-cp312
 	CGO_ENABLED=0 $(GO) test -c -o .device/cuda.test ./internal/cuda
 	CGO_ENABLED=0 $(GO) test -c -o .device/gokernels.test ./examples/gokernels
 	CGO_ENABLED=0 $(GO) build -o .device/demo ./cmd/demo
+	CGO_ENABLED=0 $(GO) build -o .device/benchstat golang.org/x/perf/cmd/benchstat
 
 # Go beside C on this machine's GPU; prints the ratios.
 bench:

@@ -1,4 +1,4 @@
-"""The parts of the wheel's build that pyproject.toml cannot declare: the native module
+"""The parts of the wheel's build that pyproject.toml does not declare: the packages, the native module
 (Go, through gopy: scripts/build-native.sh) built before the package, for the interpreter
 running the build or, cross-built from another CPython's headers, for that one:
 
@@ -48,4 +48,10 @@ class Wheel(bdist_wheel):
         return super().get_tag()
 
 
-setup(distclass=BinaryDistribution, cmdclass={"build_py": BuildNative, "bdist_wheel": Wheel})
+setup(
+    package_dir={"": "python"},
+    packages=["streambridge", "streambridge._native"],
+    package_data={"streambridge": ["py.typed", "*.pyi"], "streambridge._native": ["*.so", "*.pyi"]},
+    distclass=BinaryDistribution,
+    cmdclass={"build_py": BuildNative, "bdist_wheel": Wheel},
+)

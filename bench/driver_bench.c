@@ -1,7 +1,7 @@
 // The floor under any wrapper: the loops of streams/bench_test.go, written in C against the
 // CUDA driver API. Build: nvcc -O2 bench/driver_bench.c -lcuda -o driver_bench
 // Run: ./driver_bench internal/kernels/kernels.ptx
-// Prints lines shaped like Go's benchmark output, so bench/compare.py reads both.
+// Prints lines shaped like Go's benchmark output, so benchstat compares both (bench/run.sh).
 #include <cuda.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -19,14 +19,24 @@ if command -v nvcc >/dev/null; then
 else
   cc -O2 -I/usr/local/cuda/include bench/driver_bench.c -L/usr/local/nvidia/lib64 -lcuda -o "$cc_bin"
 fi
-log=$out/bench.log
-: >"$log"
-# C and Go take turns, five rounds each, on the same two cores, so that drift in the
-# machine's state lands on both; compare.py takes medians.
+# C and Go take turns, six rounds each (benchstat wants six samples for an interval), on the same two cores, so that drift in the
+# machine's state lands on both. benchstat (a Go tool of this module; pass BENCHSTAT=path to
+# a prebuilt one where there is no Go, as make gpu-build makes .device/benchstat) prints the
+# medians with their confidence intervals, and Go's change against C with its p-value.
+# Go's WaitStream is the same two driver calls as C's RecordWait, in one crossing; the Raw
+# and NoContext variants have no C row.
 pin=""
 command -v taskset >/dev/null && pin="taskset -c 2,3"
-for round in 1 2 3 4 5; do
-  $pin "$cc_bin" internal/kernels/kernels.ptx 1 | tee -a "$log"
-  $pin "$bin" -test.run='^$' -test.bench=. -test.benchmem -test.count=1 -test.benchtime=1s | tee -a "$log"
+: >"$out/c.txt"
+: >"$out/go.txt"
+for round in 1 2 3 4 5 6; do
+  echo "round $round of 6: C, then Go" >&2
+  $pin "$cc_bin" internal/kernels/kernels.ptx 1 | sed 's|^BenchmarkC/|Benchmark|' >>"$out/c.txt"
+  $pin "$bin" -test.run='^$' -test.bench=. -test.benchmem -test.count=1 -test.benchtime=1s |
+    sed -E 's/^(Benchmark[A-Za-z]+)-[0-9]+/\1/' >>"$out/go.txt"
 done
-python3 bench/compare.py "$log"
+wait_stream=$(sed -n 's|^BenchmarkRecordWait\b|BenchmarkWaitStream|p' "$out/c.txt")
+echo "$wait_stream" >>"$out/c.txt"
+${BENCHSTAT:-go tool benchstat} -ignore goos,goarch,pkg,cpu C="$out/c.txt" Go="$out/go.txt"
+echo "bars, as Go's change against C (+30% is a ratio of 1.3): RecordWait, WaitStream, Query <= +30%;" \
+  "LaunchEmpty <= +10%; HostFuncLatency <= +20%"

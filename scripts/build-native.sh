@@ -11,9 +11,11 @@
 # own Go kernels"): one Go runtime in the process, one bridge shared with streambridge.
 # STREAMBRIDGE_GO_MODULES: the folders of the modules those packages live in, where not in
 # this one: for the build, go.mod requires each (replaced by its folder); go.mod and go.sum
-# are put back when the build ends.
+# are put back when the build ends. (Not a Go workspace: gopy v0.5.0 builds with a fixed
+# -mod=mod, which workspace mode refuses.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+export GOWORK=off # a go.work above the checkout would meet gopy's -mod=mod (see above)
 include=$1
 suffix=$2
 gen=build/_gopy # "_": outside ./..., so go vet and go test skip generated code

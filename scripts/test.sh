@@ -1,17 +1,10 @@
 #!/usr/bin/env bash
-# The test run behind `make test`: every package with -race, verbose into build/test.log;
-# printed here are the package results, failures, skips with their reasons, and a count.
+# The Go half of `make test`: every package with the race detector, in shuffled order,
+# through gotestsum (Debian's package): a line per package, then each skipped test with its
+# reason ("SKIP: ..."), each failure with its output, and the count. Every event of the run
+# is kept in build/test.json (go test -json).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p build
-log=build/test.log
-go test -race -shuffle=on -count=1 -v "$@" ./... >"$log" 2>&1
-rc=$?
-grep -E '^(ok|FAIL|panic:)|^\s*--- FAIL|Error Trace:|Error:|\*\*\*' "$log"
-grep -E '^\s+[a-z_]+\.go:[0-9]+: SKIP: ' "$log" | sed 's/.*SKIP: //' | sort | uniq -c | sed 's/^ */skipped /; s/ /x: /2'
-pass=$(grep -cE '^\s*--- PASS' "$log")
-fail=$(grep -cE '^\s*--- FAIL' "$log")
-skip=$(grep -cE '^\s*--- SKIP' "$log")
-echo "full log: $log; counts are tests and subtests"
-echo "tests: $pass passed, $fail failed, $skip skipped"
-exit $rc
+echo "go test -race -shuffle=on ./... (a few minutes: the race detector slows every test)"
+exec gotestsum --format pkgname --jsonfile build/test.json -- -race -shuffle=on -count=1 "$@" ./...

@@ -10,7 +10,7 @@ from __future__ import annotations
 import builtins
 import ctypes
 import os
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from . import _errors, _tables
 
@@ -26,7 +26,12 @@ def _core_module() -> Any:
     return make()
 
 
-core = _core_module()
+if TYPE_CHECKING:  # the core's types, described in _coretypes.pyi
+    from . import _coretypes
+
+    core = _coretypes
+else:
+    core = _core_module()
 core.set_error_classes(tuple(getattr(_errors, cls, None) or getattr(builtins, cls) for _, cls in _tables.ERROR_KINDS))
 
 # Go in an extension module sees the environment the process started with; what Python set
@@ -46,7 +51,8 @@ gate = core.gate
 
 
 def _go(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """A call into Go, behind the gate."""
+    """A call into Go, behind the gate. Each is declared below with the types of its Go
+    function (pyshim/pyshim.go; gopy's wrappers carry none)."""
 
     def call(*args: Any) -> Any:
         gate()
@@ -56,27 +62,27 @@ def _go(fn: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
-driver_name = _go(_native.pyshim_DriverName)
-wrap_stream = _go(_native.pyshim_WrapStream)
-stream_handle = _go(_native.pyshim_StreamHandle)
-stream_synchronize = _go(_native.pyshim_StreamSynchronize)
-stream_priority = _go(_native.pyshim_StreamPriority)
-stream_non_blocking = _go(_native.pyshim_StreamNonBlocking)
-stream_fence = _go(_native.pyshim_StreamFence)
-stream_begin_capture = _go(_native.pyshim_StreamBeginCapture)
-stream_end_capture = _go(_native.pyshim_StreamEndCapture)
-stream_is_capturing = _go(_native.pyshim_StreamIsCapturing)
-graph_launch = _go(_native.pyshim_GraphLaunch)
-graph_upload = _go(_native.pyshim_GraphUpload)
-compile_module = _go(_native.pyshim_CompileModule)
-module_function = _go(_native.pyshim_ModuleFunction)
-module_context = _go(_native.pyshim_ModuleContext)
-function_handle = _go(_native.pyshim_FunctionHandle)
-live_keys = _native.pyshim_LiveStreams  # the count of open keys; no driver
+driver_name: Callable[[], str] = _go(_native.pyshim_DriverName)
+wrap_stream: Callable[[int, int, int], int] = _go(_native.pyshim_WrapStream)
+stream_handle: Callable[[int], int] = _go(_native.pyshim_StreamHandle)
+stream_synchronize: Callable[[int], bool] = _go(_native.pyshim_StreamSynchronize)
+stream_priority: Callable[[int], int] = _go(_native.pyshim_StreamPriority)
+stream_non_blocking: Callable[[int], bool] = _go(_native.pyshim_StreamNonBlocking)
+stream_fence: Callable[[int], int] = _go(_native.pyshim_StreamFence)
+stream_begin_capture: Callable[[int, int], bool] = _go(_native.pyshim_StreamBeginCapture)
+stream_end_capture: Callable[[int], int] = _go(_native.pyshim_StreamEndCapture)
+stream_is_capturing: Callable[[int], bool] = _go(_native.pyshim_StreamIsCapturing)
+graph_launch: Callable[[int, int], bool] = _go(_native.pyshim_GraphLaunch)
+graph_upload: Callable[[int, int], bool] = _go(_native.pyshim_GraphUpload)
+compile_module: Callable[[int, str, str, str, str, str, bool], int] = _go(_native.pyshim_CompileModule)
+module_function: Callable[[int, str], int] = _go(_native.pyshim_ModuleFunction)
+module_context: Callable[[int], int] = _go(_native.pyshim_ModuleContext)
+function_handle: Callable[[int], int] = _go(_native.pyshim_FunctionHandle)
+live_keys: Callable[[], int] = _native.pyshim_LiveStreams  # the count of open keys; no driver
 live_events = core.live_events  # the count of events the core made and has not destroyed
 live_streams = core.live_streams  # the count of streams the core made and has not destroyed
-validation_reads = _native.pyshim_ValidationReads  # diagnostics; no driver
-read_words = _go(_native.pyshim_ReadWords)  # host memory, fault-protected (DLPack capsules)
+validation_reads: Callable[[], str] = _native.pyshim_ValidationReads  # diagnostics; no driver
+read_words: Callable[[int, int], str] = _go(_native.pyshim_ReadWords)  # host memory, fault-protected (DLPack capsules)
 
 # release(key, kind): the one close of a key (a _tables.OBJECT_*). Inside a host callback,
 # where no call may enter the driver, the key is released by the next close outside one; in

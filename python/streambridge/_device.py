@@ -56,10 +56,10 @@ def device_index(device: Any) -> int:
             raise ValueError(f"device must be -1 or a device ordinal, not {device}")
         return device
     if isinstance(device, str):
-        kind, _, index = device.partition(":")
-        if kind != "cuda" or not index.isdigit() or int(index) >= 2**31:
+        kind, _, ordinal = device.partition(":")
+        if kind != "cuda" or not ordinal.isdigit() or int(ordinal) >= 2**31:
             raise ValueError(f"device string must look like 'cuda:N', not {device!r}")
-        return int(index)
+        return int(ordinal)
     if hasattr(device, "type") and hasattr(device, "index"):  # torch.device
         if device.type != "cuda" or not (device.index is None or isinstance(device.index, int)):
             raise ValueError(f"device must be a CUDA device, not {device!r}")

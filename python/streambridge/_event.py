@@ -45,7 +45,10 @@ class Event(_c.EventCore):
             raise ClosedError("the event was closed")
         return self._eptr
 
-    handle = ptr
+    @property
+    def handle(self) -> int:
+        """The CUevent, as cuda.core names it: :attr:`ptr`."""
+        return self.ptr
 
     @property
     def is_timing_enabled(self) -> bool:
@@ -69,7 +72,10 @@ class Event(_c.EventCore):
         """``query()``, as CuPy spells it."""
         return self.query()
 
-    is_done = done  # cuda.core's name
+    @property
+    def is_done(self) -> bool:
+        """``query()``, as cuda.core spells it."""
+        return self.query()
 
     sync = _c.EventCore.synchronize  # cuda.core's name
 

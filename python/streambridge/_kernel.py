@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import struct
 import weakref
-from typing import Any, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import _core
 from ._array import array_info
@@ -33,7 +33,7 @@ class Module:
     by source, options and target."""
 
     def __init__(self, code: str, *, options: Sequence[str] = (), name_expressions: Sequence[str] = (),
-                 include_paths: Sequence[str] = (), defines: Optional[dict] = None, arch: str = "",
+                 include_paths: Sequence[str] = (), defines: Optional[Dict[str, Any]] = None, arch: str = "",
                  ptx: bool = False, name: str = "program.cu", device: Any = None) -> None:
         if not isinstance(code, str):
             raise TypeError(f"code must be CUDA C++ source text, not {type(code).__name__}")
@@ -110,6 +110,7 @@ class Kernel(_c.KernelCore):
 
 
 def _dim3(d: Dim, what: str) -> Tuple[int, int, int]:
+    dims: Tuple[Any, ...]
     if isinstance(d, int) and not isinstance(d, bool):
         dims = (d,)
     elif isinstance(d, (tuple, list)) and 1 <= len(d) <= 3:
@@ -121,7 +122,8 @@ def _dim3(d: Dim, what: str) -> Tuple[int, int, int]:
             raise TypeError(f"{what} must be ints, not {d!r}")
         if not 1 <= v < 2**32:
             raise ValueError(f"{what} dimensions must be 1 .. 2**32-1, not {d!r}")
-    return (dims + (1, 1))[:3]  # type: ignore[return-value]
+    x, y, z = (dims + (1, 1))[:3]
+    return x, y, z
 
 
 def _bits(fmt: str, value: Any) -> int:

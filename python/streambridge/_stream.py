@@ -79,7 +79,10 @@ class _BaseStream(_c.StreamCore):
         """Whether the stream does not synchronize with the legacy default stream."""
         return _core.stream_non_blocking(self._key)
 
-    is_nonblocking = is_non_blocking
+    @property
+    def is_nonblocking(self) -> bool:
+        """:attr:`is_non_blocking`, as cuda.core spells it."""
+        return self.is_non_blocking
 
     @property
     def done(self) -> bool:
@@ -267,7 +270,8 @@ class ExternalStream(_c.ExternalCore, _BaseStream):
         self._fill(_handle(ptr), device_index(device_id))  # the core's one fill (core.c, fill_external)
 
 
-ExternalStream.__signature__ = inspect.Signature(list(inspect.signature(ExternalStream._init).parameters.values())[1:])
+ExternalStream.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+    list(inspect.signature(ExternalStream._init).parameters.values())[1:])
 _c.set_external_init(ExternalStream._init)
 
 _UNASKED = object()

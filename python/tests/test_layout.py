@@ -35,3 +35,35 @@ def test_modules_import_one_another_without_cycles():
 
     for m in sorted(graph):
         visit(m)
+
+
+def _stub_names():
+    """What _coretypes.pyi (the C core as type checkers see it) declares: {class: names},
+    with the module's functions under None."""
+    declared = {}
+    for node in ast.parse((PACKAGE / "_coretypes.pyi").read_text()).body:
+        if isinstance(node, ast.ClassDef):
+            declared[node.name] = {n.name if isinstance(n, ast.FunctionDef) else n.target.id
+                                   for n in node.body if isinstance(n, (ast.FunctionDef, ast.AnnAssign))}
+        elif isinstance(node, ast.FunctionDef):
+            declared.setdefault(None, set()).add(node.name)
+    return declared
+
+
+def test_the_core_stub_names_what_the_core_has():
+    # The stub is written by hand beside core.c; this fails when they part.
+    from streambridge._core import core
+
+    declared = _stub_names()
+    functions = {n for n, v in vars(core).items() if callable(v) and not isinstance(v, type) and n[:2] != "__"}
+    assert declared.pop(None) == functions
+    for name, names in declared.items():
+        cls = getattr(core, name)
+        own = {n for n in vars(cls) if n[:2] != "__"} | ({"__call__"} if "__call__" in vars(cls) else set())
+        assert names - {"__init__"} == own, name
+
+
+def test_the_typed_user_script_runs():
+    import typed_use
+
+    assert typed_use.main()[0] == "callback ran"
