@@ -40,18 +40,33 @@ func (c Convention) String() string {
 	return fmt.Sprintf("Convention(%d)", int(c))
 }
 
-// AnyDevice as Options.Device means: take the device from the handle (device 0 for the
-// special handles, which name no device of their own).
-const AnyDevice = -1
-
-// Options say how to read a handle.
+// Options say how to read a handle. The zero value reads it under the [Runtime]
+// convention, on the device the handle is on (device 0 for the special handles, which name
+// no device of their own).
 type Options struct {
 	Convention Convention
-	// Device is the device the caller says the stream is on, or AnyDevice. For a stream
-	// object it is checked against the handle's own device; for a special handle it picks
-	// the device whose default stream is meant.
-	Device int
+	// Device is the device the caller says the stream is on ([OnDevice]), or none (the zero
+	// value). For a stream object a stated device is checked against the handle's own; for
+	// a special handle it picks the device whose default stream is meant.
+	Device DeviceChoice
 }
+
+// DeviceChoice is a device a caller states, made by [OnDevice]; the zero value states none.
+type DeviceChoice struct {
+	ordinal1 int // the ordinal + 1; 0: none stated
+}
+
+// OnDevice states the device of that ordinal. A negative ordinal states none, as -1 does
+// for CuPy's device_id.
+func OnDevice(ordinal int) DeviceChoice {
+	if ordinal < 0 {
+		return DeviceChoice{}
+	}
+	return DeviceChoice{ordinal + 1}
+}
+
+// Ordinal is the stated device, and whether one was stated.
+func (d DeviceChoice) Ordinal() (int, bool) { return d.ordinal1 - 1, d.ordinal1 != 0 }
 
 // ErrAmbiguousHandle is returned for the handle 0 under [ArrayInterface].
 var ErrAmbiguousHandle = errors.New("bridge: stream 0 is ambiguous under the CUDA Array Interface and DLPack (use 1 for the legacy default stream, 2 for the per-thread one)")
@@ -144,8 +159,8 @@ func (b *Bridge) Identity(handle uint64, opts Options) (*streams.Device, uint64,
 
 // stated checks a stream object's device against the one the caller stated, if any.
 func stated(handle uint64, opts Options, dev *streams.Device) error {
-	if actual := dev.Ordinal(); opts.Device != AnyDevice && opts.Device != actual {
-		return &DeviceMismatchError{Handle: uintptr(handle), Stated: opts.Device, Actual: actual}
+	if want, ok := opts.Device.Ordinal(); ok && want != dev.Ordinal() {
+		return &DeviceMismatchError{Handle: uintptr(handle), Stated: want, Actual: dev.Ordinal()}
 	}
 	return nil
 }
@@ -161,16 +176,14 @@ func (b *Bridge) special(handle uint64, opts Options) (*streams.Context, error) 
 	default:
 		return nil, fmt.Errorf("bridge: unknown convention %d", int(opts.Convention))
 	}
-	return b.Context(opts.Device)
+	device, _ := opts.Device.Ordinal()
+	return b.Context(max(device, 0))
 }
 
-// Context returns the primary context of a device (device 0 for AnyDevice), retained by
-// the bridge until Close. Streams made in it stay valid that long: releasing a primary
-// context's last retain would reset it and destroy them.
+// Context returns the primary context of a device, retained by the bridge until Close.
+// Streams made in it stay valid that long: releasing a primary context's last retain would
+// reset it and destroy them.
 func (b *Bridge) Context(device int) (*streams.Context, error) {
-	if device == AnyDevice {
-		device = 0
-	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if c, ok := b.contexts[device]; ok {

@@ -26,16 +26,16 @@ func TestStreamFindsItsDeviceFromTheHandle(t *testing.T) {
 		require.NoError(t, err)
 		for i := range n {
 			theirs := testdrivers.Stream(t, testdrivers.Primary(t, d, i), streams.StreamOptions{NonBlocking: true})
-			s, err := b.Stream(uint64(theirs.Handle()), Options{Device: AnyDevice})
+			s, err := b.Stream(uint64(theirs.Handle()), Options{})
 			require.NoError(t, err)
 			assert.Equal(t, i, s.Device().Ordinal(), "found without being told")
 			assert.False(t, s.Owned())
 
-			s, err = b.Stream(uint64(theirs.Handle()), Options{Device: i})
+			s, err = b.Stream(uint64(theirs.Handle()), Options{Device: OnDevice(i)})
 			require.NoError(t, err, "the stated device agrees")
 			if n > 1 {
 				wrong := (i + 1) % n
-				_, err = b.Stream(uint64(theirs.Handle()), Options{Device: wrong})
+				_, err = b.Stream(uint64(theirs.Handle()), Options{Device: OnDevice(wrong)})
 				var mismatch *DeviceMismatchError
 				require.True(t, errors.As(err, &mismatch), "%v", err)
 				assert.Equal(t, i, mismatch.Actual)
@@ -68,7 +68,7 @@ func TestSpecialHandlesFollowTheConvention(t *testing.T) {
 		}
 		for _, tc := range tests {
 			t.Run(tc.name, func(t *testing.T) {
-				s, err := b.Stream(tc.handle, Options{Convention: tc.convention, Device: last})
+				s, err := b.Stream(tc.handle, Options{Convention: tc.convention, Device: OnDevice(last)})
 				if tc.err != nil {
 					require.ErrorIs(t, err, tc.err)
 					return
@@ -79,7 +79,7 @@ func TestSpecialHandlesFollowTheConvention(t *testing.T) {
 				require.NoError(t, s.Synchronize())
 			})
 		}
-		_, err = b.Stream(0, Options{Device: n + 5})
+		_, err = b.Stream(0, Options{Device: OnDevice(n + 5)})
 		assert.ErrorIs(t, err, streams.ErrInvalidDevice)
 		_, err = b.Stream(0, Options{Convention: Convention(9)})
 		assert.Error(t, err)
@@ -95,7 +95,7 @@ func TestHostileHandlesAreErrors(t *testing.T) {
 		freedHandle := freed.Handle()
 		require.NoError(t, freed.Close())
 		for _, h := range []uint64{3, 0xdeadbeef, 1 << 63, ^uint64(0), uint64(freedHandle)} {
-			_, err := b.Stream(h, Options{Device: AnyDevice})
+			_, err := b.Stream(h, Options{})
 			assert.ErrorIs(t, err, streams.ErrInvalidHandle, "%#x", h)
 		}
 	})
@@ -109,9 +109,9 @@ func TestOrderAcrossStreams(t *testing.T) {
 		c := testdrivers.Primary(t, d, 0)
 		p := testdrivers.Stream(t, c, streams.StreamOptions{NonBlocking: true})
 		q := testdrivers.Stream(t, c, streams.StreamOptions{NonBlocking: true})
-		producer, err := b.Stream(uint64(p.Handle()), Options{Device: AnyDevice})
+		producer, err := b.Stream(uint64(p.Handle()), Options{})
 		require.NoError(t, err)
-		consumer, err := b.Stream(uint64(q.Handle()), Options{Device: AnyDevice})
+		consumer, err := b.Stream(uint64(q.Handle()), Options{})
 		require.NoError(t, err)
 
 		var mu sync.Mutex
@@ -149,14 +149,14 @@ func TestIdentityAgreesWithStream(t *testing.T) {
 			handle uint64
 			opts   Options
 		}{
-			{"stream object", uint64(theirs.Handle()), Options{Device: AnyDevice}},
-			{"stated rightly", uint64(theirs.Handle()), Options{Device: n - 1}},
-			{"stated wrongly", uint64(theirs.Handle()), Options{Device: n}},
-			{"legacy on the last device", 1, Options{Device: n - 1}},
-			{"0 under the array interface", 0, Options{Convention: ArrayInterface, Device: AnyDevice}},
-			{"no such device", 2, Options{Device: n + 5}},
-			{"garbage", 0xdeadbeef, Options{Device: AnyDevice}},
-			{"destroyed", goneHandle, Options{Device: AnyDevice}},
+			{"stream object", uint64(theirs.Handle()), Options{}},
+			{"stated rightly", uint64(theirs.Handle()), Options{Device: OnDevice(n - 1)}},
+			{"stated wrongly", uint64(theirs.Handle()), Options{Device: OnDevice(n)}},
+			{"legacy on the last device", 1, Options{Device: OnDevice(n - 1)}},
+			{"0 under the array interface", 0, Options{Convention: ArrayInterface}},
+			{"no such device", 2, Options{Device: OnDevice(n + 5)}},
+			{"garbage", 0xdeadbeef, Options{}},
+			{"destroyed", goneHandle, Options{}},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				s, serr := b.Stream(tc.handle, tc.opts)
@@ -177,4 +177,17 @@ func TestIdentityAgreesWithStream(t *testing.T) {
 			})
 		}
 	})
+}
+
+func TestDeviceChoiceZeroValueStatesNone(t *testing.T) {
+	var none DeviceChoice
+	_, stated := none.Ordinal()
+	assert.False(t, stated, "the zero value: the device comes from the handle")
+	assert.Equal(t, none, Options{}.Device)
+	assert.Equal(t, none, OnDevice(-1), "-1 states none, as CuPy's device_id")
+	for _, n := range []int{0, 1, 7} {
+		got, stated := OnDevice(n).Ordinal()
+		assert.True(t, stated)
+		assert.Equal(t, n, got)
+	}
 }
