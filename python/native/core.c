@@ -380,7 +380,9 @@ static int event_usable(EventCore *e) {
 /* The checks of a call on a stream and an event. */
 static int both_usable(StreamCore *s, EventCore *e) { return gate() && stream_usable(s) && event_usable(e); }
 
-/* cuEventRecord(event, s) in s's context; called with the GIL released. */
+/* cuEventRecord(event, s) in s's context. It and cuStreamWaitEvent only enqueue: they never
+ * wait for the GPU, and are called with the GIL held, as CuPy calls them (releasing and
+ * taking back the GIL would cost more than the call). */
 static int record_in(StreamCore *s, uintptr_t event) {
     ctx_scope sc;
     int r = ctx_enter(s->ctx, &sc);
@@ -390,7 +392,7 @@ static int record_in(StreamCore *s, uintptr_t event) {
     return r;
 }
 
-/* cuStreamWaitEvent(s, event, 0) in s's context; called with the GIL released. */
+/* cuStreamWaitEvent(s, event, 0) in s's context (the GIL held: see record_in). */
 static int wait_in(StreamCore *s, uintptr_t event) {
     ctx_scope sc;
     int r = ctx_enter(s->ctx, &sc);
@@ -413,10 +415,7 @@ static PyObject *do_record(EventCore *e, StreamCore *s) {
         sb_raise(SB_KIND_DEVICE_MISMATCH, 0, "", message, "");
         return NULL;
     }
-    int r;
-    Py_BEGIN_ALLOW_THREADS
-    r = record_in(s, e->eptr);
-    Py_END_ALLOW_THREADS
+    int r = record_in(s, e->eptr); /* an enqueue: the GIL stays (see record_in) */
     if (r != 0)
         return raise_result("cuEventRecord", r);
     e->recorded = 1;
@@ -427,10 +426,7 @@ static PyObject *do_record(EventCore *e, StreamCore *s) {
 static PyObject *do_wait(StreamCore *s, EventCore *e) {
     if (!both_usable(s, e))
         return NULL;
-    int r;
-    Py_BEGIN_ALLOW_THREADS
-    r = wait_in(s, e->eptr);
-    Py_END_ALLOW_THREADS
+    int r = wait_in(s, e->eptr); /* an enqueue: the GIL stays (see record_in) */
     return r == 0 ? Py_NewRef(Py_None) : raise_result("cuStreamWaitEvent", r);
 }
 
@@ -500,7 +496,7 @@ static PyObject *stream_wait_event(PyObject *self, PyObject *event) {
 }
 
 /* wait_stream(other): other's fence recorded on other, then waited on by self: each in its
- * own stream's context, in one release of the GIL. */
+ * own stream's context; two enqueues, with the GIL held (see record_in). */
 static PyObject *stream_wait_stream(PyObject *self, PyObject *other_obj) {
     StreamCore *s = (StreamCore *)self, *o = (StreamCore *)other_obj;
     if (!PyObject_TypeCheck(other_obj, &StreamCoreType)) {
@@ -511,14 +507,11 @@ static PyObject *stream_wait_stream(PyObject *self, PyObject *other_obj) {
         return NULL;
     if (o->fence == 0 && !make_fence(o)) /* made once per stream, in Go (a setup call) */
         return NULL;
-    int r, second = 0;
-    Py_BEGIN_ALLOW_THREADS
-    r = record_in(o, o->fence);
+    int second = 0, r = record_in(o, o->fence);
     if (r == 0) {
         second = 1;
         r = wait_in(s, o->fence);
     }
-    Py_END_ALLOW_THREADS
     return r == 0 ? Py_NewRef(Py_None) : raise_result(second ? "cuStreamWaitEvent" : "cuEventRecord", r);
 }
 
