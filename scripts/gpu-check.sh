@@ -37,8 +37,9 @@ if [ -n "$wheel" ]; then
     python3 -m pytest -q -rfEs -p no:cacheprovider "$root/python/tests" "$root/interop_test" >"$log" 2>&1)
   rc=$?
   [ $rc -eq 0 ] || status=1
-  echo "== pytest (wheel, real driver): exit $rc: $(tail -1 "$log")"
-  grep -E "^(FAILED|ERROR)|SKIPPED|^E  " "$log" | head -20
+  echo "== pytest (wheel, real driver): exit $rc: $(grep -E '(passed|failed|error).* in [0-9.]+s' "$log" | tail -1)"
+  grep -E "^(FAILED|ERROR)|SKIPPED" "$log" | head -30
+  grep -E "^E  " "$log" | head -10
   cat "$out/hostile.txt" 2>/dev/null
   log=$out/pytest-sim.log
   (cd "$out" && PYTHONPATH="$site" STREAMBRIDGE_DRIVER=sim timeout 300 python3 -m pytest -q -rfEs -p no:cacheprovider \

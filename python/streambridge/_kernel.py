@@ -131,8 +131,13 @@ def _bits(fmt: str, value: Any) -> int:
 
 
 def dlpack_stream(s: Any) -> int:
-    """A stream as DLPack's ``__dlpack__(stream=...)`` names it: 1 for the legacy default
-    stream (0 in the runtime's reading), 2 for the per-thread one, else the handle."""
+    """The stream to hand a DLPack producer (``__dlpack__(stream=...)``) for work on ``s``:
+    1 for the legacy default stream (0 in the runtime's reading), 2 for the per-thread one,
+    else the handle; and -1 (DLPack's "no synchronization") while ``s`` is capturing a
+    graph, which cannot depend on work outside its capture (the producer's ordering would
+    be refused by the driver: order it before the capture, or before each replay)."""
+    if s.is_capturing():
+        return -1
     return s.ptr or 1
 
 

@@ -90,3 +90,35 @@ def test_the_call_waits_for_the_arrays_producer(driver_name):
     assert control.query()
     for s in (producer, consumer, control):
         s.close()
+
+
+class DLPackToo(Array):
+    """An array whose interface (version 2) names no stream, speaking DLPack too, as torch's
+    tensors: the consumer stream DLPack is asked with is kept."""
+
+    def __init__(self):
+        super().__init__(0x7000, (4,), "<f4", version=2)
+        from test_dlpack import Producer
+
+        self._dlpack, self.given = Producer(shape=(4,)), []
+
+    def __dlpack_device__(self):
+        return self._dlpack.__dlpack_device__()
+
+    def __dlpack__(self, stream=None):
+        self.given.append(stream)
+        return self._dlpack.__dlpack__(stream)
+
+
+def test_dlpack_is_handed_the_calls_stream_and_no_stream_while_it_captures():
+    # A capture cannot depend on work outside it: the driver refuses the producer's
+    # ordering there (torch: "dependency created on uncaptured work in another stream").
+    s = streambridge.Stream(non_blocking=True)
+    a = DLPackToo()
+    describe(s, a)
+    s.begin_capture("relaxed")
+    describe(s, a)
+    s.end_capture().close()
+    legacy = streambridge.ExternalStream(0)
+    describe(legacy, a)
+    assert a.given == [s.ptr, -1, 1]
