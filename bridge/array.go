@@ -13,18 +13,18 @@ import (
 // or a cuda.core buffer. The Python package (streambridge.go_function) reads the framework's
 // description and hands it over as text, [Array.String]'s form; [ParseArray] reads it back.
 type Array struct {
-	Ptr streams.DevicePtr
+	Ptr streams.DevicePtr // the first element's address (DLPack's data + byte_offset)
 	// DType is the NumPy type string: "<f4", "<i8", "|b1", "<c8"; DLPack's bfloat16,
 	// which NumPy lacks, is "bfloat16".
 	DType string
-	Shape []int
+	Shape []int // elements along each dimension; empty for a scalar
 	// Strides are in bytes, one per dimension, always given: a C-contiguous array's are
 	// filled in where the framework left them out.
 	Strides []int
 	// Device is the array's device ordinal; -1 where the framework did not say (an object
 	// with a CUDA Array Interface but no DLPack, such as a Numba array).
 	Device   int
-	ReadOnly bool
+	ReadOnly bool // the framework says the data must not be written
 }
 
 // ParseArray reads an array from its text form:

@@ -44,6 +44,7 @@ func (c Convention) String() string {
 // convention, on the device the handle is on (device 0 for the special handles, which name
 // no device of their own).
 type Options struct {
+	// Convention says what the special handles 0, 1 and 2 mean; the zero value is Runtime.
 	Convention Convention
 	// Device is the device the caller says the stream is on ([OnDevice]), or none (the zero
 	// value). For a stream object a stated device is checked against the handle's own; for
@@ -73,8 +74,8 @@ var ErrAmbiguousHandle = errors.New("bridge: stream 0 is ambiguous under the CUD
 
 // DeviceMismatchError is a stream whose handle is on another device than the caller said.
 type DeviceMismatchError struct {
-	Handle         uintptr
-	Stated, Actual int
+	Handle         uintptr // the stream handle
+	Stated, Actual int     // the device the caller said, and the handle's own
 }
 
 func (e *DeviceMismatchError) Error() string {
@@ -123,9 +124,9 @@ func (b *Bridge) Driver() *streams.Driver { return b.drv }
 // own device, or the default stream a special value names under opts.Convention. A garbage
 // or destroyed handle fails with streams.ErrInvalidHandle, a stated device that disagrees
 // with the handle with *DeviceMismatchError.
-func (b *Bridge) Stream(handle uint64, opts Options) (*streams.Stream, error) {
-	if handle > uint64(streams.PerThreadStream) {
-		s, err := b.drv.WrapStream(uintptr(handle))
+func (b *Bridge) Stream(handle uintptr, opts Options) (*streams.Stream, error) {
+	if handle > streams.PerThreadStream {
+		s, err := b.drv.WrapStream(handle)
 		if err != nil {
 			return nil, err
 		}
@@ -135,16 +136,16 @@ func (b *Bridge) Stream(handle uint64, opts Options) (*streams.Stream, error) {
 	if err != nil {
 		return nil, err
 	}
-	return c.WrapStream(uintptr(handle))
+	return c.WrapStream(handle)
 }
 
 // Identity is the device Stream would find for handle, proven the same way, and a stream
 // object's identity (cuStreamGetId; 0 for the special handles), keeping nothing: no stream
 // is made, nothing is retained beyond what Stream retains. A caller that keeps the handle
 // checks it before each use with streams.Driver.VerifyStream.
-func (b *Bridge) Identity(handle uint64, opts Options) (*streams.Device, uint64, error) {
-	if handle > uint64(streams.PerThreadStream) {
-		dev, id, err := b.drv.StreamIdentity(uintptr(handle))
+func (b *Bridge) Identity(handle uintptr, opts Options) (*streams.Device, uint64, error) {
+	if handle > streams.PerThreadStream {
+		dev, id, err := b.drv.StreamIdentity(handle)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -158,15 +159,15 @@ func (b *Bridge) Identity(handle uint64, opts Options) (*streams.Device, uint64,
 }
 
 // stated checks a stream object's device against the one the caller stated, if any.
-func stated(handle uint64, opts Options, dev *streams.Device) error {
+func stated(handle uintptr, opts Options, dev *streams.Device) error {
 	if want, ok := opts.Device.Ordinal(); ok && want != dev.Ordinal() {
-		return &DeviceMismatchError{Handle: uintptr(handle), Stated: want, Actual: dev.Ordinal()}
+		return &DeviceMismatchError{Handle: handle, Stated: want, Actual: dev.Ordinal()}
 	}
 	return nil
 }
 
 // special is the context whose default stream a special handle names under opts.
-func (b *Bridge) special(handle uint64, opts Options) (*streams.Context, error) {
+func (b *Bridge) special(handle uintptr, opts Options) (*streams.Context, error) {
 	switch opts.Convention {
 	case Runtime:
 	case ArrayInterface:

@@ -26,16 +26,16 @@ func TestStreamFindsItsDeviceFromTheHandle(t *testing.T) {
 		require.NoError(t, err)
 		for i := range n {
 			theirs := testdrivers.Stream(t, testdrivers.Primary(t, d, i), streams.StreamOptions{NonBlocking: true})
-			s, err := b.Stream(uint64(theirs.Handle()), Options{})
+			s, err := b.Stream(theirs.Handle(), Options{})
 			require.NoError(t, err)
 			assert.Equal(t, i, s.Device().Ordinal(), "found without being told")
 			assert.False(t, s.Owned())
 
-			s, err = b.Stream(uint64(theirs.Handle()), Options{Device: OnDevice(i)})
+			s, err = b.Stream(theirs.Handle(), Options{Device: OnDevice(i)})
 			require.NoError(t, err, "the stated device agrees")
 			if n > 1 {
 				wrong := (i + 1) % n
-				_, err = b.Stream(uint64(theirs.Handle()), Options{Device: OnDevice(wrong)})
+				_, err = b.Stream(theirs.Handle(), Options{Device: OnDevice(wrong)})
 				var mismatch *DeviceMismatchError
 				require.True(t, errors.As(err, &mismatch), "%v", err)
 				assert.Equal(t, i, mismatch.Actual)
@@ -55,7 +55,7 @@ func TestSpecialHandlesFollowTheConvention(t *testing.T) {
 		tests := []struct {
 			name       string
 			convention Convention
-			handle     uint64
+			handle     uintptr
 			want       uintptr
 			err        error
 		}{
@@ -94,7 +94,7 @@ func TestHostileHandlesAreErrors(t *testing.T) {
 		require.NoError(t, err)
 		freedHandle := freed.Handle()
 		require.NoError(t, freed.Close())
-		for _, h := range []uint64{3, 0xdeadbeef, 1 << 63, ^uint64(0), uint64(freedHandle)} {
+		for _, h := range []uintptr{3, 0xdeadbeef, 1 << 63, ^uintptr(0), freedHandle} {
 			_, err := b.Stream(h, Options{})
 			assert.ErrorIs(t, err, streams.ErrInvalidHandle, "%#x", h)
 		}
@@ -109,9 +109,9 @@ func TestOrderAcrossStreams(t *testing.T) {
 		c := testdrivers.Primary(t, d, 0)
 		p := testdrivers.Stream(t, c, streams.StreamOptions{NonBlocking: true})
 		q := testdrivers.Stream(t, c, streams.StreamOptions{NonBlocking: true})
-		producer, err := b.Stream(uint64(p.Handle()), Options{})
+		producer, err := b.Stream(p.Handle(), Options{})
 		require.NoError(t, err)
-		consumer, err := b.Stream(uint64(q.Handle()), Options{})
+		consumer, err := b.Stream(q.Handle(), Options{})
 		require.NoError(t, err)
 
 		var mu sync.Mutex
@@ -142,16 +142,16 @@ func TestIdentityAgreesWithStream(t *testing.T) {
 		require.NoError(t, err)
 		theirs := testdrivers.Stream(t, testdrivers.Primary(t, d, n-1), streams.StreamOptions{})
 		gone := testdrivers.Stream(t, testdrivers.Primary(t, d, 0), streams.StreamOptions{})
-		goneHandle := uint64(gone.Handle())
+		goneHandle := gone.Handle()
 		require.NoError(t, gone.Close())
 		for _, tc := range []struct {
 			name   string
-			handle uint64
+			handle uintptr
 			opts   Options
 		}{
-			{"stream object", uint64(theirs.Handle()), Options{}},
-			{"stated rightly", uint64(theirs.Handle()), Options{Device: OnDevice(n - 1)}},
-			{"stated wrongly", uint64(theirs.Handle()), Options{Device: OnDevice(n)}},
+			{"stream object", theirs.Handle(), Options{}},
+			{"stated rightly", theirs.Handle(), Options{Device: OnDevice(n - 1)}},
+			{"stated wrongly", theirs.Handle(), Options{Device: OnDevice(n)}},
 			{"legacy on the last device", 1, Options{Device: OnDevice(n - 1)}},
 			{"0 under the array interface", 0, Options{Convention: ArrayInterface}},
 			{"no such device", 2, Options{Device: OnDevice(n + 5)}},

@@ -19,9 +19,9 @@ func ExampleBridge_Stream() {
 	theirs, _ := ctx.NewStream(streams.StreamOptions{}) // stands in for torch.cuda.Stream(device=1)
 	defer theirs.Close()
 
-	s, _ := b.Stream(uint64(theirs.Handle()), bridge.Options{})
+	s, _ := b.Stream(theirs.Handle(), bridge.Options{})
 	fmt.Println("device", s.Device().Ordinal())
-	_, err := b.Stream(uint64(theirs.Handle()), bridge.Options{Device: bridge.OnDevice(0)})
+	_, err := b.Stream(theirs.Handle(), bridge.Options{Device: bridge.OnDevice(0)})
 	fmt.Println(err != nil)
 	_, err = b.Stream(0xdeadbeef, bridge.Options{})
 	fmt.Println(err != nil)

@@ -14,10 +14,10 @@ import (
 // (InvalidHandleError with .code and .name, DeviceMismatchError, CompileError with .log,
 // ...): return errors as they are, wrapped or not; nothing needs encoding.
 type PythonError struct {
-	Kind boundary.ErrorKind
-	Code int
-	Name string
-	Log  string
+	Kind boundary.ErrorKind // the exception's class (internal/boundary's ErrorKinds)
+	Code int                // the CUresult or nvrtcResult; 0 where the error is not the driver's
+	Name string             // the code's CUDA_ERROR_* or NVRTC_ERROR_* name, or empty
+	Log  string             // a failed compile's log, or empty
 }
 
 // ErrValue marks an argument with a bad value: Python's ValueError.

@@ -150,7 +150,7 @@ func WrapStream(handle uint64, device int, convention int) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	s, err := b.Stream(handle, bridge.Options{Device: bridge.OnDevice(device), Convention: bridge.Convention(convention)})
+	s, err := b.Stream(uintptr(handle), bridge.Options{Device: bridge.OnDevice(device), Convention: bridge.Convention(convention)})
 	if err != nil {
 		return 0, err
 	}
@@ -170,7 +170,7 @@ func CheckStream(handle uint64, device int, convention int, idOut uint64) (int, 
 	if err != nil {
 		return 0, err
 	}
-	dev, id, err := b.Identity(handle, bridge.Options{Device: bridge.OnDevice(device), Convention: bridge.Convention(convention)})
+	dev, id, err := b.Identity(uintptr(handle), bridge.Options{Device: bridge.OnDevice(device), Convention: bridge.Convention(convention)})
 	if err != nil {
 		return 0, err
 	}

@@ -15,8 +15,11 @@ import (
 // opened. STREAMBRIDGE_LIBNVRTC names the library file to use.
 var ErrNoNVRTC = nvrtc.ErrNoNVRTC
 
-// CompileError is a failed NVRTC call; for a failed compile, Log holds the compiler's
-// whole log (Result is then 6, NVRTC_ERROR_COMPILATION).
+// CompileError is a failed NVRTC call. Its fields (declared on the internal type it
+// names, so go doc does not list them): Call string is the nvrtc* entry point, Result the
+// nvrtcResult (an int32; 6, NVRTC_ERROR_COMPILATION, for a failed compile), and Log string
+// the compiler's whole log for a failed compile. Its Error() string reads like
+// "nvrtcCompileProgram: NVRTC_ERROR_COMPILATION" followed by the log.
 type CompileError = nvrtc.Error
 
 // CompileOptions say how CUDA C++ source is compiled.
@@ -27,9 +30,10 @@ type CompileOptions struct {
 	// PTX asks for PTX (which the driver compiles for the device when loading) rather than
 	// a cubin for Arch.
 	PTX bool
-	// IncludePaths become -I options; Defines -DNAME=VALUE (-DNAME where VALUE is empty).
+	// IncludePaths become -I options.
 	IncludePaths []string
-	Defines      map[string]string
+	// Defines become -DNAME=VALUE options (-DNAME where VALUE is empty).
+	Defines map[string]string
 	// Headers are in-memory headers, by the name #include uses.
 	Headers map[string]string
 	// NameExpressions are the template instantiations or overloads to keep, such as
@@ -44,7 +48,7 @@ type CompileOptions struct {
 // Program is compiled device code (NVRTC).
 type Program struct {
 	Image   []byte // PTX text or a cubin, as LoadModule takes it
-	PTX     bool
+	PTX     bool   // Image is PTX text (else a cubin)
 	Log     string // the compiler's log: warnings, or empty
 	lowered map[string]string
 }

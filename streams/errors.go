@@ -7,8 +7,13 @@ import (
 	"github.com/streambridge/streambridge/internal/driver"
 )
 
-// Result is a CUresult: an error code of the CUDA driver API. Its Error method reads like
-// "CUDA_ERROR_INVALID_HANDLE: invalid resource handle".
+// Result is a CUresult: an error code of the CUDA driver API. Its methods (declared on the
+// internal type it names, so go doc does not list them):
+//
+//   - Error() string reads like "CUDA_ERROR_INVALID_HANDLE: invalid resource handle";
+//   - Name() string is the CUDA_ERROR_* name ("CUDA_ERROR_<n>" for a code the driver does
+//     not name);
+//   - Message() string is the driver's explanation ("invalid resource handle").
 type Result = driver.Result
 
 // Sentinel results to test with errors.Is.
@@ -52,7 +57,7 @@ var ErrWrongDriver = errors.New("streambridge: objects belong to different drive
 // CallError is a driver entry point that failed.
 type CallError struct {
 	Call   string // the cuda.h name, such as "cuStreamQuery"
-	Result Result
+	Result Result // what it returned
 	Hint   string // what this project knows of the cause, if anything
 }
 
@@ -70,7 +75,9 @@ func (e *CallError) Error() string {
 func (e *CallError) Unwrap() error { return e.Result }
 
 // HostFuncPanic is a panic recovered from a host function, handed to the handler set
-// with [SetHostFuncPanicHandler].
+// with [SetHostFuncPanicHandler]. Its fields (declared on the internal type it names, so
+// go doc does not list them): Value any is what was passed to panic, Stack []byte the
+// panicking goroutine's stack. Its Error() string says the value.
 type HostFuncPanic = driver.HostFuncPanic
 
 // SetHostFuncPanicHandler sets what receives panics recovered from host functions (nil:

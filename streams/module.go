@@ -105,7 +105,9 @@ type Function struct {
 func (f *Function) Name() string { return f.name }
 
 // Dim3 is a grid or block shape. A zero component counts as 1.
-type Dim3 struct{ X, Y, Z uint32 }
+type Dim3 struct {
+	X, Y, Z uint32 // the extent along each axis (cuLaunchKernel's gridDimX, ...)
+}
 
 func (d Dim3) xyz() (uint32, uint32, uint32) {
 	return max(d.X, 1), max(d.Y, 1), max(d.Z, 1)
@@ -113,7 +115,7 @@ func (d Dim3) xyz() (uint32, uint32, uint32) {
 
 // LaunchConfig is the launch geometry of cuLaunchKernel.
 type LaunchConfig struct {
-	Grid, Block Dim3
+	Grid, Block Dim3   // blocks in the grid, threads in a block
 	SharedMem   uint32 // dynamic shared memory, bytes
 }
 

@@ -49,7 +49,7 @@ func Describe(stream uint64, x string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	s, err := b.Stream(stream, bridge.Options{})
+	s, err := b.Stream(uintptr(stream), bridge.Options{})
 	if err != nil {
 		return "", err
 	}
@@ -63,7 +63,7 @@ func Describe(stream uint64, x string) (string, error) {
 }
 
 func saxpy(b *bridge.Bridge, stream uint64, a float32, x, y string) error {
-	s, err := b.Stream(stream, bridge.Options{})
+	s, err := b.Stream(uintptr(stream), bridge.Options{})
 	if err != nil {
 		return err
 	}
