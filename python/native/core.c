@@ -29,6 +29,7 @@
  */
 #include <Python.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -380,9 +381,25 @@ static int event_usable(EventCore *e) {
 /* The checks of a call on a stream and an event. */
 static int both_usable(StreamCore *s, EventCore *e) { return gate() && stream_usable(s) && event_usable(e); }
 
-/* cuEventRecord(event, s) in s's context. It and cuStreamWaitEvent only enqueue: they never
- * wait for the GPU, and are called with the GIL held, as CuPy calls them (releasing and
- * taking back the GIL would cost more than the call). */
+/* Python host callbacks launched (host_call_on) that have not yet taken the GIL. */
+static atomic_long host_calls_waiting;
+
+/* r = expr, an enqueue (record, wait, launch): it never waits for the GPU, but can block
+ * while the stream's queue is full. With no Python host callback waiting for the GIL, it is
+ * called with the GIL held, as CuPy calls cuEventRecord and cuStreamWaitEvent (releasing and
+ * taking back the GIL would cost more than the call); with one waiting, the GIL is released
+ * first, for a full queue may drain only once that callback ran. */
+#define ENQUEUE(r, expr)                                                                   \
+    do {                                                                                   \
+        if (atomic_load_explicit(&host_calls_waiting, memory_order_acquire) == 0) {        \
+            r = (expr);                                                                    \
+        } else {                                                                           \
+            Py_BEGIN_ALLOW_THREADS r = (expr);                                             \
+            Py_END_ALLOW_THREADS                                                           \
+        }                                                                                  \
+    } while (0)
+
+/* cuEventRecord(event, s) in s's context (an enqueue: see ENQUEUE). */
 static int record_in(StreamCore *s, uintptr_t event) {
     ctx_scope sc;
     int r = ctx_enter(s->ctx, &sc);
@@ -392,7 +409,7 @@ static int record_in(StreamCore *s, uintptr_t event) {
     return r;
 }
 
-/* cuStreamWaitEvent(s, event, 0) in s's context (the GIL held: see record_in). */
+/* cuStreamWaitEvent(s, event, 0) in s's context (an enqueue: see ENQUEUE). */
 static int wait_in(StreamCore *s, uintptr_t event) {
     ctx_scope sc;
     int r = ctx_enter(s->ctx, &sc);
@@ -415,7 +432,8 @@ static PyObject *do_record(EventCore *e, StreamCore *s) {
         sb_raise(SB_KIND_DEVICE_MISMATCH, 0, "", message, "");
         return NULL;
     }
-    int r = record_in(s, e->eptr); /* an enqueue: the GIL stays (see record_in) */
+    int r;
+    ENQUEUE(r, record_in(s, e->eptr));
     if (r != 0)
         return raise_result("cuEventRecord", r);
     e->recorded = 1;
@@ -426,7 +444,8 @@ static PyObject *do_record(EventCore *e, StreamCore *s) {
 static PyObject *do_wait(StreamCore *s, EventCore *e) {
     if (!both_usable(s, e))
         return NULL;
-    int r = wait_in(s, e->eptr); /* an enqueue: the GIL stays (see record_in) */
+    int r;
+    ENQUEUE(r, wait_in(s, e->eptr));
     return r == 0 ? Py_NewRef(Py_None) : raise_result("cuStreamWaitEvent", r);
 }
 
@@ -496,7 +515,7 @@ static PyObject *stream_wait_event(PyObject *self, PyObject *event) {
 }
 
 /* wait_stream(other): other's fence recorded on other, then waited on by self: each in its
- * own stream's context; two enqueues, with the GIL held (see record_in). */
+ * own stream's context (two enqueues: see ENQUEUE). */
 static PyObject *stream_wait_stream(PyObject *self, PyObject *other_obj) {
     StreamCore *s = (StreamCore *)self, *o = (StreamCore *)other_obj;
     if (!PyObject_TypeCheck(other_obj, &StreamCoreType)) {
@@ -507,10 +526,11 @@ static PyObject *stream_wait_stream(PyObject *self, PyObject *other_obj) {
         return NULL;
     if (o->fence == 0 && !make_fence(o)) /* made once per stream, in Go (a setup call) */
         return NULL;
-    int second = 0, r = record_in(o, o->fence);
+    int second = 0, r;
+    ENQUEUE(r, record_in(o, o->fence));
     if (r == 0) {
         second = 1;
-        r = wait_in(s, o->fence);
+        ENQUEUE(r, wait_in(s, o->fence));
     }
     return r == 0 ? Py_NewRef(Py_None) : raise_result(second ? "cuStreamWaitEvent" : "cuEventRecord", r);
 }
@@ -532,6 +552,7 @@ static void host_trampoline(void *ud) {
     if (!Py_IsInitialized() || forked)
         return; /* the interpreter is gone: nothing can run, and nothing is freed */
     PyGILState_STATE g = PyGILState_Ensure();
+    atomic_fetch_sub_explicit(&host_calls_waiting, 1, memory_order_release);
     in_callback++;
     PyObject *r = PyObject_Call(hc->fn, hc->args, NULL);
     in_callback--;
@@ -574,6 +595,7 @@ static PyObject *host_call_on(StreamCore *s, PyObject *fn, PyObject *args) {
     hc->args = args; /* the reference is the call's */
     int r, status = 0;
     ctx_scope sc;
+    atomic_fetch_add_explicit(&host_calls_waiting, 1, memory_order_acq_rel); /* before it can run */
     Py_BEGIN_ALLOW_THREADS
     r = ctx_enter(s->ctx, &sc);
     if (r == 0)
@@ -584,6 +606,7 @@ static PyObject *host_call_on(StreamCore *s, PyObject *fn, PyObject *args) {
     Py_END_ALLOW_THREADS
     if (r == 0 && status == 0)
         Py_RETURN_NONE;
+    atomic_fetch_sub_explicit(&host_calls_waiting, 1, memory_order_release); /* it will never run */
     Py_DECREF(hc->fn);
     Py_DECREF(hc->args);
     PyMem_RawFree(hc);
@@ -1495,6 +1518,20 @@ static PyObject *fn_from_external(PyObject *self, PyObject *const *args, Py_ssiz
  * do_launch. */
 #define MAX_PARAMS 256
 
+/* cuLaunchKernel of k on s (an enqueue: see ENQUEUE). Unlike the other entry points here,
+ * cuLaunchKernel of a module's function answers CUDA_ERROR_INVALID_CONTEXT on a thread with
+ * no context current: the kernel's context (the stream's too: the devices agree) is made
+ * current where it is not already. */
+static int launch_in(KernelCore *k, StreamCore *s, const unsigned dims[6], unsigned shared, void **params) {
+    ctx_scope sc;
+    int r = ctx_enter(k->ctx, &sc);
+    if (r == 0)
+        r = CALL(cuLaunchKernel, launch_fn)((uintptr_t)k->fn, dims[0], dims[1], dims[2], dims[3], dims[4], dims[5],
+                                            shared, (uintptr_t)s->ptr, params, NULL);
+    ctx_leave(&sc);
+    return r;
+}
+
 static PyObject *do_launch(KernelCore *k, StreamCore *s, const unsigned dims[6], unsigned shared, void **params) {
     if (!gate() || !stream_usable(s))
         return NULL;
@@ -1510,17 +1547,7 @@ static PyObject *do_launch(KernelCore *k, StreamCore *s, const unsigned dims[6],
         return NULL;
     }
     int r;
-    ctx_scope sc;
-    Py_BEGIN_ALLOW_THREADS
-    /* Unlike the other entry points here, cuLaunchKernel of a module's function answers
-     * CUDA_ERROR_INVALID_CONTEXT on a thread with no context current: the kernel's context
-     * (the stream's too: the devices agree) is made current where it is not already. */
-    r = ctx_enter(k->ctx, &sc);
-    if (r == 0)
-        r = CALL(cuLaunchKernel, launch_fn)((uintptr_t)k->fn, dims[0], dims[1], dims[2], dims[3], dims[4], dims[5],
-                                            shared, (uintptr_t)s->ptr, params, NULL);
-    ctx_leave(&sc);
-    Py_END_ALLOW_THREADS
+    ENQUEUE(r, launch_in(k, s, dims, shared, params));
     return r == 0 ? Py_NewRef(Py_None) : raise_result("cuLaunchKernel", r);
 }
 

@@ -134,3 +134,28 @@ def test_bad_callbacks_are_refused_and_nothing_leaks():
     del arg
     gc.collect()
     assert ref() is None, "a refused call holds nothing"
+
+
+def test_enqueues_behind_a_waiting_callback_do_not_hold_the_gil_it_needs():
+    # The stream's queue fills behind a Python callback that waits for the GIL: an enqueue
+    # (record, wait, wait_stream) that blocked on the full queue while holding the GIL would
+    # never return. The core releases the GIL for enqueues while such a callback is waiting.
+    # In a child process, so that a hang fails the test instead of stopping the suite.
+    import subprocess
+
+    code = """
+import streambridge
+s, t = streambridge.Stream(non_blocking=True), streambridge.Stream(non_blocking=True)
+e = streambridge.Event(disable_timing=True)
+ran = []
+s.launch_host_func(ran.append, "callback")
+for _ in range(50000):
+    s.record(e)
+    t.wait_event(e)
+    t.wait_stream(s)
+s.synchronize()
+t.synchronize()
+print(ran)
+"""
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and p.stdout.strip() == "['callback']", p.stdout + p.stderr
