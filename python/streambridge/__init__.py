@@ -1,8 +1,23 @@
 """streambridge: CUDA streams shared safely between PyTorch, CuPy, cuda.core and Go.
 
-Importing never needs a GPU; :func:`driver` says which driver is in use or raises
-:class:`NoDriverError` saying why there is none (STREAMBRIDGE_DRIVER=sim selects the
-software driver, which runs stream semantics and no kernels).
+    >>> import os
+    >>> _ = os.environ.setdefault("STREAMBRIDGE_DRIVER", "sim")  # no GPU needed; leave out on one
+    >>> import streambridge as sb
+    >>> producer, consumer = sb.Stream(non_blocking=True), sb.Stream(non_blocking=True)
+    >>> seen = []
+    >>> producer.launch_host_func(seen.append, "producer done")  # on the driver's thread, in order
+    >>> consumer.wait_stream(producer)  # the consumer's later work waits for the producer's
+    >>> borrowed = sb.ExternalStream(consumer.ptr)  # any framework's handle, proven live first
+    >>> borrowed.synchronize()
+    >>> seen, borrowed == consumer, producer.query()
+    (['producer done'], True, True)
+
+``as_stream(obj)`` takes any framework's stream (torch, CuPy, cuda.core, Numba, or a
+``__cuda_stream__`` object); ``to_torch()``, ``to_cupy()``, ``to_cuda_core()`` and
+``to_numba()`` give it back as theirs. Importing never needs a GPU; :func:`driver` says which
+driver is in use or raises :class:`NoDriverError` saying why there is none
+(STREAMBRIDGE_DRIVER=sim selects the software driver, which runs stream semantics and no
+kernels).
 """
 
 from ._errors import (CallbackReentryError, CaptureError, ClosedError, CompileError, CUDAError, DeviceMismatchError,

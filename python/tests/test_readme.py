@@ -1,0 +1,32 @@
+"""The README's first Python program runs as shown, on the software driver."""
+
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
+
+
+def python_blocks():
+    """The README's ```python blocks, in order."""
+    return re.findall(r"^```python\n(.*?)^```$", README.read_text(), flags=re.S | re.M)
+
+
+def test_the_first_program_runs_on_the_software_driver():
+    first = python_blocks()[0]
+    assert 'os.environ.setdefault("STREAMBRIDGE_DRIVER", "sim")' in first
+    env = dict(os.environ, STREAMBRIDGE_DRIVER="sim")
+    p = subprocess.run([sys.executable, "-c", first], capture_output=True, text=True, timeout=60, env=env)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "the producer's work is done\nsim True True\n", p.stdout
+
+
+def test_help_opens_with_an_example_that_runs():
+    # help(streambridge) shows the package's docstring first: its example is a doctest.
+    code = "import doctest, streambridge; r = doctest.testmod(streambridge); print(r.attempted, r.failed)"
+    env = dict(os.environ, STREAMBRIDGE_DRIVER="sim")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    attempted, failed = map(int, p.stdout.split()[-2:])
+    assert p.returncode == 0 and attempted >= 8 and failed == 0, p.stdout + p.stderr
