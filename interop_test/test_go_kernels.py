@@ -74,9 +74,11 @@ def test_go_saxpy_waits_for_a_slow_cupy_producer(spin, honour):
     assert seen == (3.0 if honour else 0.0)
 
 
-def test_a_dlpack_producer_orders_its_work_before_the_go_kernel(spin):
+@pytest.mark.parametrize("wrap", [OnlyDLPack, lambda t: t], ids=["DLPack only", "torch's own tensors"])
+def test_a_dlpack_producer_orders_its_work_before_the_go_kernel(spin, wrap):
     # Through DLPack, the producer is given the consumer's stream and makes it wait: torch's
-    # current stream is the slow producer here.
+    # current stream is the slow producer here. torch's own tensors go the same way: their
+    # array interface (version 2) names no stream, so go_function asks DLPack.
     torch = framework("torch")
     producer, consumer = torch.cuda.Stream(), torch.cuda.Stream()
     x = torch.zeros(N, dtype=torch.float32, device="cuda")
@@ -84,25 +86,7 @@ def test_a_dlpack_producer_orders_its_work_before_the_go_kernel(spin):
     torch.cuda.synchronize()
     with torch.cuda.stream(producer):
         spin(64, 256, (x, numpy.int32(N), numpy.float32(1), numpy.uint64(300_000_000)), stream=producer)
-        saxpy(consumer, 5.0, OnlyDLPack(x), OnlyDLPack(y))
-    consumer.synchronize()
-    seen = float(y.max())
-    torch.cuda.synchronize()
-    assert seen == 5.0
-
-
-def test_a_torch_tensors_producer_stream_is_waited_for_by_a_go_function(spin):
-    # No wrapper: torch's own tensors. Their array interface names no stream, so
-    # go_function asks DLPack with the call's stream, and torch orders its current stream
-    # (the slow producer) before it.
-    torch = framework("torch")
-    producer, consumer = torch.cuda.Stream(), torch.cuda.Stream()
-    x = torch.zeros(N, dtype=torch.float32, device="cuda")
-    y = torch.zeros(N, dtype=torch.float32, device="cuda")
-    torch.cuda.synchronize()
-    with torch.cuda.stream(producer):
-        spin(64, 256, (x, numpy.int32(N), numpy.float32(1), numpy.uint64(300_000_000)), stream=producer)
-        saxpy(consumer, 5.0, x, y)
+        saxpy(consumer, 5.0, wrap(x), wrap(y))
     consumer.synchronize()
     seen = float(y.max())
     torch.cuda.synchronize()

@@ -66,17 +66,28 @@ def test_double_instantiation_and_dlpack(module):
     assert torch.equal(out, 0.5 * x - 1)
 
 
-@pytest.mark.parametrize("honour", [True, False], ids=["stream in the interface", "no stream (control)"])
-def test_the_array_interface_stream_is_waited_for(module, honour):
-    # x is written by a slow kernel on the producer's stream; its array interface names that
-    # stream, so the launch on another stream must wait for it.
+def slow_producer(module):
+    """torch, two torch streams (producer, consumer), x (zeros) and out (zeros), all idle."""
     torch = framework("torch")
-    spin = module.get_kernel("spin_then_fill")
     producer, consumer = torch.cuda.Stream(), torch.cuda.Stream()
     x = torch.zeros(N, device="cuda")
     out = torch.zeros_like(x)
     torch.cuda.synchronize()
-    spin(64, 256, (x, numpy.int32(N), numpy.float32(1), numpy.uint64(300_000_000)), stream=producer)  # 300 ms, then x[:] = 1
+    return torch, producer, consumer, x, out
+
+
+def spin_fill(module, x, stream):
+    """On stream: 300 ms of spinning, then x[:] = 1."""
+    module.get_kernel("spin_then_fill")(64, 256, (x, numpy.int32(N), numpy.float32(1), numpy.uint64(300_000_000)),
+                                        stream=stream)
+
+
+@pytest.mark.parametrize("honour", [True, False], ids=["stream in the interface", "no stream (control)"])
+def test_the_array_interface_stream_is_waited_for(module, honour):
+    # x is written by a slow kernel on the producer's stream; its array interface names that
+    # stream, so the launch on another stream must wait for it.
+    torch, producer, consumer, x, out = slow_producer(module)
+    spin_fill(module, x, producer)
 
     class Produced:
         __cuda_array_interface__ = dict(x.__cuda_array_interface__, version=3,
@@ -97,16 +108,11 @@ def test_a_torch_tensors_producer_stream_is_waited_for(module, current):
     # asks DLPack, handing it the launch's stream; torch makes that stream wait for its
     # current stream, the slow producer here. The control launches after leaving the
     # producer's `with`: torch's current stream is then the default one, and nothing waits.
-    torch = framework("torch")
-    spin = module.get_kernel("spin_then_fill")
-    producer, consumer = torch.cuda.Stream(), torch.cuda.Stream()
-    x = torch.zeros(N, device="cuda")
-    out = torch.zeros_like(x)
-    torch.cuda.synchronize()
+    torch, producer, consumer, x, out = slow_producer(module)
     assert x.__cuda_array_interface__["version"] < 3
     axpb = module.get_kernel("axpb<float>")
     with torch.cuda.stream(producer):
-        spin(64, 256, (x, numpy.int32(N), numpy.float32(1), numpy.uint64(300_000_000)), stream=producer)
+        spin_fill(module, x, producer)
         if current:
             axpb(((N + 255) // 256,), (256,), (out, x, numpy.float32(3), numpy.float32(0), N), stream=consumer)
     if not current:
