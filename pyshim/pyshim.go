@@ -331,11 +331,6 @@ func StreamEndCapture(key int64) (int64, error) {
 	return store(boundary.ObjectGraph, e), nil
 }
 
-// StreamIsCapturing reports whether stream key s is capturing (cuStreamIsCapturing).
-//
-//streambridge:keepgil
-func StreamIsCapturing(key int64) (bool, error) { return call1(key, (*streams.Stream).IsCapturing) }
-
 // GraphLaunch launches executable graph key g on stream key s (cuGraphLaunch).
 func GraphLaunch(g, s int64) (bool, error) { return act2(g, s, (*streams.GraphExec).Launch) }
 

@@ -1,6 +1,10 @@
 package boundary
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"go/types"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -73,5 +77,47 @@ func TestSettingsNameEveryVariableTheGoCoreReads(t *testing.T) {
 	require.NotEmpty(t, found, "the sources were read")
 	for name := range found {
 		assert.Contains(t, Settings, name, "read by the Go core but not handed over from Python")
+	}
+}
+
+// _core.py declares each pyshim function it calls with Python types (gopy's wrappers carry
+// none); they must be the Go function's: this fails when one is changed and not the other.
+func TestCoreDeclaresGoCallsWithTheirGoTypes(t *testing.T) {
+	py := map[string]string{"int": "int", "int64": "int", "uint64": "int", "bool": "bool", "string": "str"}
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, filepath.Join("..", "..", "pyshim", "pyshim.go"), nil, 0)
+	require.NoError(t, err)
+	goTypes := map[string]string{}
+	for _, d := range f.Decls {
+		fn, ok := d.(*ast.FuncDecl)
+		if !ok || fn.Recv != nil || !fn.Name.IsExported() {
+			continue
+		}
+		var params, results []string
+		for _, p := range fn.Type.Params.List {
+			for range max(len(p.Names), 1) {
+				params = append(params, py[types.ExprString(p.Type)])
+			}
+		}
+		if fn.Type.Results != nil {
+			for _, r := range fn.Type.Results.List {
+				if s := types.ExprString(r.Type); s != "error" {
+					results = append(results, py[s])
+				}
+			}
+		}
+		require.Len(t, results, 1, "pyshim.%s returns one value (and an error)", fn.Name.Name)
+		goTypes[fn.Name.Name] = "Callable[[" + strings.Join(params, ", ") + "], " + results[0] + "]"
+	}
+	src, err := os.ReadFile(filepath.Join("..", "..", "python", "streambridge", "_core.py"))
+	require.NoError(t, err)
+	decl := regexp.MustCompile(`(?m)^\w+: (Callable\[.*\]) = (?:_go\()?_native\.pyshim_(\w+)\)?`)
+	found := decl.FindAllStringSubmatch(string(src), -1)
+	require.NotEmpty(t, found)
+	for _, m := range found {
+		want, ok := goTypes[m[2]]
+		if assert.True(t, ok, "_core.py calls pyshim.%s, which pyshim.go does not have", m[2]) {
+			assert.Equal(t, want, m[1], "_core.py's declaration of pyshim.%s", m[2])
+		}
 	}
 }

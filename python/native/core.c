@@ -12,16 +12,17 @@
  * Why C: every call through gopy's generated layer is a C-to-Go crossing, about 130-160 ns
  * on an H200 before any work; the driver call itself is 150-300 ns.
  *
- * Events are the core's own, made and destroyed here (see "The life of an event"). What
- * stays in Go: loading the driver and resolving these entry points, validating every
- * foreign handle, creating and destroying streams, synchronizing streams, captures, graphs,
- * compiles, and everything else; Python calls those through gopy (_core.py), after the
- * same gate. Errors from Go reach Python through sb_raise too (scripts/gopy-fixups.py
- * routes gopy's generated error path there).
+ * Events and streams are the core's own, made and destroyed here (see "The life of an
+ * event", "The life of a stream"), and a borrowed stream is proven here with a few loads
+ * where it can be ("Stream objects, proven by loads"). What stays in Go: loading the driver
+ * and resolving these entry points, the first validation of a device's handles and whatever
+ * the loads cannot prove, synchronizing streams, captures, graphs, compiles, and everything
+ * else; Python calls those through gopy (_core.py), after the same gate. Errors from Go
+ * reach Python through sb_raise too (scripts/gopy-fixups.py routes gopy's generated error
+ * path there).
  *
- * Each call that enqueues work releases the GIL around the driver, as CuPy and cuda.core do:
- * an enqueue can block (a full launch queue), and a host callback waiting for the GIL on the
- * driver's thread must then be able to take it. The queries keep it: they never block.
+ * The GIL: a query keeps it (it never blocks); an enqueue keeps it unless a Python host
+ * callback is waiting for it (ENQUEUE); a synchronize releases it.
  *
  * scripts/build-native.sh builds this file into the extension with gopy's generated code;
  * sb_core_module returns the module object. tables.h is generated from Go
@@ -535,6 +536,29 @@ static PyObject *stream_wait_stream(PyObject *self, PyObject *other_obj) {
     return r == 0 ? Py_NewRef(Py_None) : raise_result(second ? "cuStreamWaitEvent" : "cuEventRecord", r);
 }
 
+/* Whether s is capturing (cuStreamIsCapturing: a capture active, or invalidated and not yet
+ * ended), in s's context; -1 with the error set. A query: the GIL stays. */
+static int capturing(StreamCore *s) {
+    ctx_scope sc;
+    int status = 0, r = ctx_enter(s->ctx, &sc);
+    if (r == 0)
+        r = CALL(cuStreamIsCapturing, capturing_fn)(s->ptr, &status);
+    ctx_leave(&sc);
+    if (r != 0) {
+        raise_result("cuStreamIsCapturing", r);
+        return -1;
+    }
+    return status != 0;
+}
+
+static PyObject *stream_is_capturing(PyObject *self, PyObject *unused) {
+    StreamCore *s = (StreamCore *)self;
+    if (!gate() || !stream_usable(s))
+        return NULL;
+    int cap = capturing(s);
+    return cap < 0 ? NULL : PyBool_FromLong(cap);
+}
+
 /* ---- Host callbacks into Python ----
  * host_trampoline(userData) runs on the driver's host-function thread: it takes the GIL,
  * marks the thread (no streambridge call may enter the driver from there: see gate), calls
@@ -586,6 +610,14 @@ static PyObject *host_call_on(StreamCore *s, PyObject *fn, PyObject *args) {
         Py_DECREF(args);
         return NULL;
     }
+    int cap = capturing(s);
+    if (cap != 0) {
+        Py_DECREF(args);
+        if (cap > 0)
+            sb_raise(SB_KIND_VALUE, 0, "", "a Python host callback cannot be captured into a graph (it would run once "
+                     "and be freed)", "");
+        return NULL;
+    }
     host_call *hc = PyMem_RawMalloc(sizeof *hc);
     if (hc == NULL) {
         Py_DECREF(args);
@@ -593,28 +625,22 @@ static PyObject *host_call_on(StreamCore *s, PyObject *fn, PyObject *args) {
     }
     hc->fn = Py_NewRef(fn);
     hc->args = args; /* the reference is the call's */
-    int r, status = 0;
+    int r;
     ctx_scope sc;
     atomic_fetch_add_explicit(&host_calls_waiting, 1, memory_order_acq_rel); /* before it can run */
     Py_BEGIN_ALLOW_THREADS
     r = ctx_enter(s->ctx, &sc);
     if (r == 0)
-        r = CALL(cuStreamIsCapturing, capturing_fn)(s->ptr, &status);
-    if (r == 0 && status == 0)
         r = CALL(cuLaunchHostFunc, host_fn_launch)(s->ptr, host_trampoline, hc);
     ctx_leave(&sc);
     Py_END_ALLOW_THREADS
-    if (r == 0 && status == 0)
+    if (r == 0)
         Py_RETURN_NONE;
     atomic_fetch_sub_explicit(&host_calls_waiting, 1, memory_order_release); /* it will never run */
     Py_DECREF(hc->fn);
     Py_DECREF(hc->args);
     PyMem_RawFree(hc);
-    if (r != 0)
-        return raise_result(status ? "cuLaunchHostFunc" : "cuStreamIsCapturing", r);
-    sb_raise(SB_KIND_VALUE, 0, "", "a Python host callback cannot be captured into a graph (it would run once and be "
-             "freed)", "");
-    return NULL;
+    return raise_result("cuLaunchHostFunc", r);
 }
 
 static PyObject *stream_launch_host_func(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -692,6 +718,9 @@ static PyMethodDef stream_core_methods[] = {
      "_fill(ptr, device): makes a new ExternalStream of ptr on device (-1: the handle's); see fill_external"},
     {"query", stream_query, METH_NOARGS,
      "query($self, /)\n--\n\nWhether all work submitted so far has completed (cuStreamQuery)."},
+    {"is_capturing", stream_is_capturing, METH_NOARGS,
+     "is_capturing($self, /)\n--\n\nWhether the stream is capturing (cuStreamIsCapturing: a capture active, or "
+     "invalidated and not yet ended)."},
     {"record", (PyCFunction)(void (*)(void))stream_record, METH_FASTCALL | METH_KEYWORDS,
      "record($self, /, event=None, options=None)\n--\n\nRecord ``event`` (a new one if None, made with "
      "``options``) on the stream (cuEventRecord); return it."},
@@ -958,11 +987,9 @@ static int create_in(long long device, int which, unsigned flags, int priority, 
     return 1;
 }
 
-/* Makes e's event on device with flags (cuEventCreate, in the device's primary context). */
-static int event_make(EventCore *e, long long device, unsigned flags) {
-    uintptr_t h = 0, ctx = 0;
-    if (!create_in(device, SB_cuEventCreate, flags, 0, &h, &ctx))
-        return -1;
+/* The one fill of an event the core owns from then on (made here, or opened from another
+ * process): its CUevent, its device and that device's primary context, and its flags. */
+static void event_fill(EventCore *e, uintptr_t h, uintptr_t ctx, long long device, unsigned flags) {
     e->eptr = h;
     e->ctx = ctx;
     e->device = device;
@@ -970,15 +997,24 @@ static int event_make(EventCore *e, long long device, unsigned flags) {
     e->interprocess = (flags & SB_EVENT_INTERPROCESS) != 0;
     e->open = 1;
     live_events++;
+}
+
+/* Makes e's event on device with flags (cuEventCreate, in the device's primary context). */
+static int event_make(EventCore *e, long long device, unsigned flags) {
+    uintptr_t h = 0, ctx = 0;
+    if (!create_in(device, SB_cuEventCreate, flags, 0, &h, &ctx))
+        return -1;
+    event_fill(e, h, ctx, device, flags);
     return 0;
 }
 
 /* What the core's arguments need Python for, each registered by the module of its concept:
  * a cuda.core EventOptions (or its like) read into (timing_enabled, blocking_sync or None,
  * ipc_enabled or None) (_event); a device that is not a plain ordinal, a torch.device or
- * "cuda:N" (_device); the stream a call with stream=None (or a foreign stream-like) works
+ * "cuda:N" (_device), and an integer argument that is not an exact int (_device.as_index:
+ * NumPy's integers, not bools); the stream a call with stream=None (or a foreign stream-like) works
  * on (_stream.resolve): so a concept's module imports none of the others to reach them. */
-static PyObject *read_event_options, *read_device, *resolve_stream;
+static PyObject *read_event_options, *read_device, *read_index, *resolve_stream;
 
 static PyObject *set_reader(PyObject **slot, PyObject *fn) {
     if (!PyCallable_Check(fn)) {
@@ -991,6 +1027,7 @@ static PyObject *set_reader(PyObject **slot, PyObject *fn) {
 
 static PyObject *fn_set_event_options_reader(PyObject *self, PyObject *fn) { return set_reader(&read_event_options, fn); }
 static PyObject *fn_set_device_reader(PyObject *self, PyObject *fn) { return set_reader(&read_device, fn); }
+static PyObject *fn_set_index_reader(PyObject *self, PyObject *fn) { return set_reader(&read_index, fn); }
 static PyObject *fn_set_stream_resolver(PyObject *self, PyObject *fn) { return set_reader(&resolve_stream, fn); }
 
 /* resolve(stream, device): the stream a call works on (_stream.resolve). */
@@ -1122,12 +1159,7 @@ static PyObject *fn_open_ipc_event(PyObject *self, PyObject *const *args, Py_ssi
         Py_DECREF(e);
         return NULL;
     }
-    e->eptr = h;
-    e->ctx = ctx;
-    e->device = device;
-    e->interprocess = 1;
-    e->open = 1;
-    live_events++;
+    event_fill(e, h, ctx, device, SB_EVENT_INTERPROCESS | SB_EVENT_DISABLE_TIMING); /* as the exporter made it */
     return (PyObject *)e;
 }
 
@@ -1185,16 +1217,23 @@ static PyTypeObject EventCoreType = {
 
 static long long live_streams; /* made and not yet destroyed */
 
+/* The one fill of a stream's fields, open from then on: its handle, the context a special
+ * handle is read in (else 0), a borrowed stream object's identity (else 0), its device. */
+static void fill_fields(StreamCore *s, unsigned long long ptr, uintptr_t ctx, uint64_t id, long long device) {
+    s->ptr = ptr;
+    s->ctx = ctx;
+    s->id = id;
+    s->device = device;
+    s->open = 1;
+}
+
 /* Fills s as device's default stream ptr (0, 1 or 2), read in the device's primary context:
  * Stream(null=True or ptds=True) and ExternalStream(0, 1 or 2). 0 with the error set. */
 static int fill_default(StreamCore *s, unsigned long long ptr, long long device) {
     uintptr_t ctx = context_of(device);
     if (ctx == 0)
         return 0;
-    s->ptr = ptr;
-    s->ctx = ctx;
-    s->device = device;
-    s->open = 1;
+    fill_fields(s, ptr, ctx, 0, device);
     return 1;
 }
 
@@ -1243,12 +1282,14 @@ static int owned_core_init(PyObject *self, PyObject *args, PyObject *kwargs) {
         return -1;
     }
     long long prio = 0;
-    if (priority != Py_None) { /* an int, or anything with __index__ (NumPy's integers); not a bool */
-        const char *t = Py_TYPE(priority)->tp_name; /* NumPy's bool: numpy.bool_ (1.x), numpy.bool (2.x) */
-        int boolean = PyBool_Check(priority) || strcmp(t, "numpy.bool_") == 0 || strcmp(t, "numpy.bool") == 0;
-        PyObject *index = boolean || !PyIndex_Check(priority) ? NULL : PyNumber_Index(priority);
-        if (index == NULL) {
-            PyErr_Clear();
+    if (priority != Py_None) { /* an int, or what _device.as_index reads as one (NumPy's integers); not a bool */
+        PyObject *index = PyLong_CheckExact(priority) ? Py_NewRef(priority)
+                          : read_index == NULL         ? Py_NewRef(Py_None)
+                                                       : PyObject_CallOneArg(read_index, priority);
+        if (index == NULL)
+            return -1;
+        if (index == Py_None) {
+            Py_DECREF(index);
             PyErr_Format(PyExc_TypeError, "priority must be an int, not %.100s", Py_TYPE(priority)->tp_name);
             return -1;
         }
@@ -1270,10 +1311,8 @@ static int owned_core_init(PyObject *self, PyObject *args, PyObject *kwargs) {
     uintptr_t h = 0, ctx = 0;
     if (!create_in(dev, SB_cuStreamCreateWithPriority, b ? SB_STREAM_NON_BLOCKING : 0, (int)prio, &h, &ctx))
         return -1;
-    s->ptr = h;
-    s->device = dev;
+    fill_fields(s, h, 0, 0, dev); /* a stream object carries its context: none to keep */
     s->owned = 1;
-    s->open = 1;
     live_streams++;
     return 0;
 }
@@ -1361,10 +1400,7 @@ static int fill_external(StreamCore *s, unsigned long long ptr, long long device
     uint64_t id = 0;
     if (!check_new_stream(ptr, device, &got, &id))
         return 0;
-    s->ptr = ptr;
-    s->id = id;
-    s->device = got;
-    s->open = 1;
+    fill_fields(s, ptr, 0, id, got);
     return 1;
 }
 
@@ -1768,6 +1804,8 @@ static PyMethodDef methods[] = {
      "set_event_options_reader(fn): reads Event's options (a cuda.core EventOptions) for the core"},
     {"set_device_reader", fn_set_device_reader, METH_O,
      "set_device_reader(fn): reads a device argument that is not a plain ordinal for the core"},
+    {"set_index_reader", fn_set_index_reader, METH_O,
+     "set_index_reader(fn): reads an integer argument that is not an exact int (an int, or None) for the core"},
     {"set_stream_resolver", fn_set_stream_resolver, METH_O,
      "set_stream_resolver(fn): the stream a call with stream=None (or a stream-like) works on"},
     {"resolve", (PyCFunction)(void (*)(void))fn_resolve, METH_FASTCALL,
@@ -1794,7 +1832,7 @@ __attribute__((visibility("default"))) PyObject *sb_core_module(void) {
         }
         callback_errors_list = PyList_New(0);
         deferred = PyList_New(0);
-                name_record = PyUnicode_InternFromString("_record");
+        name_record = PyUnicode_InternFromString("_record");
         name_wait = PyUnicode_InternFromString("_wait");
         name_cuda_stream = PyUnicode_InternFromString("__cuda_stream__");
         name_call = PyUnicode_InternFromString("_call");

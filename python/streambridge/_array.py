@@ -56,22 +56,25 @@ def array_info(obj: Any, consumer: Optional[int] = None) -> Optional[ArrayInfo]:
     producer order its work before ``consumer`` (torch: its current stream's)."""
     cai = getattr(obj, "__cuda_array_interface__", None)
     dlpack = hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__")
-    if cai is not None and not (dlpack and _says_no_stream(cai)):
+    if cai is not None and not (dlpack and _version(cai) < 3):
         return _from_interface(obj, cai)
     if dlpack:
         return _from_dlpack(obj, consumer)
     return None
 
 
-def _says_no_stream(cai: Any) -> bool:
-    """An interface of a version before 3, which has no ``stream`` to wait for."""
-    version = cai.get("version", 0) if isinstance(cai, dict) else None
-    return isinstance(version, int) and version < 3
+def _version(cai: Any) -> int:
+    """An interface's version (3 and later say their producer's ``stream``)."""
+    if not isinstance(cai, dict):
+        raise TypeError(f"__cuda_array_interface__ must be a dict, not {type(cai).__name__}")
+    version = cai.get("version", 0)
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise TypeError(f"__cuda_array_interface__ version must be an int, not {version!r}")
+    return version
 
 
 def _from_interface(obj: Any, cai: Any) -> ArrayInfo:
-    if not isinstance(cai, dict):
-        raise TypeError(f"__cuda_array_interface__ must be a dict, not {type(cai).__name__}")
+    version = _version(cai)
     data = cai.get("data")
     if not isinstance(data, tuple) or len(data) != 2 or not isinstance(data[0], int):
         raise ValueError(f"__cuda_array_interface__ data must be (pointer, read_only), not {data!r}")
@@ -86,9 +89,6 @@ def _from_interface(obj: Any, cai: Any) -> ArrayInfo:
         strides = _contiguous(shape, _itemsize(typestr))
     elif not isinstance(strides, tuple) or len(strides) != len(shape):
         raise ValueError(f"__cuda_array_interface__ strides must be None or one per dimension, not {strides!r}")
-    version = cai.get("version", 0)
-    if isinstance(version, bool) or not isinstance(version, int):
-        raise TypeError(f"__cuda_array_interface__ version must be an int, not {version!r}")
     stream = cai.get("stream") if version >= 3 else None
     if stream == 0:
         raise ValueError("__cuda_array_interface__ stream 0 is not allowed (v3: use 1 for the legacy "

@@ -71,7 +71,6 @@ stream_non_blocking: Callable[[int], bool] = _go(_native.pyshim_StreamNonBlockin
 stream_fence: Callable[[int], int] = _go(_native.pyshim_StreamFence)
 stream_begin_capture: Callable[[int, int], bool] = _go(_native.pyshim_StreamBeginCapture)
 stream_end_capture: Callable[[int], int] = _go(_native.pyshim_StreamEndCapture)
-stream_is_capturing: Callable[[int], bool] = _go(_native.pyshim_StreamIsCapturing)
 graph_launch: Callable[[int, int], bool] = _go(_native.pyshim_GraphLaunch)
 graph_upload: Callable[[int, int], bool] = _go(_native.pyshim_GraphUpload)
 compile_module: Callable[[int, str, str, str, str, str, bool], int] = _go(_native.pyshim_CompileModule)

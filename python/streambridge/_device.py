@@ -68,3 +68,4 @@ def device_index(device: Any) -> int:
 
 
 _c.set_device_reader(device_index)  # the core's constructors read such device arguments with it
+_c.set_index_reader(as_index)  # and integer ones that are not exact ints (Stream's priority)

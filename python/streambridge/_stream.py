@@ -127,10 +127,6 @@ class _BaseStream(_c.StreamCore):
         cuGraphInstantiateWithFlags). A capture invalidated by a forbidden call raises."""
         return end_capture(self._key, self.device_id)
 
-    def is_capturing(self) -> bool:
-        """Whether the stream is capturing (cuStreamIsCapturing)."""
-        return _core.stream_is_capturing(self._key)
-
     def wait(self, event_or_stream: Any) -> None:
         """cuda.core's spelling: wait for an Event or a stream."""
         if isinstance(event_or_stream, _BaseStream):
@@ -208,8 +204,8 @@ class _BaseStream(_c.StreamCore):
         with cupy.cuda.Device(self.device_id):
             from_external = getattr(cupy.cuda.Stream, "from_external", None)
             if from_external is None:  # before CuPy 14
-                cs = _cupy_external(cupy)(self._ptr, self.device_id)
-                cs._streambridge = self
+                cs = cupy.cuda.ExternalStream(self._ptr, self.device_id)
+                cs._streambridge = self  # kept alive with it
                 return cs
             cs = from_external(self)  # keeps this object alive itself
         # __cuda_stream__ carries no device, so CuPy 14 leaves it unset (-1: the current one)
@@ -396,15 +392,3 @@ def as_stream(obj: Any, device: Any = None) -> _BaseStream:
     s = ExternalStream(handle, -1 if device is None else device)
     s._owner = obj
     return s
-
-
-def _cupy_external(cupy: Any) -> Any:
-    """CuPy's ExternalStream, as a Python subclass that can hold the streambridge stream it
-    came from (CuPy's own is an extension type without a ``__dict__`` in some versions)."""
-    global _CupyExternal
-    if _CupyExternal is None:
-        _CupyExternal = type("ExternalStream", (cupy.cuda.ExternalStream,), {"__module__": __name__})
-    return _CupyExternal
-
-
-_CupyExternal: Any = None
