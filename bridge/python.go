@@ -52,7 +52,8 @@ func DescribeForPython(err error) PythonError {
 		return PythonError{Kind: boundary.KindCapture}
 	case errors.Is(err, streams.ErrInHostFunc):
 		return PythonError{Kind: boundary.KindInCallback}
-	case errors.Is(err, ErrAmbiguousHandle), errors.Is(err, ErrValue), errors.Is(err, streams.ErrSetting):
+	case errors.Is(err, ErrAmbiguousHandle), errors.Is(err, ErrValue), errors.Is(err, streams.ErrSetting),
+		errors.Is(err, streams.ErrPriority):
 		return PythonError{Kind: boundary.KindValue}
 	case errors.Is(err, ErrType):
 		return PythonError{Kind: boundary.KindType}

@@ -145,6 +145,10 @@ func TestEntryPointsMakeAndDestroyStreams(t *testing.T) {
 		defer makeCurrent(t, call, c)()
 		least, greatest, err := c.StreamPriorityRange()
 		require.NoError(t, err)
+		leastOut, leastAt := heapOut[int32]()
+		greatestOut, greatestAt := heapOut[int32]()
+		require.Equal(t, driver.Success, call("cuCtxGetStreamPriorityRange", leastAt, greatestAt))
+		assert.Equal(t, []int{least, greatest}, []int{int(*leastOut), int(*greatestOut)}, "the current context's range")
 
 		out, at := heapOut[uintptr]()
 		require.Equal(t, driver.Success, call("cuStreamCreateWithPriority", at, uintptr(driver.StreamNonBlocking),

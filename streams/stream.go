@@ -1,6 +1,7 @@
 package streams
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -21,8 +22,9 @@ type StreamOptions struct {
 	// NonBlocking streams do not synchronize with the legacy default stream
 	// (CU_STREAM_NON_BLOCKING).
 	NonBlocking bool
-	// Priority: lower numbers are higher priority; 0 is the default. The driver clamps
-	// it into [Context.StreamPriorityRange].
+	// Priority: lower numbers are higher priority; 0 is the default, the least. One
+	// outside [Context.StreamPriorityRange] fails with [ErrPriority] (the driver would
+	// clamp it silently).
 	Priority int
 }
 
@@ -46,11 +48,24 @@ type Stream struct {
 	fence   atomic.Pointer[Event]
 }
 
+// ErrPriority is matched (errors.Is) by a stream priority outside the device's range.
+var ErrPriority = errors.New("streambridge: stream priority out of range")
+
 // NewStream creates a stream in c (cuStreamCreateWithPriority). Close destroys it.
 func (c *Context) NewStream(opts StreamOptions) (*Stream, error) {
 	flags := driver.StreamDefault
 	if opts.NonBlocking {
 		flags = driver.StreamNonBlocking
+	}
+	if opts.Priority != 0 {
+		least, greatest, err := c.StreamPriorityRange()
+		if err != nil {
+			return nil, err
+		}
+		if opts.Priority > least || opts.Priority < greatest {
+			return nil, fmt.Errorf("%w: %d is outside device %d's range, %d (the highest) to %d (the lowest)",
+				ErrPriority, opts.Priority, c.dev.Ordinal(), greatest, least)
+		}
 	}
 	if err := c.acquire(); err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package streams
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -26,8 +27,7 @@ func TestStreamCreateOptions(t *testing.T) {
 			{"default", StreamOptions{}, 0},
 			{"non-blocking", StreamOptions{NonBlocking: true}, 0},
 			{"greatest priority", StreamOptions{Priority: greatest}, greatest},
-			{"beyond greatest is clamped", StreamOptions{Priority: greatest - 100}, greatest},
-			{"beyond least is clamped", StreamOptions{Priority: least + 100}, least},
+			{"least priority", StreamOptions{Priority: least}, least},
 		}
 		for _, tc := range tests {
 			t.Run(tc.name, func(t *testing.T) {
@@ -42,6 +42,12 @@ func TestStreamCreateOptions(t *testing.T) {
 				assert.Equal(t, tc.wantPriority, p)
 				assert.Equal(t, c.Handle(), s.Context().Handle())
 			})
+		}
+		for _, p := range []int{greatest - 1, least + 1} {
+			_, err := c.NewStream(StreamOptions{Priority: p})
+			require.ErrorIs(t, err, ErrPriority, "the driver would clamp %d silently", p)
+			assert.ErrorContains(t, err, fmt.Sprintf("%d is outside device 0's range, %d (the highest) to %d (the lowest)",
+				p, greatest, least))
 		}
 	})
 }

@@ -169,10 +169,11 @@ type StreamMemory struct {
 
 // EntryNames are the entry points API.Entry offers: calls on stream and event objects, the
 // life of the events and streams the C core owns (Python's Event and Stream are made and
-// destroyed there, as CuPy's and cuda.core's are in Cython), and the current-context pair
-// the C core uses to give a special handle (0, 1, 2) or a new event or stream its context. The C core keeps them in
-// this order (internal/boundary generates its table).
+// destroyed there, as CuPy's and cuda.core's are in Cython, with the priority range a new
+// stream's priority is checked against), and the current-context pair the C core uses to
+// give a special handle (0, 1, 2) or a new event or stream its context. The C core keeps
+// them in this order (internal/boundary generates its table).
 var EntryNames = []string{"cuStreamQuery", "cuEventRecord", "cuStreamWaitEvent", "cuEventQuery",
 	"cuLaunchHostFunc", "cuStreamIsCapturing", "cuLaunchKernel", "cuCtxGetCurrent", "cuCtxSetCurrent",
 	"cuEventCreate", "cuEventDestroy", "cuEventSynchronize", "cuEventElapsedTime", "cuIpcGetEventHandle",
-	"cuStreamCreateWithPriority", "cuStreamDestroy"}
+	"cuStreamCreateWithPriority", "cuStreamDestroy", "cuCtxGetStreamPriorityRange"}

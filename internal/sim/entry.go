@@ -95,6 +95,13 @@ func (d *Driver) Entry(name string) uintptr {
 			"cuStreamDestroy": purego.NewCallback(func(s uintptr) uintptr {
 				return uintptr(entryDriver.Load().StreamDestroy(driver.Stream(s)))
 			}),
+			"cuCtxGetStreamPriorityRange": purego.NewCallback(func(least, greatest uintptr) uintptr {
+				l, g, r := entryDriver.Load().CtxGetStreamPriorityRange() // the current context's
+				if r == driver.Success {
+					*(*int32)(addr(least)), *(*int32)(addr(greatest)) = int32(l), int32(g)
+				}
+				return uintptr(r)
+			}),
 			"cuStreamIsCapturing": purego.NewCallback(func(s, status uintptr) uintptr {
 				st, _, r := entryDriver.Load().StreamGetCaptureInfo(0, driver.Stream(s))
 				if r == driver.Success {

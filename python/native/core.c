@@ -56,6 +56,7 @@ typedef int (*event_create_fn)(uintptr_t *, unsigned int);       /* cuEventCreat
 typedef int (*event_elapsed_fn)(float *, uintptr_t, uintptr_t);  /* cuEventElapsedTime */
 typedef int (*ipc_get_fn)(unsigned char *, uintptr_t);          /* cuIpcGetEventHandle (64 bytes out) */
 typedef int (*stream_create_fn)(uintptr_t *, unsigned int, int); /* cuStreamCreateWithPriority */
+typedef int (*priority_range_fn)(int *, int *);                  /* cuCtxGetStreamPriorityRange */
 
 static void *entry[SB_ENTRY_COUNT];
 #define CALL(name, type) ((type)entry[SB_##name])
@@ -969,19 +970,35 @@ static PyObject *event_close(PyObject *self, PyObject *unused) {
 }
 
 /* Creates an event or a stream (by entry: cuEventCreate, cuStreamCreateWithPriority) with
- * device's primary context current; its handle and that context out. 0 with the error set. */
+ * device's primary context current; its handle and that context out. 0 with the error set.
+ * A priority outside the device's range is a ValueError, as in cuda.core (the driver would
+ * clamp it, as CuPy lets it). */
 static int create_in(long long device, int which, unsigned flags, int priority, uintptr_t *h, uintptr_t *ctx) {
     *ctx = context_of(device);
     if (*ctx == 0)
         return 0;
     ctx_scope sc;
     int r = ctx_enter(*ctx, &sc); /* a create never blocks: the GIL stays */
+    int least = 0, greatest = 0;
+    const char *call = which == SB_cuEventCreate ? "cuEventCreate" : "cuStreamCreateWithPriority";
+    if (r == 0 && priority != 0) { /* 0, the default, is every device's least priority */
+        call = "cuCtxGetStreamPriorityRange";
+        r = CALL(cuCtxGetStreamPriorityRange, priority_range_fn)(&least, &greatest);
+        if (r == 0 && (priority > least || priority < greatest)) {
+            ctx_leave(&sc);
+            PyErr_Format(PyExc_ValueError,
+                         "priority %d is outside device %lld's range: %d (the highest) to %d (the lowest)", priority,
+                         device, greatest, least);
+            return 0;
+        }
+        call = "cuStreamCreateWithPriority";
+    }
     if (r == 0)
         r = which == SB_cuEventCreate ? CALL(cuEventCreate, event_create_fn)(h, flags)
                                       : CALL(cuStreamCreateWithPriority, stream_create_fn)(h, flags, priority);
     ctx_leave(&sc);
     if (r != 0) {
-        raise_result(which == SB_cuEventCreate ? "cuEventCreate" : "cuStreamCreateWithPriority", r);
+        raise_result(call, r);
         return 0;
     }
     return 1;

@@ -37,7 +37,8 @@ enum sb_entry {
     SB_cuIpcGetEventHandle = 13,
     SB_cuStreamCreateWithPriority = 14,
     SB_cuStreamDestroy = 15,
-    SB_ENTRY_COUNT = 16
+    SB_cuCtxGetStreamPriorityRange = 16,
+    SB_ENTRY_COUNT = 17
 };
 
 /* The CUresults the core tells apart. */

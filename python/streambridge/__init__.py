@@ -21,7 +21,7 @@ kernels).
 """
 
 from ._errors import (CallbackReentryError, CaptureError, ClosedError, CompileError, CUDAError, DeviceMismatchError,
-                      ForkedProcessError, InvalidHandleError, NoDriverError)
+                      ForkedProcessError, InvalidHandleError, NoDriverError, NotStreamLikeError, ProtocolError)
 from ._core import driver_name as driver
 from ._device import Device
 from ._event import Event, get_elapsed_time
@@ -47,6 +47,8 @@ __all__ = [
     "Kernel",
     "Module",
     "NoDriverError",
+    "NotStreamLikeError",
+    "ProtocolError",
     "Stream",
     "as_stream",
     "callback_errors",

@@ -60,3 +60,20 @@ class CallbackReentryError(RuntimeError):
     """A streambridge call from inside a host callback that would enter the driver: the
     driver runs host callbacks one at a time on its own thread, and such a call can
     deadlock. It is raised inside the callback and reported by ``callback_errors()``."""
+
+
+# Where CuPy and cuda.core raise different exceptions for the same bad object, streambridge
+# raises one class deriving from each, so an ``except`` written for either catches it.
+
+
+class ProtocolError(TypeError, ValueError, RuntimeError):
+    """A ``__cuda_stream__`` answer that breaks the protocol: not a 2-tuple, a version that is
+    not the int 0, a handle that is not an int. CuPy raises ``TypeError`` (shape, types) or
+    ``ValueError`` (version) for these, cuda.core ``RuntimeError``."""
+
+
+class NotStreamLikeError(TypeError, ValueError, AttributeError):
+    """An object given where a stream (or, for ``wait``, an event) is needed that is none:
+    ``Stream.from_external`` of an object without ``__cuda_stream__`` (CuPy raises
+    ``AttributeError``, cuda.core ``TypeError``), ``wait`` of something neither an event nor
+    a stream (cuda.core raises ``ValueError``)."""

@@ -10,6 +10,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from . import _core
 from ._core import core as _c
 from ._device import Device, as_index, device_index
+from ._errors import NotStreamLikeError, ProtocolError
 from ._event import Event
 from ._graph import Graph, end_capture
 
@@ -26,13 +27,15 @@ def _protocol_handle(obj: Any) -> int:
 
 
 def _protocol_value(value: Any) -> int:
-    """The handle in an answer of ``__cuda_stream__``."""
+    """The handle in an answer of ``__cuda_stream__``: ProtocolError for any other answer."""
     if not isinstance(value, tuple) or len(value) != 2:
-        raise ValueError(f"__cuda_stream__ must return (version, handle), not {value!r}")
+        raise ProtocolError(f"__cuda_stream__ must return (version, handle), not {value!r}")
     version, handle = value
     if type(version) is not int or version != 0:
-        raise ValueError(f"__cuda_stream__ version {version!r} is not supported (streambridge speaks version 0, "
-                         "the int)")
+        raise ProtocolError(f"__cuda_stream__ version {version!r} is not supported (streambridge speaks "
+                            "version 0, the int)")
+    if as_index(handle) is None:
+        raise ProtocolError(f"__cuda_stream__'s handle must be an int, not {type(handle).__name__}")
     return _handle(handle)
 
 
@@ -128,32 +131,45 @@ class _BaseStream(_c.StreamCore):
         return end_capture(self._key, self.device_id)
 
     def wait(self, event_or_stream: Any) -> None:
-        """cuda.core's spelling: wait for an Event or a stream."""
-        if isinstance(event_or_stream, _BaseStream):
-            self.wait_stream(event_or_stream)
-        else:
+        """cuda.core's spelling: wait for an Event, or for the work submitted so far to any
+        stream object (:func:`as_stream` reads it). Anything else, an int handle too (it could
+        be an event's or a stream's), raises NotStreamLikeError, a ``ValueError`` as in
+        cuda.core."""
+        if isinstance(event_or_stream, Event):
             self.wait_event(event_or_stream)
+            return
+        if as_index(event_or_stream) is not None:
+            raise NotStreamLikeError("wait takes an Event or a stream object, not an int handle (it could be an "
+                                     "event's or a stream's: wrap it with as_stream)")
+        try:
+            other = as_stream(event_or_stream)
+        except NotStreamLikeError:
+            raise NotStreamLikeError(f"wait takes an Event or a stream object, not "
+                                     f"{type(event_or_stream).__name__}") from None
+        self.wait_stream(other)
 
     def __cuda_stream__(self) -> Tuple[int, int]:
         self._verify()
         return (0, self._ptr)
 
     def use(self) -> "_BaseStream":
-        """Make this streambridge's current stream for the calling thread (see
-        :func:`current_stream`); returns self. A closed (or destroyed) stream raises."""
+        """Make this the current stream of its device for the calling thread (see
+        :func:`current_stream`), until another ``use()`` or the end of an enclosing ``with``;
+        returns self. A closed (or destroyed) stream raises."""
         self._verify()
-        _current.stack = [self]
+        _current_streams.use(self)
         return self
 
     def __enter__(self) -> "_BaseStream":
+        """Make this the current stream of its device for the calling thread until the block
+        ends; then the stream of the enclosing ``with`` on that device is current again (the
+        default stream outside any), whatever ``use()`` set inside (CuPy's rule)."""
         self._verify()
-        _current_stack().append(self)
+        _current_streams.push(self)
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        stack = _current_stack()
-        if stack and stack[-1] is self:
-            stack.pop()
+        _current_streams.pop()
 
     def __eq__(self, other: object) -> bool:
         """The same stream: the same handle (and for 0/1/2, the same device)."""
@@ -279,7 +295,7 @@ def _from_external(obj: Any, value: Any = _UNASKED) -> ExternalStream:
     is the object's answer when the C core (core.c, from_external) already asked."""
     if value is _UNASKED:
         if not hasattr(type(obj), "__cuda_stream__"):
-            raise TypeError(f"{type(obj).__name__} does not speak the __cuda_stream__ protocol")
+            raise NotStreamLikeError(f"{type(obj).__name__} does not speak the __cuda_stream__ protocol")
         value = obj.__cuda_stream__()
     s = ExternalStream(_protocol_value(value))
     s._owner = obj
@@ -310,20 +326,55 @@ class Stream(_c.OwnedCore, _BaseStream):
 # The arguments as the core's initializer reads them, declared there (OwnedCore's doc).
 Stream.__signature__ = inspect.signature(_c.OwnedCore)  # type: ignore[attr-defined]
 
-_current = threading.local()
+class _CurrentStreams(threading.local):
+    """A thread's current streams, one per device, under CuPy's rules (cupy/cupy#5143):
+    ``with`` pushes its stream on its device's stack and the end of the block makes the
+    stack's new top current (the default stream when it is empty); ``use()`` changes the
+    current stream only, so the end of an enclosing ``with`` forgets it."""
+
+    def __init__(self) -> None:
+        self.current: Dict[int, _BaseStream] = {}
+        self.stacks: Dict[int, List[_BaseStream]] = {}
+        self.entered: List[int] = []  # the device of each open with-block, innermost last
+
+    def use(self, stream: _BaseStream) -> None:
+        self.current[stream._device] = stream
+
+    def push(self, stream: _BaseStream) -> None:
+        self.stacks.setdefault(stream._device, []).append(stream)
+        self.entered.append(stream._device)
+        self.current[stream._device] = stream
+
+    def pop(self) -> None:
+        if not self.entered:
+            return
+        device = self.entered.pop()
+        stack = self.stacks[device]
+        stack.pop()
+        if stack:
+            self.current[device] = stack[-1]
+        else:
+            self.current.pop(device, None)
 
 
-def _current_stack() -> List[_BaseStream]:
-    stack = getattr(_current, "stack", None)
-    if stack is None:
-        stack = _current.stack = []
-    return stack
+    def of(self, device: int) -> "_BaseStream":
+        stream = self.current.get(device)
+        return default_stream(device) if stream is None else stream
 
 
-def current_stream() -> Optional[_BaseStream]:
-    """The stream made current on this thread by ``use()`` or ``with``, or None."""
-    stack = _current_stack()
-    return stack[-1] if stack else None
+_current_streams = _CurrentStreams()
+
+
+def current_stream(device: Any = 0) -> "_BaseStream":
+    """The calling thread's current stream of ``device`` (0 by default, as every
+    streambridge constructor): the one made current by ``use()`` or ``with``, else the
+    device's legacy default stream, as ``cupy.cuda.get_current_stream`` and
+    ``torch.cuda.current_stream`` answer. Only streambridge's calls read it: ``with s`` does not
+    make ``s`` CuPy's or PyTorch's current stream."""
+    index = device_index(device)
+    if index < 0:
+        raise ValueError("current_stream takes a device ordinal, not -1")
+    return _current_streams.of(index)
 
 
 def _numba_handle(obj: Any) -> Optional[int]:
@@ -355,11 +406,10 @@ def default_stream(device: int) -> ExternalStream:
 
 def resolve(stream: Any, device: int) -> _BaseStream:
     """The stream a call with ``stream=`` works on: a stream-like as :func:`as_stream`
-    takes it; for None, the current streambridge stream of this thread, else ``device``'s
-    legacy default stream (as CuPy and PyTorch take None: their current stream, by default
-    the default one)."""
+    takes it; for None, this thread's current stream of ``device`` (:func:`current_stream`),
+    as CuPy and PyTorch take None: their current stream, by default the default one."""
     if stream is None:
-        return current_stream() or default_stream(device)
+        return _current_streams.of(device)
     return stream if isinstance(stream, _BaseStream) else as_stream(stream)
 
 
@@ -387,8 +437,8 @@ def as_stream(obj: Any, device: Any = None) -> _BaseStream:
     elif (numba := _numba_handle(obj)) is not None:
         handle = numba
     else:
-        raise TypeError(f"{type(obj).__name__} is not stream-like (an int, a __cuda_stream__ object, "
-                        "or a torch, CuPy, cuda.core or Numba stream)")
+        raise NotStreamLikeError(f"{type(obj).__name__} is not stream-like (an int, a __cuda_stream__ object, "
+                                 "or a torch, CuPy, cuda.core or Numba stream)")
     s = ExternalStream(handle, -1 if device is None else device)
     s._owner = obj
     return s

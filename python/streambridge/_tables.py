@@ -34,6 +34,7 @@ ENTRY_NAMES = (
     "cuIpcGetEventHandle",
     "cuStreamCreateWithPriority",
     "cuStreamDestroy",
+    "cuCtxGetStreamPriorityRange",
 )
 
 # The environment settings the Go core reads, handed over from os.environ.

@@ -27,3 +27,14 @@ def two_devices(driver_name) -> None:
         streambridge.Stream(device=1).close()
     except streambridge.CUDAError as e:
         pytest.skip(f"SKIP: needs two devices, the {driver_name} driver has one: {e}")
+
+
+@pytest.fixture(autouse=True)
+def no_current_stream_left_behind():
+    """Each test starts with no current streambridge stream on this thread, whatever an
+    earlier test made current with use() (which nothing ends, as in CuPy)."""
+    from streambridge import _stream
+
+    _stream._current_streams.__init__()
+    yield
+    _stream._current_streams.__init__()

@@ -1,5 +1,4 @@
 import gc
-import threading
 import weakref
 
 import pytest
@@ -93,17 +92,3 @@ def test_as_stream_refuses_what_is_not_stream_like():
     for bad in ("7", 1.5, None, [1], TorchLike("x")):
         with pytest.raises(TypeError, match="not stream-like"):
             streambridge.as_stream(bad)
-
-
-def test_use_and_with_set_this_threads_current_stream():
-    a, b = streambridge.Stream(), streambridge.Stream()
-    assert a.use() is a
-    assert streambridge.current_stream() is a
-    with b:
-        assert streambridge.current_stream() is b
-        seen = []
-        t = threading.Thread(target=lambda: seen.append(streambridge.current_stream()))
-        t.start()
-        t.join()
-        assert seen == [None], "current stream is per thread"
-    assert streambridge.current_stream() is a

@@ -30,12 +30,6 @@ def test_created_stream_is_owned_and_destroyed_on_close():
         streambridge.ExternalStream(handle)
 
 
-def test_priority_is_kept_within_the_devices_range():
-    assert streambridge.Stream(priority=-1).priority == -1
-    greatest = streambridge.Stream(priority=-1000).priority
-    assert greatest < 0 and streambridge.Stream(priority=1000).priority == 0
-
-
 def test_null_and_per_thread_streams():
     assert streambridge.Stream(null=True).ptr == 0
     assert streambridge.Stream(ptds=True).ptr == 2
