@@ -89,7 +89,8 @@ CASES = {
     "faulthandler after import": None,  # below
 }
 
-TYPED = (sb.InvalidHandleError, sb.DeviceMismatchError, sb.CUDAError, TypeError, ValueError)
+TYPED = (sb.InvalidHandleError, sb.DeviceMismatchError, sb.CUDAError, sb.ProtocolError, sb.NotStreamLikeError,
+         TypeError, ValueError)
 if when == "after a wrap":
     sb.ExternalStream(live_handle()).query()
 if kind == "random x1000":
@@ -106,12 +107,12 @@ if kind == "faulthandler after import":  # the Go side falls back to process_vm_
     CASES[kind] = lambda: sb.ExternalStream(0x7F0012345678)
 try:
     CASES[kind]()
-except RuntimeError as e:
-    if isinstance(e, sb.CUDAError) or str(e) == "boom":
-        print("RAISED", type(e).__name__); sys.exit(0)
-    raise
 except TYPED as e:
     print("RAISED", type(e).__name__); sys.exit(0)
+except RuntimeError as e:
+    if str(e) == "boom":  # the protocol object's own exception, passed on
+        print("RAISED", type(e).__name__); sys.exit(0)
+    raise
 print("ACCEPTED"); sys.exit(3)
 """
 

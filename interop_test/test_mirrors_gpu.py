@@ -76,7 +76,10 @@ def test_priorities_as_cupy_reads_them_and_out_of_range_as_cuda_core_refuses_the
     core = framework("cuda.core")
     dev = core.Device(0)
     dev.set_current()
-    least, greatest = cupy.cuda.runtime.deviceGetStreamPriorityRange()
+    from cuda.bindings import driver
+
+    err, least, greatest = driver.cuCtxGetStreamPriorityRange()  # the current context's: device 0's
+    assert err == driver.CUresult.CUDA_SUCCESS
     for p in range(greatest, least + 1):
         assert sb.Stream(priority=p).priority == cupy.cuda.Stream(priority=p).priority == p
     for p in (greatest - 1, least + 1):
