@@ -207,16 +207,83 @@ func StreamHandle(key int64) (uint64, error) {
 	return call1(key, func(s *streams.Stream) (uint64, error) { return uint64(s.Handle()), nil })
 }
 
+// StreamID is key's cuStreamGetId (streams.Stream.ID): unique among the process's streams
+// for its lifetime. Refused while it is capturing: for a stream the package did not borrow
+// the driver is asked, which would invalidate the capture.
+//
+//streambridge:keepgil
+func StreamID(key int64) (uint64, error) {
+	return call1(key, func(s *streams.Stream) (uint64, error) {
+		if err := refuseCapturing(s, "asking its id (cuStreamGetId)"); err != nil {
+			return 0, err
+		}
+		return s.ID()
+	})
+}
+
+// DeviceCount is the number of devices the driver offers (cuDeviceGetCount).
+func DeviceCount() (int, error) {
+	b, err := driver()
+	if err != nil {
+		return 0, err
+	}
+	return b.Driver().DeviceCount()
+}
+
+// DeviceDescription is a device's name, compute capability and PCI bus id, as
+// `python -m streambridge` prints them.
+func DeviceDescription(ordinal int) (string, error) {
+	b, err := driver()
+	if err != nil {
+		return "", err
+	}
+	d, err := b.Driver().Device(ordinal)
+	if err != nil {
+		return "", err
+	}
+	name, err := d.Name()
+	if err != nil {
+		return "", err
+	}
+	major, minor, err := d.ComputeCapability()
+	if err != nil {
+		return "", err
+	}
+	bus, err := d.PCIBusID()
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s, compute capability %d.%d, PCI %s", name, major, minor, bus), nil
+}
+
+// DriverVersion is cuDriverGetVersion: 1000*major + 10*minor.
+func DriverVersion() (int, error) {
+	b, err := driver()
+	if err != nil {
+		return 0, err
+	}
+	return b.Driver().Version()
+}
+
 // StreamSynchronize waits for key's work (cuStreamSynchronize). The Python package refuses
 // it while the stream is capturing, which the driver would invalidate (Go's
 // Stream.Synchronize passes the driver's answer on: ErrCaptureUnsupported, capture lost).
 func StreamSynchronize(key int64) (bool, error) {
 	return call1(key, func(s *streams.Stream) (bool, error) {
-		if capturing, err := s.IsCapturing(); err == nil && capturing {
-			return false, fmt.Errorf("%w: the stream is capturing; synchronizing it would invalidate the capture", bridge.ErrCapture)
+		if err := refuseCapturing(s, "synchronizing it"); err != nil {
+			return false, err
 		}
 		return done(s.Synchronize())
 	})
+}
+
+// refuseCapturing is a CaptureError where s is capturing: what would be done to it (a
+// synchronize, a query of its flags) the driver refuses then, invalidating the capture.
+func refuseCapturing(s *streams.Stream, what string) error {
+	if capturing, err := s.IsCapturing(); err == nil && capturing {
+		return fmt.Errorf("%w: the stream is capturing; %s would invalidate the capture", bridge.ErrCapture, what)
+	}
+	return nil
 }
 
 // StreamPriority is cuStreamGetPriority of key.
@@ -224,11 +291,17 @@ func StreamSynchronize(key int64) (bool, error) {
 //streambridge:keepgil
 func StreamPriority(key int64) (int, error) { return call1(key, (*streams.Stream).Priority) }
 
-// StreamNonBlocking reports whether key was created non-blocking.
+// StreamNonBlocking reports whether key was created non-blocking; refused while it is
+// capturing (the driver would invalidate the capture).
 //
 //streambridge:keepgil
 func StreamNonBlocking(key int64) (bool, error) {
-	return call1(key, (*streams.Stream).NonBlocking)
+	return call1(key, func(s *streams.Stream) (bool, error) {
+		if err := refuseCapturing(s, "reading its flags (cuStreamGetFlags)"); err != nil {
+			return false, err
+		}
+		return s.NonBlocking()
+	})
 }
 
 // DeviceContext is the CUcontext of device's primary context, retained by the bridge for

@@ -25,6 +25,7 @@ from ._errors import (CallbackReentryError, CaptureError, ClosedError, CompileEr
 from ._core import driver_name as driver
 from ._device import Device
 from ._event import Event, get_elapsed_time
+from ._explain import explain
 from ._go import go_function
 from ._graph import Graph
 from ._kernel import Kernel, Module, launch
@@ -55,6 +56,7 @@ __all__ = [
     "current_stream",
     "driver",
     "ext",
+    "explain",
     "get_elapsed_time",
     "go_function",
     "launch",

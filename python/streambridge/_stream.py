@@ -79,7 +79,8 @@ class _BaseStream(_c.StreamCore):
 
     @property
     def is_non_blocking(self) -> bool:
-        """Whether the stream does not synchronize with the legacy default stream."""
+        """Whether the stream does not synchronize with the legacy default stream. Refused
+        while it is capturing (CaptureError): the driver would invalidate the capture."""
         return _core.stream_non_blocking(self._key)
 
     @property
