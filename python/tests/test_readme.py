@@ -30,3 +30,16 @@ def test_help_opens_with_an_example_that_runs():
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
     attempted, failed = map(int, p.stdout.split()[-2:])
     assert p.returncode == 0 and attempted >= 8 and failed == 0, p.stdout + p.stderr
+
+
+def test_the_explain_example_prints_what_the_readme_shows():
+    block = next(b for b in python_blocks() if "sb.explain(" in b)
+    shown = re.search(r"^```text\n(.*?)^```$", README.read_text().split(block, 1)[1], flags=re.S | re.M).group(1)
+    env = dict(os.environ, STREAMBRIDGE_DRIVER="sim")
+    p = subprocess.run([sys.executable, "-c", block], capture_output=True, text=True, timeout=60, env=env)
+    assert p.returncode == 0, p.stderr
+
+    def varying(text):  # handles and stream ids vary from run to run
+        return re.sub(r"(handle      0x|stream id   )[0-9a-f]+", r"\1N", text)
+
+    assert varying(p.stdout) == varying(shown)
