@@ -26,6 +26,7 @@ from ._core import driver_name as driver
 from ._device import Device
 from ._event import Event, get_elapsed_time
 from ._explain import explain
+from ._handover import hand_over
 from ._go import go_function
 from ._graph import Graph
 from ._kernel import Kernel, Module, launch
@@ -59,6 +60,7 @@ __all__ = [
     "explain",
     "get_elapsed_time",
     "go_function",
+    "hand_over",
     "launch",
 ]
 __version__ = "0.1.0"

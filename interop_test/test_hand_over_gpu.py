@@ -1,0 +1,64 @@
+"""hand_over on the GPU: a slow kernel reads an array on a streambridge stream, the caller
+drops the array at once and its framework allocates and writes a new one of the same size.
+Without hand_over the allocator gives the new array the old memory and the kernel reads the
+new values (pytorch/pytorch#33860); with it, the kernel reads the original ones."""
+
+import pytest
+from _interop import framework
+
+import streambridge as sb
+
+N = 1 << 20
+SLOW_COPY = r"""
+extern "C" __global__ void slow_copy(const float* x, float* out, long long n, long long spin) {
+    long long start = clock64();
+    while (clock64() - start < spin) {}
+    for (long long i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) out[i] = x[i];
+}
+"""
+
+
+def consume_then_reallocate(lib, hand):
+    """The values a slow consumer on a streambridge stream read from an array that was
+    dropped right after the launch and whose memory its framework could give away."""
+    kernel = sb.Module(SLOW_COPY).get_kernel("slow_copy")
+    if lib == "torch":
+        torch = framework("torch")
+        producer = torch.cuda.current_stream()
+        x = torch.full((N,), 1.0, device="cuda")
+        out = torch.zeros(N, device="cuda")
+        new = lambda: torch.full((N,), 7.0, device="cuda")  # noqa: E731
+        ptr = lambda a: a.data_ptr()  # noqa: E731
+    else:
+        cupy = framework("cupy")
+        producer = cupy.cuda.get_current_stream()
+        x = cupy.full((N,), 1.0, dtype=cupy.float32)
+        out = cupy.zeros(N, dtype=cupy.float32)
+        new = lambda: cupy.full((N,), 7.0, dtype=cupy.float32)  # noqa: E731
+        ptr = lambda a: a.data.ptr  # noqa: E731
+    consumer = sb.Stream(non_blocking=True)
+    consumer.wait_stream(sb.as_stream(producer))  # x and out are written
+    old = ptr(x)
+    kernel(256, 256, (x, out, N, 200_000_000), stream=consumer)  # about 0.1 s of spinning first
+    if hand:
+        sb.hand_over(x, consumer)
+    del x
+    y = new()  # on the producer's stream, which does not wait for the consumer
+    reused = ptr(y) == old
+    consumer.synchronize()
+    got = set(out.tolist())
+    return got, reused
+
+
+@pytest.mark.parametrize("lib", ["torch", "cupy"])
+def test_without_hand_over_the_consumer_reads_the_new_arrays_values(lib):
+    got, reused = consume_then_reallocate(lib, hand=False)
+    print(lib, "without hand_over: memory reused", reused, "consumer read", got)
+    assert reused and got == {7.0}, "the corruption hand_over prevents"
+
+
+@pytest.mark.parametrize("lib", ["torch", "cupy"])
+def test_with_hand_over_the_consumer_reads_the_original_values(lib):
+    got, reused = consume_then_reallocate(lib, hand=True)
+    print(lib, "with hand_over: memory reused", reused, "consumer read", got)
+    assert not reused and got == {1.0}

@@ -1,0 +1,42 @@
+"""hand_over(array, stream): an array's memory stays the array's until the work submitted
+to a stream so far has finished, whatever its framework's allocator does once the caller
+drops it (pytorch/pytorch#33860)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._errors import CaptureError
+from ._stream import as_stream
+
+
+def _keep(array: Any) -> None:
+    """The host function that holds an array until its stream reaches it: the callback's
+    argument is the reference, released after the call."""
+
+
+def hand_over(array: Any, stream: Any) -> None:
+    """Keep ``array``'s memory from being given to other work until the work submitted to
+    ``stream`` so far has finished, even if the caller drops the array at once.
+
+    A framework's caching allocator hands a freed block to new work on the stream the array
+    was made on, which does not wait for other streams: a kernel still reading the array on
+    ``stream`` would read the new work's data. For a torch tensor this is
+    ``tensor.record_stream(stream)`` (torch then holds the block until ``stream``'s work so
+    far is done); for any other array (CuPy, Numba, JAX, cuda.core buffers) the array object
+    itself is kept alive until ``stream`` reaches this point, by a host function that holds
+    it. ``stream`` is anything stream-like (:func:`as_stream`).
+
+    While ``stream`` is capturing a graph, a torch tensor is handed over as torch does it
+    during its own captures; any other array raises :class:`CaptureError`: the host function
+    would run once, at the capture, not on each replay.
+    """
+    s = as_stream(stream)
+    record_stream = getattr(array, "record_stream", None)
+    if type(array).__module__.split(".")[0] == "torch" and callable(record_stream):
+        record_stream(s.to_torch())
+        return
+    if s.is_capturing():
+        raise CaptureError(f"hand_over of a {type(array).__name__} while the stream is capturing: keep the array "
+                           "alive as long as the graph yourself")
+    s.launch_host_func(_keep, array)

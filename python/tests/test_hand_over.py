@@ -1,0 +1,49 @@
+"""hand_over(array, stream) on arrays other than torch's: the array object lives until the
+stream reaches the point where it was handed over, and not longer. (A torch tensor goes
+through torch's record_stream: interop_test/test_hand_over_gpu.py.)"""
+
+import gc
+import threading
+import weakref
+
+import pytest
+
+import streambridge as sb
+
+
+class DeviceArray:
+    """Stands for a CuPy or Numba array: its memory is the pool's again once it is collected."""
+
+
+def test_the_array_lives_until_the_stream_reaches_the_hand_over():
+    s = sb.Stream(non_blocking=True)
+    gate = threading.Event()
+    s.launch_host_func(lambda _: gate.wait(5), None)  # the consumer's work, still running
+    array = DeviceArray()
+    ref = weakref.ref(array)
+    sb.hand_over(array, s)
+    del array
+    gc.collect()
+    assert ref() is not None, "the stream has not reached the hand-over"
+    gate.set()
+    s.synchronize()
+    gc.collect()
+    assert ref() is None, "released once the stream passed it"
+    assert sb.callback_errors() == []
+
+
+def test_any_stream_like_is_taken_and_anything_else_refused():
+    owner = sb.Stream()
+    sb.hand_over(DeviceArray(), owner.ptr)
+    owner.synchronize()
+    with pytest.raises(sb.NotStreamLikeError):
+        sb.hand_over(DeviceArray(), "stream")
+
+
+def test_during_capture_a_non_torch_array_is_refused_and_the_capture_holds():
+    s = sb.Stream(non_blocking=True)
+    s.begin_capture()
+    with pytest.raises(sb.CaptureError, match="keep the array alive as long as the graph"):
+        sb.hand_over(DeviceArray(), s)
+    s.end_capture().launch(s)
+    s.synchronize()
