@@ -43,3 +43,11 @@ def test_the_explain_example_prints_what_the_readme_shows():
         return re.sub(r"(handle      0x|stream id   )[0-9a-f]+", r"\1N", text)
 
     assert varying(p.stdout) == varying(shown)
+
+
+def test_the_hand_over_example_runs():
+    block = next(b for b in python_blocks() if "sb.hand_over(" in b)
+    env = dict(os.environ, STREAMBRIDGE_DRIVER="sim")
+    p = subprocess.run([sys.executable, "-c", block], capture_output=True, text=True, timeout=60, env=env)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "[\"the consumer's slow work\"] True\n", p.stdout
