@@ -98,6 +98,14 @@ const (
 // default streams, not stream objects.
 const MaxSpecialStream = uint64(driver.StreamPerThread)
 
+// SpecialStreams name what each special handle, 0 to MaxSpecialStream, is under
+// ConventionRuntime, for reports (streambridge.explain: _tables.SPECIAL_STREAMS).
+var SpecialStreams = []string{
+	"the legacy default stream (CUDA runtime's 0)",
+	"CU_STREAM_LEGACY, the legacy default stream",
+	"CU_STREAM_PER_THREAD, the calling thread's default stream",
+}
+
 // EventFlags are the cuEventCreate flags the C core makes events with, by the names it
 // uses for them.
 var EventFlags = []struct {

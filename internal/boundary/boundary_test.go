@@ -121,3 +121,7 @@ func TestCoreDeclaresGoCallsWithTheirGoTypes(t *testing.T) {
 		}
 	}
 }
+
+func TestEverySpecialStreamIsNamed(t *testing.T) {
+	require.Len(t, SpecialStreams, int(MaxSpecialStream)+1, "one name for each of 0 to MaxSpecialStream")
+}

@@ -83,5 +83,10 @@ func renderPython() string {
 	}
 	fmt.Fprintf(&b, "\n# What 0, 1 and 2 mean where a handle came from.\nCONVENTION_RUNTIME = %d\nCONVENTION_ARRAY_INTERFACE = %d\n", ConventionRuntime, ConventionArrayInterface)
 	fmt.Fprintf(&b, "MAX_SPECIAL_STREAM = %d\n", MaxSpecialStream)
+	b.WriteString("SPECIAL_STREAMS = (\n")
+	for _, n := range SpecialStreams {
+		fmt.Fprintf(&b, "    %q,\n", n)
+	}
+	b.WriteString(")\n")
 	return b.String()
 }

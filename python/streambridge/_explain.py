@@ -8,14 +8,11 @@ from __future__ import annotations
 import importlib.util
 from typing import Any, Callable, List, Optional, Tuple
 
-from . import _core
+from . import _core, _tables
 from ._device import as_index
 from ._event import Event
 from ._stream import _BaseStream, as_stream, current_stream
 
-_SPECIAL = {0: "the legacy default stream (CUDA runtime's 0) of device {d}",
-            1: "CU_STREAM_LEGACY, the legacy default stream of device {d}",
-            2: "CU_STREAM_PER_THREAD, the calling thread's default stream of device {d}"}
 _FRAMEWORKS = {"torch": "PyTorch", "cupy": "CuPy", "cupy_backends": "CuPy", "cuda": "cuda.core", "numba": "Numba",
                "jax": "JAX", "jaxlib": "JAX", "streambridge": "streambridge"}
 
@@ -85,8 +82,8 @@ def _explain_stream(obj: Any) -> str:
     def row(name: str, text: str) -> None:
         lines.append(f"  {name:<11} {text}")
 
-    special = _SPECIAL.get(s.ptr)
-    row("handle", f"{s.ptr:#x}" + (f": {special.format(d=s.device_id)}" if special else ""))
+    special = s.ptr <= _tables.MAX_SPECIAL_STREAM
+    row("handle", f"{s.ptr:#x}" + (f": {_tables.SPECIAL_STREAMS[s.ptr]} of device {s.device_id}" if special else ""))
     row("device", f"{s.device_id}, in its primary context (the only kind streambridge takes)")
     if isinstance(obj, _BaseStream):
         owner = ("streambridge: created here, destroyed on close() or collection" if s._owned

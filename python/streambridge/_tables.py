@@ -56,3 +56,8 @@ OBJECT_KERNEL = 4
 CONVENTION_RUNTIME = 0
 CONVENTION_ARRAY_INTERFACE = 1
 MAX_SPECIAL_STREAM = 2
+SPECIAL_STREAMS = (
+    "the legacy default stream (CUDA runtime's 0)",
+    "CU_STREAM_LEGACY, the legacy default stream",
+    "CU_STREAM_PER_THREAD, the calling thread's default stream",
+)
