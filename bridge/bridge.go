@@ -74,12 +74,17 @@ var ErrAmbiguousHandle = errors.New("bridge: stream 0 is ambiguous under the CUD
 
 // DeviceMismatchError is a stream whose handle is on another device than the caller said.
 type DeviceMismatchError struct {
-	Handle         uintptr // the stream handle
+	Handle         uintptr // the stream (or event) handle
 	Stated, Actual int     // the device the caller said, and the handle's own
+	Event          bool    // the handle is an event's
 }
 
 func (e *DeviceMismatchError) Error() string {
-	return fmt.Sprintf("bridge: stream %#x is on device %d, not device %d as stated", e.Handle, e.Actual, e.Stated)
+	what := "stream"
+	if e.Event {
+		what = "event"
+	}
+	return fmt.Sprintf("bridge: %s %#x is on device %d, not device %d as stated", what, e.Handle, e.Actual, e.Stated)
 }
 
 // Bridge resolves handles for one driver. It holds a retain of the primary context of

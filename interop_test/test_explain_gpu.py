@@ -59,16 +59,27 @@ def test_explain_a_stream_torch_is_capturing_leaves_the_capture_valid():
     assert x.tolist() == [1.0] * 4, "the capture held: one replay added one"
 
 
+def _recorded_torch_event():
+    e = framework("torch").cuda.Event()
+    e.record()  # PyTorch makes the CUevent at the first record
+    return e
+
+
 @pytest.mark.parametrize("make, name", [
-    (lambda: framework("torch").cuda.Event(), "PyTorch"),
+    (_recorded_torch_event, "PyTorch"),
     (lambda: framework("cupy").cuda.Event(), "CuPy"),
 ])
-def test_explain_names_other_frameworks_events(make, name):
+def test_explain_borrows_other_frameworks_events(make, name):
     e = make()
     text = sb.explain(e)
     print(text)
-    assert text.splitlines()[0].endswith(f"an event of {name}")
-    assert "does not take other frameworks' events" in rows(text)["refused"]
+    assert text.splitlines()[0].endswith(f"an event of {name}, borrowed by as_event: never destroyed by streambridge")
+    assert rows(text)["work"].startswith(("complete", "pending"))
+
+
+def test_explain_refuses_a_torch_event_never_recorded():
+    text = sb.explain(framework("torch").cuda.Event())
+    assert "no CUevent yet" in rows(text)["refused"]
 
 
 def test_python_m_streambridge_lists_every_frameworks_current_stream():

@@ -200,6 +200,41 @@ func VerifyStream(handle, id uint64) (bool, error) {
 	return done(b.Driver().VerifyStream(uintptr(handle), id))
 }
 
+// CheckEvent proves a foreign event handle live (streams.Driver.EventIdentity) and returns
+// its device, keeping nothing; where device is not -1 the event must be on it. Where idOut
+// is not 0 it is the address of a uint64 that receives the event's identity. The C core
+// checks a borrowed event so when it is wrapped (Event.from_handle) and verifies the
+// identity before every use (VerifyEvent).
+//
+//streambridge:keepgil
+func CheckEvent(handle uint64, device int, idOut uint64) (int, error) {
+	b, err := driver()
+	if err != nil {
+		return 0, err
+	}
+	dev, id, err := b.Driver().EventIdentity(uintptr(handle))
+	if err != nil {
+		return 0, err
+	}
+	if device >= 0 && device != dev.Ordinal() {
+		return 0, &bridge.DeviceMismatchError{Handle: uintptr(handle), Stated: device, Actual: dev.Ordinal(), Event: true}
+	}
+	out(idOut, id)
+	return dev.Ordinal(), nil
+}
+
+// VerifyEvent checks that a borrowed event handle is still the live event of identity id
+// (streams.Driver.VerifyEvent), before the driver sees it.
+//
+//streambridge:keepgil
+func VerifyEvent(handle, id uint64) (bool, error) {
+	b, err := driver()
+	if err != nil {
+		return false, err
+	}
+	return done(b.Driver().VerifyEvent(uintptr(handle), id))
+}
+
 // StreamHandle is the CUstream of key.
 //
 //streambridge:keepgil
@@ -515,6 +550,26 @@ func StreamMemory(addr uint64) bool {
 		return false
 	}
 	for i, v := range boundary.StreamMemoryWords(m) {
+		out(addr+8*uint64(i), v)
+	}
+	return true
+}
+
+// EventMemory writes where the driver's event objects are and how they name themselves to
+// addr, the address of len(boundary.EventMemoryFields) uint64s (see driver.EventMemory), as
+// StreamMemory does for streams. False where none is known.
+//
+//streambridge:keepgil
+func EventMemory(addr uint64) bool {
+	b, err := driver()
+	if err != nil || addr == 0 {
+		return false
+	}
+	m := b.Driver().EventMemory()
+	if !m.OK {
+		return false
+	}
+	for i, v := range boundary.EventMemoryWords(m) {
 		out(addr+8*uint64(i), v)
 	}
 	return true

@@ -152,3 +152,7 @@ func (d *Driver) Entry(name string) uintptr { return d.api.Entry(name) }
 // code outside Go that verifies a borrowed stream before each use with plain loads, as
 // [Driver.VerifyStream] does (the Python core does so); not OK where it cannot be known.
 func (d *Driver) StreamMemory() driver.StreamMemory { return d.api.StreamMemory() }
+
+// EventMemory is where the driver's event objects are and how they name themselves (see
+// driver.EventMemory), for code outside Go that verifies a borrowed event with plain loads.
+func (d *Driver) EventMemory() driver.EventMemory { return d.api.EventMemory() }

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/streambridge/streambridge/internal/boundary"
 	"github.com/streambridge/streambridge/internal/driver"
 )
 
@@ -33,11 +34,12 @@ func (o EventOptions) flags() uint32 {
 // process.
 type IPCEventHandle = driver.IPCEventHandle
 
-// Event is a CUDA event. Close destroys it.
+// Event is a CUDA event. Close destroys it, unless it is borrowed ([Driver.WrapEvent]).
 type Event struct {
 	ctx    *Context
 	api    driver.API
 	handle driver.Event
+	id     uint64 // a borrowed event's identity, checked before each use; 0 for an owned one
 	closed atomic.Bool
 }
 
@@ -72,6 +74,80 @@ func (c *Context) OpenIPCEvent(h IPCEventHandle) (*Event, error) {
 	return &Event{ctx: c, api: c.api, handle: e}, nil
 }
 
+// WrapEvent borrows an event handle that some other code created (a CUevent of PyTorch,
+// CuPy, cuda.core, Numba or C), finding its context and so its device from the event
+// object. Anything but a live event of a device's primary context (a garbage integer, a
+// destroyed event, a stream handle) fails with [ErrInvalidHandle] before the driver, which
+// would crash on it, sees it; so does every later use once the event is destroyed, also
+// when its address names a new event. Close forgets the event; it never destroys it.
+func (d *Driver) WrapEvent(handle uintptr) (*Event, error) {
+	c, id, err := d.foreignEvent(handle)
+	if err != nil {
+		return nil, err
+	}
+	return &Event{ctx: c, api: d.api, handle: driver.Event(handle), id: id}, nil
+}
+
+// EventIdentity is the device and identity of a live event handle that some other code
+// created, proven as [Driver.WrapEvent] proves it, keeping nothing: for a caller that keeps
+// the handle itself and checks it before each use with [Driver.VerifyEvent].
+func (d *Driver) EventIdentity(handle uintptr) (*Device, uint64, error) {
+	c, id, err := d.foreignEvent(handle)
+	if err != nil {
+		return nil, 0, err
+	}
+	return c.dev, id, nil
+}
+
+// VerifyEvent reports whether handle is still the live event whose identity
+// [Driver.EventIdentity] (or a wrap) read: a destroyed event fails with
+// [ErrInvalidHandle], also when its address now names a new event, before the driver sees
+// it.
+func (d *Driver) VerifyEvent(handle uintptr, id uint64) error {
+	_, got, err := d.identifyEvent(driver.Event(handle))
+	if err, ok := err.(*CallError); ok && err.Result == driver.ErrorInvalidHandle {
+		// it was a live event when wrapped: it has been destroyed since
+		return &CallError{Call: "event check", Result: err.Result, Hint: fmt.Sprintf(boundary.EventGoneMessage, handle)}
+	}
+	if err != nil {
+		return err
+	}
+	if got != id {
+		return &CallError{Call: "event check", Result: driver.ErrorInvalidHandle,
+			Hint: fmt.Sprintf(boundary.EventReusedMessage, handle, got, id)}
+	}
+	return nil
+}
+
+// foreignEvent is the context and identity of an event handle some other code created,
+// proven live before the driver sees it.
+func (d *Driver) foreignEvent(handle uintptr) (*Context, uint64, error) {
+	h, id, err := d.identifyEvent(driver.Event(handle))
+	if err != nil {
+		return nil, 0, err
+	}
+	c, err := d.borrowedContext(h)
+	return c, id, err
+}
+
+// identifyEvent refuses a handle that is not a live event, without the driver touching
+// it, and returns a live one's context and identity.
+func (d *Driver) identifyEvent(h driver.Event) (driver.Context, uint64, error) {
+	switch ctx, id, r := d.api.EventCheck(h); r {
+	case driver.Success:
+		return ctx, id, nil
+	case driver.ErrorNotSupported:
+		return 0, 0, &CallError{Call: "event check", Result: r,
+			Hint: "this driver's event layout could not be learned, so a foreign handle cannot be proven live"}
+	default:
+		return 0, 0, &CallError{Call: "event check", Result: r,
+			Hint: fmt.Sprintf("%#x is not a live CUDA event of a device's primary context; it was not passed to the driver", uintptr(h))}
+	}
+}
+
+// Owned reports whether Close destroys the event.
+func (e *Event) Owned() bool { return e.id == 0 }
+
 // Handle is the CUevent.
 func (e *Event) Handle() uintptr { return uintptr(e.handle) }
 
@@ -80,15 +156,24 @@ func (e *Event) Context() *Context { return e.ctx }
 
 // String shows the handle, device and driver.
 func (e *Event) String() string {
-	return fmt.Sprintf("Event(%#x, device %d, %s driver)", e.handle, e.ctx.dev.dev, e.api.Name())
+	own := "owned"
+	if e.id != 0 {
+		own = "borrowed"
+	}
+	return fmt.Sprintf("Event(%#x, device %d, %s, %s driver)", e.handle, e.ctx.dev.dev, own, e.api.Name())
 }
 
+// live checks that e can be used: not nil, not closed, and, borrowed, still the event it
+// was when wrapped. Every method that reaches the driver calls it first.
 func (e *Event) live() error {
 	if e == nil {
 		return ErrNil
 	}
 	if e.closed.Load() {
 		return ErrClosed
+	}
+	if e.id != 0 {
+		return e.ctx.drv.VerifyEvent(uintptr(e.handle), e.id)
 	}
 	return nil
 }
@@ -166,16 +251,20 @@ func (e *Event) IPCHandle() (IPCEventHandle, error) {
 // now on and destroys it with cuEventDestroy (Python's events are owned so by the C core).
 // 0 if e was closed. The error is that of releasing e's count on its context.
 func (e *Event) Disown() (uintptr, error) {
+	if e.id != 0 {
+		return 0, fmt.Errorf("streambridge: %v is borrowed: it is not this package's to give away", e)
+	}
 	if e.closed.Swap(true) {
 		return 0, nil
 	}
 	return uintptr(e.handle), e.ctx.release() // the new owner keeps the context retained as long as the event lives
 }
 
-// Close destroys the event (cuEventDestroy). It is idempotent.
+// Close destroys the event (cuEventDestroy); a borrowed one is only forgotten. It is
+// idempotent.
 func (e *Event) Close() error {
-	if e.closed.Swap(true) {
-		return nil
+	if e.closed.Swap(true) || e.id != 0 {
+		return nil // a borrowed event's context is borrowed too: nothing to release
 	}
 	err := e.ctx.drv.check("cuEventDestroy", e.api.EventDestroy(e.handle))
 	if e2 := e.ctx.release(); err == nil {

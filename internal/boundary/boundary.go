@@ -117,12 +117,14 @@ var EventFlags = []struct {
 	{"INTERPROCESS", driver.EventInterprocess},
 }
 
-// What the Go check (streams.Driver.VerifyStream) and the C core's loads both say of a
-// borrowed stream destroyed since it was wrapped, in Go's verbs (tables.h has them in C's):
+// What the Go checks (streams.Driver.VerifyStream, VerifyEvent) and the C core's loads
+// both say of a borrowed stream or event destroyed since it was wrapped, in Go's verbs (tables.h has them in C's):
 // the handle; for a reused address also the identity found there and the one wrapped.
 const (
 	StreamGoneMessage   = "stream %#x was destroyed (it is no longer a live stream); it was not passed to the driver"
 	StreamReusedMessage = "stream %#x was destroyed: its address now names another stream (id %d, not %d); it was not passed to the driver"
+	EventGoneMessage    = "event %#x was destroyed (it is no longer a live event); it was not passed to the driver"
+	EventReusedMessage  = "event %#x was destroyed: its address now names another event (id %d, not %d); it was not passed to the driver"
 )
 
 // cVerbs turns a message's Go verbs into C's, for 64-bit unsigned arguments.
@@ -149,6 +151,16 @@ var StreamMemoryFields = []string{"BACK", "CTX", "ID", "WORDS", "LO", "HI"}
 // StreamMemoryWords is m as the C core reads it, in the order of StreamMemoryFields.
 func StreamMemoryWords(m driver.StreamMemory) []uint64 {
 	return []uint64{uint64(m.BackAt), uint64(m.CtxAt), uint64(m.IDAt), uint64(m.Words), uint64(m.Lo), uint64(m.Hi)}
+}
+
+// EventMemoryFields name the words of driver.EventMemory as the C core reads them, in the
+// order EventMemoryWords writes them (pyshim.EventMemory hands them over).
+var EventMemoryFields = []string{"CTX", "ID", "NEXT", "PREV", "WORDS", "LO", "HI"}
+
+// EventMemoryWords is m as the C core reads it, in the order of EventMemoryFields.
+func EventMemoryWords(m driver.EventMemory) []uint64 {
+	return []uint64{uint64(m.CtxAt), uint64(m.IDAt), uint64(m.NextAt), uint64(m.PrevAt), uint64(m.Words),
+		uint64(m.Lo), uint64(m.Hi)}
 }
 
 // CoreResults are the CUresults the C core tells apart: a query's "not ready" is an

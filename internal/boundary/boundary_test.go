@@ -49,6 +49,17 @@ func TestStreamMemoryWordsFollowTheirNames(t *testing.T) {
 	assert.Equal(t, map[string]uint64{"BACK": 1, "CTX": 2, "ID": 3, "WORDS": 4, "LO": 5, "HI": 6}, byName)
 }
 
+func TestEventMemoryWordsFollowTheirNames(t *testing.T) {
+	m := driver.EventMemory{CtxAt: 1, IDAt: 2, NextAt: 3, PrevAt: 4, Words: 5, Lo: 6, Hi: 7}
+	words := EventMemoryWords(m)
+	require.Len(t, words, len(EventMemoryFields))
+	byName := map[string]uint64{}
+	for i, n := range EventMemoryFields {
+		byName[n] = words[i]
+	}
+	assert.Equal(t, map[string]uint64{"CTX": 1, "ID": 2, "NEXT": 3, "PREV": 4, "WORDS": 5, "LO": 6, "HI": 7}, byName)
+}
+
 // Every environment variable the Go core reads is one the Python package hands over: a
 // setting read in Go and missing from Settings would be ignored when set from os.environ.
 func TestSettingsNameEveryVariableTheGoCoreReads(t *testing.T) {

@@ -44,6 +44,11 @@ func renderC() string {
 		fmt.Fprintf(&b, "    SB_MEM_%s = %d,\n", n, i)
 	}
 	fmt.Fprintf(&b, "    SB_MEM_COUNT = %d\n};\n\n", len(StreamMemoryFields))
+	b.WriteString("/* The words of driver.EventMemory, in the order pyshim.EventMemory writes them. */\nenum {\n")
+	for i, n := range EventMemoryFields {
+		fmt.Fprintf(&b, "    SB_EVMEM_%s = %d,\n", n, i)
+	}
+	fmt.Fprintf(&b, "    SB_EVMEM_COUNT = %d\n};\n\n", len(EventMemoryFields))
 	b.WriteString("/* The cuStreamCreateWithPriority flags. */\n")
 	for _, f := range StreamFlags {
 		fmt.Fprintf(&b, "#define SB_STREAM_%s 0x%xu\n", f.Name, f.Flag)
@@ -56,9 +61,11 @@ func renderC() string {
 	b.WriteString("\n")
 	fmt.Fprintf(&b, "#define SB_CONVENTION_RUNTIME %d\n#define SB_CONVENTION_ARRAY_INTERFACE %d\n", ConventionRuntime, ConventionArrayInterface)
 	fmt.Fprintf(&b, "#define SB_MAX_SPECIAL_STREAM %dULL\n\n", MaxSpecialStream)
-	b.WriteString("/* What a destroyed borrowed stream's use says (see boundary.StreamGoneMessage). */\n")
+	b.WriteString("/* What a destroyed borrowed stream's or event's use says (see boundary.StreamGoneMessage). */\n")
 	fmt.Fprintf(&b, "#define SB_STREAM_GONE_MESSAGE %q\n", cVerbs.Replace(StreamGoneMessage))
-	fmt.Fprintf(&b, "#define SB_STREAM_REUSED_MESSAGE %q\n\n#endif\n", cVerbs.Replace(StreamReusedMessage))
+	fmt.Fprintf(&b, "#define SB_STREAM_REUSED_MESSAGE %q\n", cVerbs.Replace(StreamReusedMessage))
+	fmt.Fprintf(&b, "#define SB_EVENT_GONE_MESSAGE %q\n", cVerbs.Replace(EventGoneMessage))
+	fmt.Fprintf(&b, "#define SB_EVENT_REUSED_MESSAGE %q\n\n#endif\n", cVerbs.Replace(EventReusedMessage))
 	return b.String()
 }
 

@@ -106,6 +106,14 @@ type API interface {
 	// ErrorNotSupported where the driver cannot tell. Special handles are the caller's to
 	// judge (Success, context 0, identity 0).
 	StreamCheck(s Stream) (Context, uint64, Result)
+	// EventMemory is where the driver's event objects are and how they name themselves,
+	// as StreamMemory is for streams (the Python core verifies a borrowed event with it).
+	EventMemory() EventMemory
+	// EventCheck reports whether e is a live event of a device's primary context without
+	// letting the driver dereference it if not, and its context and identity (a number
+	// the driver gives each event it creates, never reused, read from the event object):
+	// Success, ErrorInvalidHandle, or ErrorNotSupported where the driver cannot tell.
+	EventCheck(e Event) (Context, uint64, Result)
 	StreamQuery(c Context, s Stream) Result
 	StreamSynchronize(c Context, s Stream) Result
 	StreamWaitEvent(c Context, s Stream, e Event, flags uint32) Result
@@ -165,6 +173,18 @@ type StreamMemory struct {
 	BackAt, CtxAt, IDAt, Words int
 	Lo, Hi                     uintptr
 	OK                         bool
+}
+
+// EventMemory describes event objects in memory: an event handle points to the event
+// object, which holds its context at word CtxAt, its identity at word IDAt, and the
+// events made after and before it in its context at words NextAt and PrevAt (a list:
+// a live event's neighbour points back to it; 0 at either end); Words reaches all four.
+// Objects lie in [Lo, Hi), as in StreamMemory. A destroyed event is out of the list, so
+// no neighbour points back to it, and a new event at its address has another identity.
+type EventMemory struct {
+	CtxAt, IDAt, NextAt, PrevAt, Words int
+	Lo, Hi                             uintptr
+	OK                                 bool
 }
 
 // EntryNames are the entry points API.Entry offers: calls on stream and event objects, the

@@ -23,8 +23,19 @@ func (d *Driver) EventCreate(ch driver.Context, flags uint32) (driver.Event, dri
 		return 0, driver.ErrorInvalidValue
 	}
 	e := &event{ctx: c, state: &eventState{flags: flags}}
-	e.handle = driver.Event(d.newHandle(e))
+	e.handle = driver.Event(d.placeEvent(e))
 	return e.handle, driver.Success
+}
+
+// EventCheck looks the handle up: the software driver knows every event it made.
+func (d *Driver) EventCheck(h driver.Event) (driver.Context, uint64, driver.Result) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	e, ok := lookup[*event](d, uintptr(h))
+	if !ok {
+		return 0, 0, driver.ErrorInvalidHandle
+	}
+	return e.ctx.handle, e.id, driver.Success
 }
 
 func (d *Driver) EventDestroy(h driver.Event) driver.Result {
@@ -158,6 +169,6 @@ func (d *Driver) IpcOpenEventHandle(in driver.IPCEventHandle) (driver.Event, dri
 		return 0, driver.ErrorInvalidValue
 	}
 	e := &event{ctx: c, state: src.state, opened: true}
-	e.handle = driver.Event(d.newHandle(e))
+	e.handle = driver.Event(d.placeEvent(e))
 	return e.handle, driver.Success
 }

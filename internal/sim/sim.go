@@ -34,7 +34,8 @@ type Driver struct {
 	nextID   uint64
 	devices  []*device
 	current  map[int]*context // by OS thread id
-	streams  streamSlab       // streams' memory (memory_streams.go)
+	streams  slab[streamMem]  // streams' memory (memory_objects.go)
+	events   slab[eventMem]   // events' memory (memory_objects.go)
 }
 
 type device struct {
@@ -53,6 +54,7 @@ type context struct {
 	// hostFuncs serializes host functions, as the real driver runs them on one thread:
 	// a host function that blocks holds up every stream's host functions.
 	hostFuncs sync.Mutex
+	lastEvent *eventMem // the last event made in it that is alive, in the event slab
 }
 
 type stream struct {
@@ -83,6 +85,7 @@ type event struct {
 	ctx    *context
 	state  *eventState // shared by events opened from its IPC handle
 	opened bool
+	id     uint64 // its identity: never reused (EventCheck)
 }
 
 type capturedRecord struct {
@@ -178,7 +181,7 @@ func (d *Driver) newHandle(obj any) uintptr {
 // forget destroys the object at h and frees its address for reuse (allocations, whose
 // addresses are spans, are not reused). Caller holds d.mu.
 func (d *Driver) forget(h uintptr) {
-	if _, isStream := d.objects[h].(*stream); isStream && d.unplace(h) {
+	if d.unplace(h) {
 		delete(d.objects, h)
 		return
 	}

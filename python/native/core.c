@@ -223,8 +223,10 @@ typedef struct {
 
 typedef struct {
     PyObject_HEAD
-    unsigned long long eptr; /* the CUevent, owned: destroyed on close; 0 until made */
+    unsigned long long eptr; /* the CUevent: owned, destroyed on close; or borrowed; 0 until made */
     unsigned long long ctx;  /* its device's primary context, where it was made */
+    unsigned long long id;   /* a borrowed event's identity (driver.EventMemory); 0 for an owned one */
+    PyObject *owner;         /* what a borrowed event came from, kept alive with it; or NULL */
     long long device;        /* its device */
     char open;               /* usable: made, and not closed */
     char timing;             /* made without CU_EVENT_DISABLE_TIMING */
@@ -372,12 +374,67 @@ static int make_fence(StreamCore *s) {
     return 1;
 }
 
+/* ---- Event objects, proven by loads ----
+ * A foreign CUevent must be proven a live event before the driver sees it, as a stream
+ * must (a garbage CUevent kills the process in cuEventQuery). The driver says which words
+ * of an event object hold its context, its identity (a number it gives each event it
+ * makes, never reused) and the events made after and before it in that context, a list a
+ * live event is in: a neighbour points back to it (driver.EventMemory). A destroyed event
+ * has left the list; a new event at its address has another identity. What the loads
+ * cannot prove here (memory outside the heap, an event alone in its context) goes to the
+ * Go check (internal/cuda/validate_event.go), which reads fault-safely and says what is
+ * wrong. */
+
+extern long long pyshim_CheckEvent(unsigned long long handle, long long device, unsigned long long id_out);
+extern char pyshim_VerifyEvent(unsigned long long handle, unsigned long long id);
+extern char pyshim_EventMemory(unsigned long long out);
+
+static int event_memory_state;                            /* 0 not asked yet, 1 known, -1 none */
+static unsigned long long event_memory[SB_EVMEM_COUNT]; /* as pyshim.EventMemory writes it */
+
+static void learn_event_memory(void) {
+    if (event_memory_state == 0)
+        event_memory_state = pyshim_EventMemory((uintptr_t)event_memory) ? 1 : -1;
+}
+
+/* The event object at h, where it and a neighbour that points back to it lie in memory the
+ * driver says stays mapped, and every neighbour it names points back; NULL where that is
+ * not provable here. */
+static const volatile uint64_t *event_object(uintptr_t h) {
+    if (event_memory_state != 1)
+        return NULL;
+    uintptr_t lo = event_memory[SB_EVMEM_LO];
+    uintptr_t hi = event_memory[SB_EVMEM_HI] ? event_memory[SB_EVMEM_HI] : (uintptr_t)sbrk(0);
+    uintptr_t words = event_memory[SB_EVMEM_WORDS];
+    if (!within(h, words * 8, lo, hi))
+        return NULL;
+    const volatile uint64_t *o = (const volatile uint64_t *)h;
+    uintptr_t next = o[event_memory[SB_EVMEM_NEXT]], prev = o[event_memory[SB_EVMEM_PREV]];
+    if (next == 0 && prev == 0)
+        return NULL;
+    if (next != 0 && (!within(next, words * 8, lo, hi) ||
+                      ((const volatile uint64_t *)next)[event_memory[SB_EVMEM_PREV]] != h))
+        return NULL;
+    if (prev != 0 && (!within(prev, words * 8, lo, hi) ||
+                      ((const volatile uint64_t *)prev)[event_memory[SB_EVMEM_NEXT]] != h))
+        return NULL;
+    return o;
+}
+
+/* What every operation on an event checks: open, and, borrowed, still the event it was
+ * when wrapped (its context and identity at its address, in its context's list). */
 static int event_usable(EventCore *e) {
     if (!e->open) {
         sb_raise(SB_KIND_CLOSED, 0, "", "the event was closed", "");
         return 0;
     }
-    return 1;
+    if (e->id == 0)
+        return 1;
+    const volatile uint64_t *o = event_object(e->eptr);
+    if (o != NULL && o[event_memory[SB_EVMEM_CTX]] == e->ctx && o[event_memory[SB_EVMEM_ID]] == e->id)
+        return 1;
+    pyshim_VerifyEvent(e->eptr, e->id); /* not provable here: the Go check says what is wrong */
+    return !PyErr_Occurred();
 }
 
 /* The checks of a call on a stream and an event. */
@@ -961,6 +1018,8 @@ static int event_destroy(EventCore *e) {
     if (!e->open)
         return 0;
     e->open = 0;
+    if (e->id != 0)
+        return 0; /* borrowed: its owner destroys it */
     live_events--;
     return release(SB_cuEventDestroy, e->eptr, 0);
 }
@@ -1146,7 +1205,70 @@ static void event_core_dealloc(EventCore *e) {
             PyErr_WriteUnraisable((PyObject *)e);
         PyErr_Restore(type, value, tb);
     }
+    Py_CLEAR(e->owner);
     Py_TYPE(e)->tp_free((PyObject *)e);
+}
+
+/* wrap_event(cls, handle, device, owner): an event of type cls borrowing the CUevent handle,
+ * proven a live event before the driver sees it (on device, unless -1), and keeping owner
+ * (what it came from, or None) alive. Proven by the loads where they can (event_object, in
+ * a device's primary context the core knows), else by the Go check, which says what is
+ * wrong; never destroyed by the core. */
+static PyObject *fn_wrap_event(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4 || !PyType_Check(args[0]) || !PyType_IsSubtype((PyTypeObject *)args[0], &EventCoreType) ||
+        !PyLong_CheckExact(args[1]) || !PyLong_CheckExact(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "wrap_event takes an Event class, a handle and a device as ints, and an owner");
+        return NULL;
+    }
+    unsigned long long h = PyLong_AsUnsignedLongLong(args[1]);
+    long long device = PyLong_AsLongLong(args[2]);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "an event handle is an address: 1 to 2**64-1, not %R", args[1]);
+        return NULL;
+    }
+    if (!gate())
+        return NULL;
+    long long got = -1;
+    uint64_t id = 0;
+    uintptr_t ctx = 0;
+    const volatile uint64_t *o = event_object(h);
+    if (o != NULL) {
+        ctx = o[event_memory[SB_EVMEM_CTX]];
+        for (long long d = 0; d < devices_met && got < 0; d++)
+            if (device_ctx[d] == ctx && (device == -1 || device == d)) {
+                got = d;
+                id = o[event_memory[SB_EVMEM_ID]];
+            }
+    }
+    if (got < 0) {
+        unsigned long long out = 0;
+        got = pyshim_CheckEvent(h, device, (uintptr_t)&out);
+        if (PyErr_Occurred())
+            return NULL;
+        id = out;
+        learn_event_memory();
+        if (id == 0) { /* an identity is never 0: 0 would mark the event as owned */
+            PyErr_Format(PyExc_RuntimeError, "the event check gave event %#llx no identity", h);
+            return NULL;
+        }
+        ctx = context_of(got);
+        if (ctx == 0)
+            return NULL;
+    }
+    PyTypeObject *cls = (PyTypeObject *)args[0];
+    EventCore *e = (EventCore *)cls->tp_alloc(cls, 0);
+    if (e == NULL)
+        return NULL;
+    e->eptr = h;
+    e->ctx = ctx;
+    e->device = got;
+    e->id = id;
+    e->timing = 1;   /* unknown: the driver's answer to elapsed_time stands */
+    e->recorded = 1;
+    e->open = 1;
+    e->owner = args[3] == Py_None ? NULL : Py_NewRef(args[3]);
+    return (PyObject *)e;
 }
 
 /* open_ipc_event(cls, device, handle): an event of type cls another process exported
@@ -1208,6 +1330,8 @@ static PyMemberDef event_core_members[] = {
     {"_open", T_BOOL, offsetof(EventCore, open), READONLY, "made, and not closed"},
     {"_timing", T_BOOL, offsetof(EventCore, timing), READONLY, "made with timing"},
     {"_interprocess", T_BOOL, offsetof(EventCore, interprocess), READONLY, "shareable with another process"},
+    {"_id", T_ULONGLONG, offsetof(EventCore, id), READONLY, "a borrowed event's identity; 0 for an owned one"},
+    {"_owner", T_OBJECT, offsetof(EventCore, owner), READONLY, "what a borrowed event came from, or None"},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -1827,6 +1951,8 @@ static PyMethodDef methods[] = {
      "set_stream_resolver(fn): the stream a call with stream=None (or a stream-like) works on"},
     {"resolve", (PyCFunction)(void (*)(void))fn_resolve, METH_FASTCALL,
      "resolve(stream, device) -> stream: as the registered resolver (_stream.resolve) answers"},
+    {"wrap_event", (PyCFunction)(void (*)(void))fn_wrap_event, METH_FASTCALL,
+     "wrap_event(cls, handle, device, owner): an event borrowing a live CUevent another library made."},
     {"open_ipc_event", (PyCFunction)(void (*)(void))fn_open_ipc_event, METH_FASTCALL,
      "open_ipc_event(cls, device, handle) -> cls: an event another process exported"},
     {"live_events", fn_live_events, METH_NOARGS, "the count of events made and not yet destroyed"},

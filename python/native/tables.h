@@ -66,6 +66,18 @@ enum {
     SB_MEM_COUNT = 6
 };
 
+/* The words of driver.EventMemory, in the order pyshim.EventMemory writes them. */
+enum {
+    SB_EVMEM_CTX = 0,
+    SB_EVMEM_ID = 1,
+    SB_EVMEM_NEXT = 2,
+    SB_EVMEM_PREV = 3,
+    SB_EVMEM_WORDS = 4,
+    SB_EVMEM_LO = 5,
+    SB_EVMEM_HI = 6,
+    SB_EVMEM_COUNT = 7
+};
+
 /* The cuStreamCreateWithPriority flags. */
 #define SB_STREAM_NON_BLOCKING 0x1u
 
@@ -78,8 +90,10 @@ enum {
 #define SB_CONVENTION_ARRAY_INTERFACE 1
 #define SB_MAX_SPECIAL_STREAM 2ULL
 
-/* What a destroyed borrowed stream's use says (see boundary.StreamGoneMessage). */
+/* What a destroyed borrowed stream's or event's use says (see boundary.StreamGoneMessage). */
 #define SB_STREAM_GONE_MESSAGE "stream %#llx was destroyed (it is no longer a live stream); it was not passed to the driver"
 #define SB_STREAM_REUSED_MESSAGE "stream %#llx was destroyed: its address now names another stream (id %llu, not %llu); it was not passed to the driver"
+#define SB_EVENT_GONE_MESSAGE "event %#llx was destroyed (it is no longer a live event); it was not passed to the driver"
+#define SB_EVENT_REUSED_MESSAGE "event %#llx was destroyed: its address now names another event (id %llu, not %llu); it was not passed to the driver"
 
 #endif

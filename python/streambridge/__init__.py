@@ -24,7 +24,7 @@ from ._errors import (CallbackReentryError, CaptureError, ClosedError, CompileEr
                       ForkedProcessError, InvalidHandleError, NoDriverError, NotStreamLikeError, ProtocolError)
 from ._core import driver_name as driver
 from ._device import Device
-from ._event import Event, get_elapsed_time
+from ._event import Event, as_event, get_elapsed_time
 from ._explain import explain
 from ._handover import hand_over
 from ._go import go_function
@@ -52,6 +52,7 @@ __all__ = [
     "NotStreamLikeError",
     "ProtocolError",
     "Stream",
+    "as_event",
     "as_stream",
     "callback_errors",
     "current_stream",

@@ -4,10 +4,10 @@ EventOptions accepted too."""
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from typing import Any, Optional, Type, TypeVar
 
 from ._core import core as _c
-from ._device import device_index
+from ._device import as_index, device_index
 from ._errors import ClosedError
 
 _OPTION_NAMES = ("timing_enabled", "blocking_sync", "ipc_enabled")
@@ -26,6 +26,23 @@ class Event(_c.EventCore):
     (cuda.core's default is off, PyTorch's too: pass ``disable_timing`` or the options
     to get their behaviour). ``device`` picks the device, 0 by default.
     """
+
+    @classmethod
+    def from_handle(cls, handle: int, device: Any = None) -> "Event":
+        """Borrow a CUevent another library made (cuda.core's ``Stream.from_handle`` for
+        events, which no peer has). The handle is proven a live event of a device's primary
+        context before the driver sees it, and before every use after: a garbage integer, a
+        destroyed event (also one whose address names a new event) or a stream handle raise
+        :class:`InvalidHandleError`. Its device is read from the event and checked against
+        ``device`` if given. Record, wait, query, synchronize and elapsed time work on it;
+        close only forgets it: its owner destroys it.
+        """
+        return _borrow(cls, handle, device, None)
+
+    @property
+    def borrowed(self) -> bool:
+        """Whether the event is another library's (:meth:`from_handle`, :func:`as_event`)."""
+        return self._id != 0
 
     @classmethod
     def _from_options(cls, options: Any, device: int) -> "Event":
@@ -51,8 +68,10 @@ class Event(_c.EventCore):
         return self.ptr
 
     @property
-    def is_timing_enabled(self) -> bool:
-        return self._timing
+    def is_timing_enabled(self) -> Optional[bool]:
+        """Whether the event records time; None for a borrowed event (the driver does not
+        say how another library made it: ``elapsed_time`` gives the driver's answer)."""
+        return None if self.borrowed else self._timing
 
     @property
     def is_ipc_enabled(self) -> bool:
@@ -95,8 +114,32 @@ class Event(_c.EventCore):
             raise ValueError(f"handle must be the 64 bytes ipc_handle() returned, not {len(handle)}")
         return _c.open_ipc_event(cls, max(device_index(device), 0), bytes(handle))
 
+    def to_torch(self) -> Any:
+        """The torch event this one borrows (:func:`as_event` of a torch event). PyTorch
+        cannot wrap a CUevent it did not make, so any other event raises TypeError: order
+        torch's streams with it through streambridge (``as_stream(torch_stream).wait(e)``)."""
+        return self._original("torch", "PyTorch", "as_stream(torch_stream).wait(event)")
+
+    def to_cupy(self) -> Any:
+        """The CuPy event this one borrows; see :meth:`to_torch`."""
+        return self._original("cupy", "CuPy", "as_stream(cupy_stream).wait(event)")
+
+    def to_cuda_core(self) -> Any:
+        """The cuda.core event this one borrows; see :meth:`to_torch`."""
+        return self._original("cuda", "cuda.core", "as_stream(core_stream).wait(event)")
+
+    def _original(self, module: str, name: str, instead: str) -> Any:
+        owner = self._owner
+        if owner is not None and type(owner).__module__.split(".")[0] == module:
+            return owner
+        made = "another library's" if self.borrowed else "streambridge's"
+        raise TypeError(f"{name} cannot wrap a CUevent it did not make (this is {made}); "
+                        f"use it through streambridge instead: {instead}")
+
     def __repr__(self) -> str:
         closed = "" if self._open else " closed"
+        if self.borrowed:
+            return f"<streambridge.Event {self._eptr:#x} device={self._device} borrowed{closed}>"
         return f"<streambridge.Event device={self._device} timing={self._timing}{closed}>"
 
 
@@ -128,6 +171,61 @@ def _stream_for(stream: Any, device: int, what: str) -> Any:
     if stream is not None:
         raise TypeError(f"{what} takes a streambridge stream or None, not {type(stream).__name__}")
     return _c.resolve(None, device)
+
+
+_E = TypeVar("_E", bound=Event)
+
+
+def _borrow(cls: Type[_E], handle: Any, device: Any, owner: Any) -> _E:
+    h = as_index(handle)
+    if h is None:
+        raise TypeError(f"an event handle is an int, not {type(handle).__name__}")
+    if h <= 0 or h >= 1 << 64:
+        raise ValueError(f"an event handle is an address, 1 to 2**64-1, not {h}")
+    return _c.wrap_event(cls, h, -1 if device is None else device_index(device), owner)
+
+
+def _event_handle(obj: Any) -> Optional[int]:
+    """The CUevent of another framework's event, or None where obj is not one: torch's
+    ``cuda_event`` (0 until its first record: refused), CuPy's ``ptr``, cuda.core's and
+    Numba's ``handle`` (a ``CUevent``, or a ctypes ``c_void_p``)."""
+    module = type(obj).__module__.split(".")[0]
+    if "Event" not in type(obj).__name__:  # their streams have handles too
+        return None
+    if module == "torch":
+        h = getattr(obj, "cuda_event", getattr(obj, "event_id", None))
+        if isinstance(h, int) and h == 0:
+            raise ValueError("this torch event has no CUevent yet: PyTorch makes it at the event's first record")
+        return h if isinstance(h, int) else None
+    if module in ("cupy", "cupy_backends") and isinstance(getattr(obj, "ptr", None), int):
+        return int(obj.ptr)
+    if module in ("cuda", "numba"):
+        if getattr(obj, "is_closed", False):
+            raise ClosedError(f"the {type(obj).__name__} was closed")
+        h = getattr(obj, "handle", None)
+        if h is not None and hasattr(h, "value"):
+            return h.value if isinstance(h.value, int) else None
+        try:
+            return int(h) if h is not None else None
+        except TypeError:
+            return None
+    return None
+
+
+def as_event(obj: Any, device: Any = None) -> Event:
+    """A streambridge event for anything event-like: a streambridge event (returned as is);
+    an int handle (:meth:`Event.from_handle`); a torch, CuPy, cuda.core or Numba event, kept
+    alive with the borrowed event (``to_torch()`` and the like give it back). The handle is
+    proven live before the driver sees it, as :meth:`Event.from_handle` proves it."""
+    if isinstance(obj, Event):
+        return obj
+    if as_index(obj) is not None:
+        return Event.from_handle(obj, device)
+    h = _event_handle(obj)
+    if h is None:
+        raise TypeError(f"{type(obj).__module__}.{type(obj).__name__} is not event-like (an int CUevent, or a "
+                        "torch, CuPy, cuda.core or Numba event)")
+    return _borrow(Event, h, device, obj)
 
 
 def get_elapsed_time(start: Event, end: Event) -> float:

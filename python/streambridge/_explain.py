@@ -10,7 +10,7 @@ from typing import Any, Callable, List, Optional, Tuple
 
 from . import _core, _tables
 from ._device import as_index
-from ._event import Event
+from ._event import Event, _event_handle, as_event
 from ._stream import _BaseStream, as_stream, current_stream
 
 _FRAMEWORKS = {"torch": "PyTorch", "cupy": "CuPy", "cupy_backends": "CuPy", "cuda": "cuda.core", "numba": "Numba",
@@ -30,22 +30,6 @@ def _ask(what: Callable[[], Any]) -> Tuple[Any, Optional[str]]:
         return None, f"{type(e).__name__}: {e}"
 
 
-def _foreign_event_handle(obj: Any) -> Optional[int]:
-    """The CUevent of a torch, CuPy, cuda.core or Numba event, or None for anything else."""
-    if "Event" not in type(obj).__name__ or _framework(obj) not in ("PyTorch", "CuPy", "cuda.core", "Numba"):
-        return None
-    for name in ("cuda_event", "ptr", "handle"):
-        value, _ = _ask(lambda: getattr(obj, name))
-        if value is None:
-            continue
-        if hasattr(value, "value"):  # ctypes
-            value = value.value or 0
-        handle, _ = _ask(lambda: int(value))
-        if isinstance(handle, int):
-            return handle
-    return None
-
-
 def explain(obj: Any) -> str:
     """A report on any stream-like or event-like object of any framework: its handle,
     device, context, owner, blocking flag, priority, stream id, capture status and pending
@@ -58,16 +42,16 @@ def explain(obj: Any) -> str:
       refused     InvalidHandleError: stream check: CUDA_ERROR_INVALID_HANDLE: invalid resource handle (0xdeadbeef is not a live CUDA stream of a device's primary context; it was not passed to the driver)
     """
     if isinstance(obj, Event):
-        return _explain_event(obj)
-    event = _foreign_event_handle(obj)
-    if event is not None:
-        return "\n".join([
-            f"{type(obj).__module__}.{type(obj).__name__}: an event of {_framework(obj)}",
-            f"  handle      {event:#x}",
-            "  refused     streambridge does not take other frameworks' events: it cannot prove a CUevent live "
-            "before the driver sees it, and a destroyed one would crash the process. Record a streambridge "
-            "Event on the same stream, or wait for the stream itself (wait_stream).",
-        ])
+        return _explain_event(obj, "streambridge.Event: " + (
+            "another library's event, borrowed: never destroyed by streambridge" if obj.borrowed else
+            "an event of streambridge, created here, destroyed on close() or collection"))
+    handle, why = _ask(lambda: _event_handle(obj))
+    if handle is not None or why is not None:
+        title = f"{type(obj).__module__}.{type(obj).__name__}: an event of {_framework(obj)}"
+        e, why = _ask(lambda: as_event(obj))
+        if e is None:
+            return f"{title}\n  refused     {why}"
+        return _explain_event(e, f"{title}, borrowed by as_event: never destroyed by streambridge")
     return _explain_stream(obj)
 
 
@@ -129,8 +113,8 @@ def _explain_stream(obj: Any) -> str:
     return "\n".join(lines)
 
 
-def _explain_event(e: Event) -> str:
-    lines = [f"streambridge.Event: an event of streambridge, created here, destroyed on close() or collection"]
+def _explain_event(e: Event, title: str) -> str:
+    lines = [title]
 
     def row(name: str, text: str) -> None:
         lines.append(f"  {name:<11} {text}")
@@ -140,13 +124,18 @@ def _explain_event(e: Event) -> str:
         return "\n".join(lines)
     row("handle", f"{e._eptr:#x}")
     row("device", f"{e.device_id}, in its primary context")
-    row("timing", "enabled" if e._timing else "disabled: elapsed_time() raises naming it")
-    row("interprocess", "yes: ipc_handle() exports it" if e._interprocess else "no")
+    if e.borrowed:
+        row("timing", "not known: the driver does not say how another library made it")
+    else:
+        row("timing", "enabled" if e._timing else "disabled: elapsed_time() raises naming it")
+    if not e.borrowed:
+        row("interprocess", "yes: ipc_handle() exports it" if e._interprocess else "no")
     done, why = _ask(e.query)
     row("work", why or ("complete (or never recorded)" if done else "pending: the work before its record "
                                                                     "has not finished"))
     row("refuses", f"recording it on a stream of a device other than {e.device_id} raises "
-                   "DeviceMismatchError")
+                   "DeviceMismatchError" + ("; once its owner destroys it, every use raises InvalidHandleError "
+                                            "(also when its address names a new event)" if e.borrowed else ""))
     return "\n".join(lines)
 
 

@@ -85,12 +85,20 @@ def test_events_ours_and_others():
     assert rows(sb.explain(e))["state"].startswith("closed")
 
     class Event:  # the shape of torch.cuda.Event
-        cuda_event = 0x1234
+        def __init__(self, handle):
+            self.cuda_event = handle
 
     Event.__module__ = "torch.cuda.streams"
-    text = sb.explain(Event())
+    text = sb.explain(Event(0x1234))
     assert text.splitlines()[0] == "torch.cuda.streams.Event: an event of PyTorch"
-    assert rows(text)["handle"] == "0x1234" and "does not take other frameworks' events" in rows(text)["refused"]
+    assert rows(text)["refused"].startswith("InvalidHandleError") and "0x1234 is not a live CUDA event" in text
+    assert "no CUevent yet" in rows(sb.explain(Event(0)))["refused"]  # torch makes it at the first record
+    live = sb.Event()
+    text = sb.explain(Event(live.ptr))
+    assert text.splitlines()[0].endswith("borrowed by as_event: never destroyed by streambridge")
+    r = rows(text)
+    assert r["handle"] == f"{live.ptr:#x}" and r["timing"].startswith("not known") and "InvalidHandleError" in r["refuses"]
+    assert "interprocess" not in r
 
 
 def run_module(**env):

@@ -1,0 +1,205 @@
+package cuda
+
+import (
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+
+	"github.com/streambridge/streambridge/internal/driver"
+)
+
+// EventCheck decides whether an integer is a live event before the driver sees it, as
+// StreamCheck does for streams (a garbage CUevent kills the process in cuEventQuery, seen
+// on an H100), reading memory the same fault-safe way.
+//
+// What it checks is learned at run time from events this package creates: a handle points
+// to the event object, which holds its context, its identity (a counter the driver gives
+// each event it creates: a new event at a freed event's address has another), and the
+// events made after and before it in the same context (a doubly linked list per context).
+// On driver 580 those are words 0, 3, 1 and 2. A live event is in its context's list: a
+// neighbour points back to it. A destroyed one is out of the list and its memory freed
+// (the allocator overwrites its first two words). A stream handle, or any other pointer,
+// names no primary context at the context's word, or has no neighbour pointing back.
+//
+// An event alone in its context has no neighbour: the check then makes one, an event it
+// keeps in that context for the process (a sentinel, one per primary context), after which
+// every other live event of the context has a neighbour.
+
+type eventLayout struct {
+	ok                          bool
+	ctxAt, idAt, nextAt, prevAt int
+	words                       int
+}
+
+var (
+	eventLayoutOnce    sync.Once
+	evLayout           eventLayout
+	eventLayoutLearned atomic.Bool
+
+	// The active primary contexts seen: a candidate's context must be one. Refreshed when
+	// a candidate names one not among them. Read with no lock; replaced whole under
+	// primariesMu, which also guards sentinels.
+	primariesMu sync.Mutex
+	primaries   atomic.Pointer[map[driver.Context]bool]
+	sentinels   = map[driver.Context]driver.Event{}
+)
+
+// learnEventLayout creates three events in device 0's primary context, one after another,
+// and finds the words that hold the context, the list links and the identity (increasing
+// from one event to the next).
+func (d *Driver) learnEventLayout() eventLayout {
+	dev, r := d.DeviceGet(0)
+	if r != driver.Success {
+		return eventLayout{}
+	}
+	ctx, r := d.DevicePrimaryCtxRetain(dev)
+	if r != driver.Success {
+		return eventLayout{}
+	}
+	defer d.DevicePrimaryCtxRelease(dev)
+	var evs [3]driver.Event
+	var objs [3][]uint64
+	for i := range evs {
+		e, r := d.EventCreate(ctx, driver.EventDisableTiming)
+		if r != driver.Success {
+			return eventLayout{}
+		}
+		defer d.EventDestroy(e)
+		evs[i], objs[i] = e, make([]uint64, layoutSearchWords)
+		if !(reader{}).peek(uintptr(e), objs[i]) { // known good: process_vm_readv will do
+			return eventLayout{}
+		}
+	}
+	a, b, c := objs[0], objs[1], objs[2]
+	l := eventLayout{ctxAt: -1, idAt: -1, nextAt: -1, prevAt: -1}
+	for i := range layoutSearchWords {
+		switch {
+		case l.ctxAt < 0 && a[i] == uint64(ctx) && b[i] == uint64(ctx) && c[i] == uint64(ctx):
+			l.ctxAt = i
+		case l.nextAt < 0 && a[i] == uint64(evs[1]) && b[i] == uint64(evs[2]):
+			l.nextAt = i
+		case l.prevAt < 0 && b[i] == uint64(evs[0]) && c[i] == uint64(evs[1]):
+			l.prevAt = i
+		case l.idAt < 0 && 0 < a[i] && a[i] < b[i] && b[i] < c[i] && c[i]-a[i] < 64:
+			l.idAt = i // a counter: events made meanwhile by other threads may be between
+		}
+	}
+	if l.ctxAt < 0 || l.idAt < 0 || l.nextAt < 0 || l.prevAt < 0 {
+		return eventLayout{}
+	}
+	l.ok = true
+	l.words = max(l.ctxAt, l.idAt, l.nextAt, l.prevAt) + 1
+	return l
+}
+
+// eventChain reads a candidate event's object (the first len(obj) words) and, for each
+// neighbour it names, whether that neighbour points back to it; one fault-protected
+// region. linked: some neighbour points back; ok false: unreadable, or a neighbour that
+// does not point back.
+func (r reader) eventChain(h uintptr, l *eventLayout, obj []uint64) (linked, ok bool) {
+	if r.loads {
+		defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+		defer unfault(&ok)
+	}
+	if !r.read(h, obj) {
+		return false, false
+	}
+	var back [1]uint64
+	for _, n := range [2]struct{ at, backAt int }{{l.nextAt, l.prevAt}, {l.prevAt, l.nextAt}} {
+		next := uintptr(obj[n.at])
+		if next == 0 {
+			continue
+		}
+		if !r.read(next+uintptr(n.backAt)*8, back[:]) || uintptr(back[0]) != h {
+			return false, false
+		}
+		linked = true
+	}
+	return linked, true
+}
+
+// primaryContext reports whether ctx is an active primary context, learning them again
+// when it is not among those seen.
+func (d *Driver) primaryContext(ctx driver.Context) bool {
+	if known := primaries.Load(); known != nil && (*known)[ctx] {
+		return true
+	}
+	primariesMu.Lock()
+	defer primariesMu.Unlock()
+	if known := primaries.Load(); known != nil && (*known)[ctx] {
+		return true
+	}
+	found := map[driver.Context]bool{}
+	n, _ := d.DeviceGetCount()
+	for i := range n {
+		dev, r := d.DeviceGet(i)
+		if r != driver.Success {
+			continue
+		}
+		rs, _, active := callOut2In(0, cuDevicePrimaryCtxGetState, 1, uintptr(dev), 0, 0)
+		if res(rs) != driver.Success || uint32(active) == 0 {
+			continue
+		}
+		if c, r := d.DevicePrimaryCtxRetain(dev); r == driver.Success { // active: nothing is initialized
+			found[c] = true
+			d.DevicePrimaryCtxRelease(dev)
+		}
+	}
+	primaries.Store(&found)
+	return found[ctx]
+}
+
+// sentinel makes sure ctx, an active primary context, holds the event this package keeps
+// there; false where it held one already (or none could be made), so that making one
+// cannot have given the candidate a neighbour.
+func (d *Driver) sentinel(ctx driver.Context) bool {
+	primariesMu.Lock()
+	defer primariesMu.Unlock()
+	if _, ok := sentinels[ctx]; ok {
+		return false
+	}
+	e, r := d.EventCreate(ctx, driver.EventDisableTiming)
+	if r != driver.Success {
+		return false
+	}
+	sentinels[ctx] = e
+	return true
+}
+
+// EventCheck reports whether h is a live event of an active primary context, and its
+// context and identity: driver.Success, or ErrorInvalidHandle for anything else;
+// ErrorNotSupported where the driver's layout could not be learned.
+func (d *Driver) EventCheck(h driver.Event) (driver.Context, uint64, driver.Result) {
+	if uintptr(h) < 4096 || uintptr(h)%8 != 0 || uint64(h) >= 1<<47 {
+		return 0, 0, driver.ErrorInvalidHandle
+	}
+	eventLayoutOnce.Do(func() { evLayout = d.learnEventLayout(); eventLayoutLearned.Store(true) })
+	if !evLayout.ok {
+		return 0, 0, driver.ErrorNotSupported
+	}
+	var objBuf [layoutSearchWords]uint64
+	obj := objBuf[:evLayout.words]
+	linked, ok := newReader().eventChain(uintptr(h), &evLayout, obj)
+	ctx := driver.Context(obj[evLayout.ctxAt])
+	if !ok || !d.primaryContext(ctx) {
+		return 0, 0, driver.ErrorInvalidHandle
+	}
+	if !linked && d.sentinel(ctx) { // alone in its context, or no event: the sentinel follows a live one
+		linked, ok = newReader().eventChain(uintptr(h), &evLayout, obj)
+	}
+	if !linked || !ok || driver.Context(obj[evLayout.ctxAt]) != ctx {
+		return 0, 0, driver.ErrorInvalidHandle
+	}
+	return ctx, obj[evLayout.idAt], driver.Success
+}
+
+// EventMemory is the learned event layout, in the brk heap as StreamMemory's is; not OK
+// until a check has learned it, or where none was found.
+func (*Driver) EventMemory() driver.EventMemory {
+	if !eventLayoutLearned.Load() || !evLayout.ok {
+		return driver.EventMemory{}
+	}
+	start, ok := heapStart()
+	return driver.EventMemory{CtxAt: evLayout.ctxAt, IDAt: evLayout.idAt, NextAt: evLayout.nextAt,
+		PrevAt: evLayout.prevAt, Words: evLayout.words, Lo: start, OK: ok}
+}

@@ -1,0 +1,197 @@
+package sim
+
+// Object memory: the software driver lays its streams and events out in memory as the real
+// one does (see driver.StreamMemory and driver.EventMemory), so that code verifying a
+// handle with plain loads (the Python core, before each use of a borrowed stream or event)
+// runs, and is tested, on it too.
+
+import (
+	"unsafe"
+
+	"github.com/streambridge/streambridge/internal/driver"
+)
+
+// Where a stream object keeps its handle, context and identity, and an event object its
+// context, identity and list links: not the real driver's words, so a reader that
+// hard-coded those would fail here.
+const (
+	streamCtxAt  = 1
+	streamBackAt = 3
+	streamIDAt   = 6
+	streamWords  = streamIDAt + 1
+
+	eventPrevAt = 1
+	eventCtxAt  = 2
+	eventIDAt   = 4
+	eventNextAt = 5
+	eventWords  = eventNextAt + 1
+
+	slabCap = 4096 // streams (and events) alive at once with memory; more get addresses without
+)
+
+// streamMem is one stream's memory: the block its handle points to, whose first word points
+// to obj.
+type streamMem struct {
+	block [2]uint64
+	obj   [streamWords]uint64
+}
+
+// eventMem is one event's memory: its handle points to it.
+type eventMem [eventWords]uint64
+
+// slab holds objects' memory; it is never freed or moved (Go's heap does not move
+// objects), so it stays mapped for the driver's life, as the real driver's heap does.
+type slab[M any] struct {
+	mem  []M
+	used int   // mem[:used] have been handed out
+	free []int // freed slots, reused last-freed first, as an allocator does
+}
+
+// take hands out a slot: a freed one first (so a handle kept past its object's destroy can
+// name a new object, as on the real driver), else a new one; nil once the slab is full.
+func (sl *slab[M]) take() *M {
+	if sl.mem == nil {
+		sl.mem = make([]M, slabCap)
+	}
+	var i int
+	switch {
+	case len(sl.free) > 0:
+		i, sl.free = sl.free[len(sl.free)-1], sl.free[:len(sl.free)-1]
+	case sl.used < len(sl.mem):
+		i = sl.used
+		sl.used++
+	default:
+		return nil
+	}
+	return &sl.mem[i]
+}
+
+// index is the slot at address h; false where h is not one of the slab's.
+func (sl *slab[M]) index(h uintptr) (int, bool) {
+	lo, hi := sl.bounds()
+	size := unsafe.Sizeof(*new(M))
+	if h < lo || h >= hi || (h-lo)%size != 0 {
+		return 0, false
+	}
+	return int((h - lo) / size), true
+}
+
+// at is the slot at address h, or nil.
+func (sl *slab[M]) at(h uintptr) *M {
+	if i, ok := sl.index(h); ok {
+		return &sl.mem[i]
+	}
+	return nil
+}
+
+// give frees the slot at address h and returns it with the address of the slot freed
+// before it (the slab's first slot if none: what an allocator's next pointer would be, in
+// the heap); nil where h is not a slot of the slab.
+func (sl *slab[M]) give(h uintptr) (m *M, link uintptr) {
+	i, ok := sl.index(h)
+	if !ok {
+		return nil, 0
+	}
+	link, _ = sl.bounds()
+	if n := len(sl.free); n > 0 {
+		link = uintptr(unsafe.Pointer(&sl.mem[sl.free[n-1]]))
+	}
+	sl.free = append(sl.free, i)
+	return &sl.mem[i], link
+}
+
+// bounds is the slab's memory, [lo, hi); 0, 0 before the first object.
+func (sl *slab[M]) bounds() (lo, hi uintptr) {
+	if len(sl.mem) == 0 {
+		return 0, 0
+	}
+	lo = uintptr(unsafe.Pointer(&sl.mem[0]))
+	return lo, lo + uintptr(len(sl.mem))*unsafe.Sizeof(*new(M))
+}
+
+// place gives s a handle in the stream slab, or an address outside it once the slab is
+// full. Caller holds d.mu.
+func (d *Driver) place(s *stream) uintptr {
+	m := d.streams.take()
+	if m == nil {
+		return d.newHandle(s)
+	}
+	h := uintptr(unsafe.Pointer(&m.block))
+	m.obj = [streamWords]uint64{}
+	m.obj[streamBackAt] = uint64(h)
+	m.obj[streamCtxAt] = uint64(s.ctx.handle)
+	m.obj[streamIDAt] = s.id
+	m.block[0] = uint64(uintptr(unsafe.Pointer(&m.obj)))
+	d.objects[h] = s
+	return h
+}
+
+// placeEvent gives e a handle in the event slab, last in its context's list, with a new
+// identity, or an address outside it once the slab is full. Caller holds d.mu.
+func (d *Driver) placeEvent(e *event) uintptr {
+	e.id = d.streamID()
+	m := d.events.take()
+	if m == nil {
+		return d.newHandle(e)
+	}
+	h := uintptr(unsafe.Pointer(m))
+	*m = eventMem{}
+	m[eventCtxAt] = uint64(e.ctx.handle)
+	m[eventIDAt] = e.id
+	if last := e.ctx.lastEvent; last != nil {
+		m[eventPrevAt] = uint64(uintptr(unsafe.Pointer(last)))
+		last[eventNextAt] = uint64(h)
+	}
+	e.ctx.lastEvent = m
+	d.objects[h] = e
+	return h
+}
+
+// unplace frees an object's slot: a stream's block has its first word overwritten (a
+// free-list link, as an allocator's free does), so the chain no longer leads back to the
+// handle; an event leaves its context's list, so no neighbour points back to it, and has
+// its first words overwritten too. False where h is not in a slab. Caller holds d.mu.
+func (d *Driver) unplace(h uintptr) bool {
+	switch o := d.objects[h].(type) {
+	case *stream:
+		m, link := d.streams.give(h)
+		if m != nil {
+			m.block[0] = uint64(link)
+		}
+		return m != nil
+	case *event:
+		m, link := d.events.give(h)
+		if m == nil {
+			return false
+		}
+		prev, next := d.events.at(uintptr(m[eventPrevAt])), d.events.at(uintptr(m[eventNextAt]))
+		if prev != nil {
+			prev[eventNextAt] = m[eventNextAt]
+		}
+		if next != nil {
+			next[eventPrevAt] = m[eventPrevAt]
+		} else if o.ctx.lastEvent == m {
+			o.ctx.lastEvent = prev
+		}
+		*m = eventMem{uint64(link), 0x5a5a5a5a5a5a5a5a} // what free leaves: a link and a key
+		return true
+	}
+	return false
+}
+
+// StreamMemory describes the stream slab (see driver.StreamMemory).
+func (d *Driver) StreamMemory() driver.StreamMemory {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	lo, hi := d.streams.bounds()
+	return driver.StreamMemory{BackAt: streamBackAt, CtxAt: streamCtxAt, IDAt: streamIDAt, Words: streamWords, Lo: lo, Hi: hi, OK: hi != 0}
+}
+
+// EventMemory describes the event slab (see driver.EventMemory).
+func (d *Driver) EventMemory() driver.EventMemory {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	lo, hi := d.events.bounds()
+	return driver.EventMemory{CtxAt: eventCtxAt, IDAt: eventIDAt, NextAt: eventNextAt, PrevAt: eventPrevAt,
+		Words: eventWords, Lo: lo, Hi: hi, OK: hi != 0}
+}
