@@ -4,6 +4,8 @@
 
 Operations (each framework's own spelling):
   wrap                borrow an existing stream handle (streambridge validates it first)
+  wrap event          borrow another library's CUevent (torch's); no peer can, so the peers'
+                      rows are their stream wraps: the bar is a wrap of a stream
   record+wait         record an event on stream A, make stream B wait for it
   query               ask whether a stream's work has completed
   event record        record an event on a stream
@@ -90,6 +92,10 @@ def main() -> int:
     se = sb.Event(disable_timing=True)
     te = torch.cuda.Event(enable_timing=False)
     handle = ts_a.cuda_stream  # the same foreign handle for every wrapper
+    foreign = torch.cuda.Event(enable_timing=False)
+    foreign.record(ts_a)  # torch makes its CUevent at the first record
+    event_handle = foreign.cuda_event
+    sb_foreign = sb.as_event(foreign)
 
     def loop(body):
         def run(n):
@@ -135,8 +141,18 @@ def main() -> int:
             "cupy.from_external": loop(lambda: cupy.cuda.Stream.from_external(ks_a)),
             "cuda.core": loop(lambda: type(ks_a).from_handle(handle)),
         },
+        "wrap event": {
+            "streambridge Event.from_handle": loop(lambda: sb.Event.from_handle(event_handle)),
+            "streambridge as_event(torch event)": loop(lambda: sb.as_event(foreign)),
+            "streambridge ExternalStream (our stream wrap)": loop(sb_wrap),
+            "torch ExternalStream (no peer wraps an event)": loop(lambda: torch.cuda.ExternalStream(handle)),
+            "cupy ExternalStream (no peer wraps an event)": loop(lambda: cupy.cuda.ExternalStream(handle)),
+            "cuda.core Stream.from_handle (no peer wraps an event)": loop(lambda: type(ks_a).from_handle(handle)),
+        },
         "record+wait": {
             "streambridge": loop(sb_rw),
+            "streambridge, a borrowed torch event (identity checked)": loop(
+                lambda: (ss_a.record(sb_foreign), ss_b.wait_event(sb_foreign))),
             "streambridge.wait_stream": loop(lambda: ss_b.wait_stream(ss_a)),
             "streambridge, borrowed streams (identity checked)": loop(sb_borrowed_rw),
             "torch": loop(t_rw),
