@@ -65,7 +65,10 @@ func (d *Driver) learnEventLayout() eventLayout {
 			return eventLayout{}
 		}
 		defer d.EventDestroy(e)
-		evs[i], objs[i] = e, make([]uint64, layoutSearchWords)
+		evs[i] = e
+	}
+	for i, e := range evs { // read once all three are made: each links to the next
+		objs[i] = make([]uint64, layoutSearchWords)
 		if !(reader{}).peek(uintptr(e), objs[i]) { // known good: process_vm_readv will do
 			return eventLayout{}
 		}
