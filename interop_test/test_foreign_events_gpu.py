@@ -79,8 +79,8 @@ def test_elapsed_time_between_two_borrowed_torch_events():
     start.record()
     torch.cuda._sleep(1_000_000)
     end.record()
-    ms = sb.as_event(start).elapsed_time(sb.as_event(end))
     end.synchronize()
+    ms = sb.as_event(start).elapsed_time(sb.as_event(end))
     assert ms == pytest.approx(start.elapsed_time(end), rel=0.01, abs=0.01)
 
 

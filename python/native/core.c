@@ -1222,7 +1222,7 @@ static PyObject *fn_wrap_event(PyObject *self, PyObject *const *args, Py_ssize_t
     }
     unsigned long long h = PyLong_AsUnsignedLongLong(args[1]);
     long long device = PyLong_AsLongLong(args[2]);
-    if (PyErr_Occurred()) {
+    if (PyErr_Occurred() || h == 0) {
         PyErr_Clear();
         PyErr_Format(PyExc_ValueError, "an event handle is an address: 1 to 2**64-1, not %R", args[1]);
         return NULL;

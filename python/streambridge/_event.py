@@ -177,6 +177,8 @@ _E = TypeVar("_E", bound=Event)
 
 
 def _borrow(cls: Type[_E], handle: Any, device: Any, owner: Any) -> _E:
+    if type(handle) is int and device is None:  # the common case, straight to the core, which checks the range
+        return _c.wrap_event(cls, handle, -1, owner)
     h = as_index(handle)
     if h is None:
         raise TypeError(f"an event handle is an int, not {type(handle).__name__}")

@@ -51,3 +51,11 @@ def test_the_hand_over_example_runs():
     p = subprocess.run([sys.executable, "-c", block], capture_output=True, text=True, timeout=60, env=env)
     assert p.returncode == 0, p.stderr
     assert p.stdout == "[\"the consumer's slow work\"] True\n", p.stdout
+
+
+def test_the_borrowed_event_example_runs():
+    block = next(b for b in python_blocks() if "sb.Event.from_handle(" in b)
+    env = dict(os.environ, STREAMBRIDGE_DRIVER="sim")
+    p = subprocess.run([sys.executable, "-c", block], capture_output=True, text=True, timeout=60, env=env)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "True True\nInvalidHandleError True\n", p.stdout
