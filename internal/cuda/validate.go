@@ -151,15 +151,11 @@ const layoutSearchWords = 64
 // learnLayout creates streams in device 0's primary context and finds where their objects
 // keep the handle, the context and the identity.
 func (d *Driver) learnLayout() streamLayout {
-	dev, r := d.DeviceGet(0)
-	if r != driver.Success {
+	ctx, done, ok := d.device0()
+	if !ok {
 		return streamLayout{}
 	}
-	ctx, r := d.DevicePrimaryCtxRetain(dev)
-	if r != driver.Success {
-		return streamLayout{}
-	}
-	defer d.DevicePrimaryCtxRelease(dev)
+	defer done()
 	backAt, ctxAt, idAt := everywhere(), everywhere(), everywhere()
 	for range learnStreams {
 		s, r := d.StreamCreateWithPriority(ctx, driver.StreamNonBlocking, 0)
@@ -211,12 +207,25 @@ func first(set []bool) int {
 	return -1
 }
 
-// learnHeaders reads the header of every device's primary context that is active.
-func (d *Driver) learnHeaders() map[[2]uint64]bool {
-	found := map[[2]uint64]bool{}
+// device0 retains device 0's primary context, where the layouts are learned; done releases
+// it.
+func (d *Driver) device0() (ctx driver.Context, done func(), ok bool) {
+	dev, r := d.DeviceGet(0)
+	if r != driver.Success {
+		return 0, nil, false
+	}
+	if ctx, r = d.DevicePrimaryCtxRetain(dev); r != driver.Success {
+		return 0, nil, false
+	}
+	return ctx, func() { d.DevicePrimaryCtxRelease(dev) }, true
+}
+
+// eachActivePrimary calls fn with each device's primary context that is active, retained
+// for the call (active already: nothing is initialized).
+func (d *Driver) eachActivePrimary(fn func(driver.Context)) {
 	n, r := d.DeviceGetCount()
 	if r != driver.Success {
-		return found
+		return
 	}
 	for i := range n {
 		dev, r := d.DeviceGet(i)
@@ -227,16 +236,22 @@ func (d *Driver) learnHeaders() map[[2]uint64]bool {
 		if res(rs) != driver.Success || uint32(active) == 0 {
 			continue
 		}
-		ctx, r := d.DevicePrimaryCtxRetain(dev) // active already: nothing is initialized
-		if r != driver.Success {
-			continue
+		if ctx, r := d.DevicePrimaryCtxRetain(dev); r == driver.Success {
+			fn(ctx)
+			d.DevicePrimaryCtxRelease(dev)
 		}
+	}
+}
+
+// learnHeaders reads the header of every device's primary context that is active.
+func (d *Driver) learnHeaders() map[[2]uint64]bool {
+	found := map[[2]uint64]bool{}
+	d.eachActivePrimary(func(ctx driver.Context) {
 		var hdr [2]uint64
 		if (reader{}).peek(uintptr(ctx), hdr[:]) && hdr != [2]uint64{} {
 			found[hdr] = true
 		}
-		d.DevicePrimaryCtxRelease(dev)
-	}
+	})
 	return found
 }
 

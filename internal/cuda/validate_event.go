@@ -48,15 +48,11 @@ var (
 // and finds the words that hold the context, the list links and the identity (increasing
 // from one event to the next).
 func (d *Driver) learnEventLayout() eventLayout {
-	dev, r := d.DeviceGet(0)
-	if r != driver.Success {
+	ctx, done, ok := d.device0()
+	if !ok {
 		return eventLayout{}
 	}
-	ctx, r := d.DevicePrimaryCtxRetain(dev)
-	if r != driver.Success {
-		return eventLayout{}
-	}
-	defer d.DevicePrimaryCtxRelease(dev)
+	defer done()
 	var evs [3]driver.Event
 	var objs [3][]uint64
 	for i := range evs {
@@ -133,21 +129,7 @@ func (d *Driver) primaryContext(ctx driver.Context) bool {
 		return true
 	}
 	found := map[driver.Context]bool{}
-	n, _ := d.DeviceGetCount()
-	for i := range n {
-		dev, r := d.DeviceGet(i)
-		if r != driver.Success {
-			continue
-		}
-		rs, _, active := callOut2In(0, cuDevicePrimaryCtxGetState, 1, uintptr(dev), 0, 0)
-		if res(rs) != driver.Success || uint32(active) == 0 {
-			continue
-		}
-		if c, r := d.DevicePrimaryCtxRetain(dev); r == driver.Success { // active: nothing is initialized
-			found[c] = true
-			d.DevicePrimaryCtxRelease(dev)
-		}
-	}
+	d.eachActivePrimary(func(ctx driver.Context) { found[ctx] = true })
 	primaries.Store(&found)
 	return found[ctx]
 }
