@@ -12,6 +12,9 @@ Operations (each framework's own spelling):
   empty kernel launch launch a kernel with no arguments
   stream create+close make a non-blocking stream and destroy it (torch pools its streams: not a peer here)
   event create+close  make an event (timing off) and destroy it
+  hand_over per array argument
+                      streambridge.hand_over of one array, over an empty launch (the reference
+                      row): launch(..., hand_over=True) pays it per array argument
 Every stream is non-blocking, as torch and cuda.core make theirs by default.
 Rounds interleave the frameworks; each number is the median over rounds of the mean
 ns per operation. Ratios are streambridge over the fastest peer, by medians, and in
@@ -192,6 +195,15 @@ def main() -> int:
     with cs_a:
         cp_empty((1,), (1,), ())
     ops["empty kernel launch"] = launches
+    # hand_over's cost per array argument, against the launch it would follow: launch and Go
+    # functions do it only with hand_over=True, for it costs more than a small fraction of one.
+    ss_h = sb.Stream(non_blocking=True)
+    t_arg, c_arg = torch.zeros(4, device="cuda"), cupy.zeros(4, dtype=cupy.float32)
+    ops["hand_over per array argument"] = {
+        "streambridge hand_over(torch tensor)": loop(lambda: sb.hand_over(t_arg, ss_h)),
+        "streambridge hand_over(CuPy array)": loop(lambda: sb.hand_over(c_arg, ss_h)),
+        "reference: an empty launch (streambridge)": loop(lambda: sb_empty(1, 1, (), stream=ss_a)),
+    }
     ops["stream create+close"] = {
         "streambridge": loop(lambda: sb.Stream(non_blocking=True).close()),
         "cupy": loop(lambda: cupy.cuda.Stream(non_blocking=True)),  # destroyed when dropped
@@ -203,7 +215,8 @@ def main() -> int:
         "cupy": loop(lambda: cupy.cuda.Event(disable_timing=True)),  # destroyed when dropped
         "cuda.core": loop(lambda: dev.create_event(no_timing).close()),
     }
-    bars = {"stream create+close": 1.0, "event create+close": 1.0}
+    bars = {"stream create+close": 1.0, "event create+close": 1.0,
+            "hand_over per array argument": "0.25 to be on by default"}
 
     # Where streambridge's time goes: a query and a wrap, layer by layer.
 

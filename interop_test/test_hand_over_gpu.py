@@ -39,9 +39,14 @@ def consume_then_reallocate(lib, hand):
     consumer = sb.Stream(non_blocking=True)
     consumer.wait_stream(sb.as_stream(producer))  # x and out are written
     old = ptr(x)
-    kernel(256, 256, (x, out, N, 200_000_000), stream=consumer)  # about 0.1 s of spinning first
-    if hand:
+    args = (x, out, N, 200_000_000)  # about 0.1 s of spinning first
+    if hand == "launch option":
+        sb.launch(kernel, 256, 256, args, stream=consumer, hand_over=True)
+    else:
+        kernel(256, 256, args, stream=consumer)
+    if hand == "hand_over":
         sb.hand_over(x, consumer)
+    del args
     del x
     y = new()  # on the producer's stream, which does not wait for the consumer
     reused = ptr(y) == old
@@ -52,13 +57,14 @@ def consume_then_reallocate(lib, hand):
 
 @pytest.mark.parametrize("lib", ["torch", "cupy"])
 def test_without_hand_over_the_consumer_reads_the_new_arrays_values(lib):
-    got, reused = consume_then_reallocate(lib, hand=False)
+    got, reused = consume_then_reallocate(lib, hand=None)
     print(lib, "without hand_over: memory reused", reused, "consumer read", got)
     assert reused and got == {7.0}, "the corruption hand_over prevents"
 
 
+@pytest.mark.parametrize("hand", ["hand_over", "launch option"])
 @pytest.mark.parametrize("lib", ["torch", "cupy"])
-def test_with_hand_over_the_consumer_reads_the_original_values(lib):
-    got, reused = consume_then_reallocate(lib, hand=True)
-    print(lib, "with hand_over: memory reused", reused, "consumer read", got)
+def test_with_hand_over_the_consumer_reads_the_original_values(lib, hand):
+    got, reused = consume_then_reallocate(lib, hand=hand)
+    print(lib, f"with {hand}: memory reused", reused, "consumer read", got)
     assert not reused and got == {1.0}

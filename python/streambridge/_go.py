@@ -8,7 +8,7 @@ from typing import Any, Callable, List, Optional
 
 from ._array import array_info
 from ._core import gate
-from ._kernel import dlpack_stream, wait_producers
+from ._kernel import dlpack_stream, hand_over_arrays, is_array, wait_producers
 from ._stream import _BaseStream, as_stream
 
 
@@ -16,7 +16,7 @@ def _is_plain(arg: Any) -> bool:
     return arg is None or isinstance(arg, (bool, int, float, str, bytes))
 
 
-def go_function(fn: Callable[..., Any]) -> Callable[..., Any]:
+def go_function(fn: Callable[..., Any], hand_over: bool = False) -> Callable[..., Any]:
     """``fn``, a function of a Go package built into the native module next to streambridge
     (``streambridge.ext.gokernels.Saxpy``), made to take streams and arrays:
 
@@ -29,7 +29,11 @@ def go_function(fn: Callable[..., Any]) -> Callable[..., Any]:
       wait for the array's producer: a v3 interface's stream, or DLPack's own ordering;
     - the errors the Go function returns raise streambridge's typed exceptions (the native
       module classifies them: ``bridge.DescribeForPython``);
-    - like every streambridge call, it is refused in a forked child and inside a host callback.
+    - like every streambridge call, it is refused in a forked child and inside a host callback;
+    - with ``hand_over=True``, each array argument is handed over to the call's stream after
+      the call (:func:`streambridge.hand_over`), so that its memory is not given to other work
+      before the Go function's work on the stream is done, even if the caller drops the array.
+      Off by default: it costs more than a launch (bench/python_bench.py).
     """
     if not callable(fn):
         raise TypeError(f"go_function takes a function of a Go package, not {type(fn).__name__}")
@@ -42,12 +46,14 @@ def go_function(fn: Callable[..., Any]) -> Callable[..., Any]:
         for i, a in enumerate(args):
             if _is_plain(a):
                 continue
-            if hasattr(a, "__cuda_array_interface__") or hasattr(a, "__dlpack__"):
+            if is_array(a):
                 arrays.append(i)
                 continue
             s = as_stream(a)  # raises TypeError for what is neither
             passed[i] = s.ptr
             stream = stream or s
+        if hand_over and arrays and stream is None:
+            raise ValueError("hand_over=True needs a stream argument to hand the arrays over to")
         waits: List[int] = []
         for i in arrays:
             info = array_info(args[i], None if stream is None else dlpack_stream(stream))
@@ -62,6 +68,11 @@ def go_function(fn: Callable[..., Any]) -> Callable[..., Any]:
         if waits:
             wait_producers(stream, waits)
         gate()
-        return fn(*passed)
+        result = fn(*passed)
+        if hand_over and stream is not None:
+            hand_over_arrays(args, stream)
+        return result
 
+    if hand_over is not False and hand_over is not True:
+        raise TypeError(f"hand_over must be a bool, not {type(hand_over).__name__}")
     return call

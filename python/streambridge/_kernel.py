@@ -14,7 +14,7 @@ import struct
 import weakref
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-from . import _core
+from . import _core, _handover
 from ._array import array_info
 from ._core import core as _c
 from ._device import device_index
@@ -191,10 +191,33 @@ def wait_producers(s: Any, waits: List[int]) -> None:
 
 
 def launch(kernel: Kernel, grid: Dim, block: Dim, args: Sequence[Any], stream: Any = None,
-           shared_mem: int = 0) -> None:
+           shared_mem: int = 0, hand_over: bool = False) -> None:
     """Launch ``kernel`` on ``stream`` (anything stream-like; the current streambridge
     stream, else the device's legacy default stream, if None) after the streams of its
-    array arguments' producers (cuLaunchKernel)."""
+    array arguments' producers (cuLaunchKernel). With ``hand_over=True`` each array argument
+    is then handed over to the stream (:func:`streambridge.hand_over`), so that its memory
+    is not given to other work before the kernel is done with it, even if the caller drops
+    the array at once. Off by default: it costs more than the launch itself
+    (bench/python_bench.py, "hand_over per array argument")."""
     if not isinstance(kernel, Kernel):
         raise TypeError(f"launch takes a streambridge Kernel, not {type(kernel).__name__}")
-    kernel(grid, block, args, shared_mem=shared_mem, stream=stream)
+    if hand_over is not False and hand_over is not True:
+        raise TypeError(f"hand_over must be a bool, not {type(hand_over).__name__}")
+    if not hand_over:
+        kernel(grid, block, args, shared_mem=shared_mem, stream=stream)
+        return
+    s = stream if isinstance(stream, _BaseStream) else resolve(stream, kernel._device)
+    kernel(grid, block, args, shared_mem=shared_mem, stream=s)
+    hand_over_arrays(args, s)
+
+
+def is_array(a: Any) -> bool:
+    """Whether a kernel or Go function argument is a device array (read by array_info)."""
+    return hasattr(a, "__cuda_array_interface__") or hasattr(a, "__dlpack__")
+
+
+def hand_over_arrays(args: Sequence[Any], s: Any) -> None:
+    """Hands each array of args over to s, after the work that uses them was submitted."""
+    for a in args:
+        if is_array(a):
+            _handover.hand_over(a, s)

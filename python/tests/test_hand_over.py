@@ -47,3 +47,32 @@ def test_during_capture_a_non_torch_array_is_refused_and_the_capture_holds():
         sb.hand_over(DeviceArray(), s)
     s.end_capture().launch(s)
     s.synchronize()
+
+
+class _Array:
+    """A device array as a framework describes it; Go only reads the description."""
+
+    __cuda_array_interface__ = dict(version=3, data=(0x10000, False), shape=(4,), typestr="<f4", strides=None,
+                                    stream=None)
+
+
+def test_a_go_function_hands_its_arrays_over_when_asked():
+    from streambridge.ext import gokernels
+
+    describe = sb.go_function(gokernels.Describe, hand_over=True)
+    s, gate = sb.Stream(non_blocking=True), threading.Event()
+    s.launch_host_func(lambda _: gate.wait(10), None)  # the stream's work is not done yet
+    array = _Array()
+    alive = weakref.ref(array)
+    describe(s, array)
+    del array
+    gc.collect()
+    assert alive() is not None  # held: the stream has not reached the hand-over
+    gate.set()
+    s.synchronize()
+    gc.collect()
+    assert alive() is None  # and not longer
+    with pytest.raises(ValueError, match="needs a stream argument"):
+        describe(_Array())
+    with pytest.raises(TypeError, match="hand_over must be a bool"):
+        sb.go_function(gokernels.Describe, hand_over="yes")
