@@ -629,10 +629,21 @@ typedef struct {
 
 static PyObject *callback_errors_list;
 
+/* At the interpreter's exit (at_exit, from the atexit module), callbacks still queued on
+ * streams must not enter Python: taking the GIL while the interpreter finalizes crashes the
+ * process (seen on an H100 with thousands of host callbacks queued at exit). exiting is set
+ * first; a trampoline counts itself in entering before it looks, so at_exit waits only for
+ * those that looked before it was set, which run with the GIL at_exit lets go of. */
+static atomic_int exiting;
+static atomic_long entering;
+
 static void host_trampoline(void *ud) {
     host_call *hc = (host_call *)ud;
-    if (!Py_IsInitialized() || forked)
-        return; /* the interpreter is gone: nothing can run, and nothing is freed */
+    atomic_fetch_add(&entering, 1);
+    if (atomic_load(&exiting) || !Py_IsInitialized() || forked) {
+        atomic_fetch_sub(&entering, 1);
+        return; /* the interpreter is ending, or gone: the call is dropped, and nothing is freed */
+    }
     PyGILState_STATE g = PyGILState_Ensure();
     atomic_fetch_sub_explicit(&host_calls_waiting, 1, memory_order_release);
     in_callback++;
@@ -655,6 +666,18 @@ static void host_trampoline(void *ud) {
     Py_DECREF(hc->args);
     PyMem_RawFree(hc);
     PyGILState_Release(g);
+    atomic_fetch_sub(&entering, 1);
+}
+
+/* at_exit(): from then on queued Python host callbacks are dropped; waits (the GIL let go)
+ * for those already entering, up to 5 s (one that never returns is left to its thread). */
+static PyObject *fn_at_exit(PyObject *self, PyObject *unused) {
+    atomic_store(&exiting, 1);
+    Py_BEGIN_ALLOW_THREADS
+    for (int i = 0; i < 50000 && atomic_load(&entering) > 0; i++)
+        usleep(100);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
 }
 
 /* The one enqueue of a Python host callback: fn(*args) once s's work so far has run. */
@@ -1951,6 +1974,8 @@ static PyMethodDef methods[] = {
      "set_stream_resolver(fn): the stream a call with stream=None (or a stream-like) works on"},
     {"resolve", (PyCFunction)(void (*)(void))fn_resolve, METH_FASTCALL,
      "resolve(stream, device) -> stream: as the registered resolver (_stream.resolve) answers"},
+    {"at_exit", fn_at_exit, METH_NOARGS,
+     "at_exit(): Python host callbacks still queued are dropped from then on (the atexit module calls it)"},
     {"wrap_event", (PyCFunction)(void (*)(void))fn_wrap_event, METH_FASTCALL,
      "wrap_event(cls, handle, device, owner): an event borrowing a live CUevent another library made."},
     {"open_ipc_event", (PyCFunction)(void (*)(void))fn_open_ipc_event, METH_FASTCALL,

@@ -7,6 +7,7 @@ typed: the native module raises the exception of the error's kind (internal/boun
 
 from __future__ import annotations
 
+import atexit
 import builtins
 import ctypes
 import os
@@ -47,6 +48,7 @@ def _init_entries() -> None:
 
 
 core.set_initializer(_init_entries)
+atexit.register(core.at_exit)  # queued Python host callbacks must not enter a finalizing interpreter
 gate = core.gate
 
 

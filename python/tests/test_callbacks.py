@@ -1,6 +1,8 @@
 """Host callbacks into Python: order, arguments, exceptions, many in a row, no deadlock."""
 
 import gc
+import os
+import subprocess
 import sys
 import threading
 import time
@@ -141,8 +143,6 @@ def test_enqueues_behind_a_waiting_callback_do_not_hold_the_gil_it_needs():
     # (record, wait, wait_stream) that blocked on the full queue while holding the GIL would
     # never return. The core releases the GIL for enqueues while such a callback is waiting.
     # In a child process, so that a hang fails the test instead of stopping the suite.
-    import subprocess
-
     code = """
 import streambridge
 s, t = streambridge.Stream(non_blocking=True), streambridge.Stream(non_blocking=True)
@@ -159,3 +159,24 @@ print(ran)
 """
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0 and p.stdout.strip() == "['callback']", p.stdout + p.stderr
+
+
+EXIT_WITH_CALLBACKS_QUEUED = r"""
+import time
+import streambridge as sb
+s = sb.Stream(non_blocking=True)
+s.launch_host_func(lambda _: time.sleep(0.2), None)  # the rest queue behind it
+seen = []
+for i in range(20000):
+    s.launch_host_func(seen.append, i)
+print("queued", flush=True)
+"""
+
+
+def test_the_interpreter_exits_cleanly_with_host_callbacks_still_queued():
+    # Seen on an H100: the driver's thread took the GIL of a finalizing interpreter and the
+    # process died with SIGSEGV. The callbacks still queued at exit are dropped.
+    p = subprocess.run([sys.executable, "-c", EXIT_WITH_CALLBACKS_QUEUED], capture_output=True, text=True,
+                       timeout=120, env=dict(os.environ))
+    assert p.returncode == 0, (p.returncode, p.stderr[-2000:])
+    assert p.stdout == "queued\n" and "Fatal" not in p.stderr
