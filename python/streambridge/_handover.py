@@ -21,21 +21,18 @@ def hand_over(array: Any, stream: Any) -> None:
 
     A framework's caching allocator hands a freed block to new work on the stream the array
     was made on, which does not wait for other streams: a kernel still reading the array on
-    ``stream`` would read the new work's data. For a torch tensor this is
-    ``tensor.record_stream(stream)`` (torch then holds the block until ``stream``'s work so
-    far is done); for any other array (CuPy, Numba, JAX, cuda.core buffers) the array object
-    itself is kept alive until ``stream`` reaches this point, by a host function that holds
-    it. ``stream`` is anything stream-like (:func:`as_stream`).
+    ``stream`` would read the new work's data. So the array object itself (a torch tensor, a
+    CuPy, Numba or JAX array, a cuda.core buffer) is kept alive until ``stream`` reaches this
+    point, by a host function that holds it; its allocator frees it after that. ``stream`` is
+    anything stream-like (:func:`as_stream`).
 
-    While ``stream`` is capturing a graph, a torch tensor is handed over as torch does it
-    during its own captures; any other array raises :class:`CaptureError`: the host function
-    would run once, at the capture, not on each replay.
+    Not ``tensor.record_stream``: torch keeps the stream's handle and uses it when the
+    tensor is freed, which crashes the process once the stream is gone (seen on an
+    H100 with a streambridge stream destroyed at exit before the tensor). While ``stream`` is
+    capturing a graph, :class:`CaptureError` is raised: the host function would run once, at
+    the capture, not on each replay.
     """
     s = as_stream(stream)
-    record_stream = getattr(array, "record_stream", None)
-    if type(array).__module__.split(".")[0] == "torch" and callable(record_stream):
-        record_stream(s.to_torch())
-        return
     if s.is_capturing():
         raise CaptureError(f"hand_over of a {type(array).__name__} while the stream is capturing: keep the array "
                            "alive as long as the graph yourself")

@@ -1,6 +1,6 @@
-"""hand_over(array, stream) on arrays other than torch's: the array object lives until the
-stream reaches the point where it was handed over, and not longer. (A torch tensor goes
-through torch's record_stream: interop_test/test_hand_over_gpu.py.)"""
+"""hand_over(array, stream): the array object lives until the stream reaches the point where
+it was handed over, and not longer (a torch tensor as any other array:
+interop_test/test_hand_over_gpu.py shows both on the GPU)."""
 
 import gc
 import threading
@@ -40,7 +40,7 @@ def test_any_stream_like_is_taken_and_anything_else_refused():
         sb.hand_over(DeviceArray(), "stream")
 
 
-def test_during_capture_a_non_torch_array_is_refused_and_the_capture_holds():
+def test_during_capture_an_array_is_refused_and_the_capture_holds():
     s = sb.Stream(non_blocking=True)
     s.begin_capture()
     with pytest.raises(sb.CaptureError, match="keep the array alive as long as the graph"):
