@@ -4,7 +4,7 @@ Without hand_over the allocator gives the new array the old memory and the kerne
 new values (pytorch/pytorch#33860); with it, the kernel reads the original ones."""
 
 import pytest
-from _interop import framework
+from _interop import framework, run_child
 
 import streambridge as sb
 
@@ -68,3 +68,30 @@ def test_with_hand_over_the_consumer_reads_the_original_values(lib, hand):
     got, reused = consume_then_reallocate(lib, hand=hand)
     print(lib, f"with {hand}: memory reused", reused, "consumer read", got)
     assert not reused and got == {1.0}
+
+
+EXIT_AFTER_HAND_OVERS = r"""
+import sys
+import streambridge as sb
+lib = sys.argv[1]
+if lib == "torch":
+    import torch
+    a = torch.zeros(4, device="cuda")
+else:
+    import cupy
+    a = cupy.zeros(4, dtype=cupy.float32)
+s = sb.Stream(non_blocking=True)
+for _ in range(20000):
+    sb.hand_over(a, s)
+print("handed over", flush=True)
+"""
+
+
+@pytest.mark.parametrize("lib", ["torch", "cupy"])
+def test_a_process_that_exits_with_hand_overs_pending_exits_cleanly(lib):
+    # With torch's record_stream the tensor, freed at exit after the stream was destroyed,
+    # killed the process (SIGSEGV, H100); the array is now held by a host function instead.
+    framework(lib)
+    rc, out, err = run_child(EXIT_AFTER_HAND_OVERS, lib)
+    assert rc == 0, err[-2000:]
+    assert out == "handed over\n"
