@@ -630,8 +630,9 @@ typedef struct {
 static PyObject *callback_errors_list;
 
 /* At the interpreter's exit (at_exit, from the atexit module), callbacks still queued on
- * streams must not enter Python: taking the GIL while the interpreter finalizes crashes the
- * process (seen on an H100 with thousands of host callbacks queued at exit). exiting is set
+ * streams must not enter Python: a thread that takes the GIL while the interpreter finalizes
+ * is terminated (PyGILState_Ensure's documentation), and this one is the driver's, which runs
+ * every later host function of the process. exiting is set
  * first; a trampoline counts itself in entering before it looks, so at_exit waits only for
  * those that looked before it was set, which run with the GIL at_exit lets go of. */
 static atomic_int exiting;
