@@ -542,14 +542,20 @@ func ReadWords(addr uint64, n int) (string, error) {
 //streambridge:keepgil
 func StreamMemory(addr uint64) bool {
 	b, err := driver()
-	if err != nil || addr == 0 {
+	if err != nil {
 		return false
 	}
 	m := b.Driver().StreamMemory()
-	if !m.OK {
+	return outWords(addr, boundary.StreamMemoryWords(m), m.OK)
+}
+
+// outWords writes words to a C caller's array at addr, where ok; false where not, or addr
+// is 0.
+func outWords(addr uint64, words []uint64, ok bool) bool {
+	if !ok || addr == 0 {
 		return false
 	}
-	for i, v := range boundary.StreamMemoryWords(m) {
+	for i, v := range words {
 		out(addr+8*uint64(i), v)
 	}
 	return true
@@ -562,17 +568,11 @@ func StreamMemory(addr uint64) bool {
 //streambridge:keepgil
 func EventMemory(addr uint64) bool {
 	b, err := driver()
-	if err != nil || addr == 0 {
+	if err != nil {
 		return false
 	}
 	m := b.Driver().EventMemory()
-	if !m.OK {
-		return false
-	}
-	for i, v := range boundary.EventMemoryWords(m) {
-		out(addr+8*uint64(i), v)
-	}
-	return true
+	return outWords(addr, boundary.EventMemoryWords(m), m.OK)
 }
 
 // ValidationReads says how handle checks read memory now: "loads" (Go's SIGSEGV handler

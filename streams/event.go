@@ -104,45 +104,20 @@ func (d *Driver) EventIdentity(handle uintptr) (*Device, uint64, error) {
 // [ErrInvalidHandle], also when its address now names a new event, before the driver sees
 // it.
 func (d *Driver) VerifyEvent(handle uintptr, id uint64) error {
-	_, got, err := d.identifyEvent(driver.Event(handle))
-	if err, ok := err.(*CallError); ok && err.Result == driver.ErrorInvalidHandle {
-		// it was a live event when wrapped: it has been destroyed since
-		return &CallError{Call: "event check", Result: err.Result, Hint: fmt.Sprintf(boundary.EventGoneMessage, handle)}
-	}
-	if err != nil {
-		return err
-	}
-	if got != id {
-		return &CallError{Call: "event check", Result: driver.ErrorInvalidHandle,
-			Hint: fmt.Sprintf(boundary.EventReusedMessage, handle, got, id)}
-	}
-	return nil
+	ctx, got, r := d.api.EventCheck(driver.Event(handle))
+	return still("event", boundary.EventGoneMessage, boundary.EventReusedMessage, handle, id, ctx, got, r)
 }
 
 // foreignEvent is the context and identity of an event handle some other code created,
 // proven live before the driver sees it.
 func (d *Driver) foreignEvent(handle uintptr) (*Context, uint64, error) {
-	h, id, err := d.identifyEvent(driver.Event(handle))
+	ctx, id, r := d.api.EventCheck(driver.Event(handle))
+	h, id, err := checked("event", handle, ctx, id, r)
 	if err != nil {
 		return nil, 0, err
 	}
 	c, err := d.borrowedContext(h)
 	return c, id, err
-}
-
-// identifyEvent refuses a handle that is not a live event, without the driver touching
-// it, and returns a live one's context and identity.
-func (d *Driver) identifyEvent(h driver.Event) (driver.Context, uint64, error) {
-	switch ctx, id, r := d.api.EventCheck(h); r {
-	case driver.Success:
-		return ctx, id, nil
-	case driver.ErrorNotSupported:
-		return 0, 0, &CallError{Call: "event check", Result: r,
-			Hint: "this driver's event layout could not be learned, so a foreign handle cannot be proven live"}
-	default:
-		return 0, 0, &CallError{Call: "event check", Result: r,
-			Hint: fmt.Sprintf("%#x is not a live CUDA event of a device's primary context; it was not passed to the driver", uintptr(h))}
-	}
 }
 
 // Owned reports whether Close destroys the event.

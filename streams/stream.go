@@ -139,18 +139,25 @@ func (d *Driver) StreamIdentity(handle uintptr) (*Device, uint64, error) {
 // [ErrInvalidHandle], also when its address now belongs to a new stream, before the driver
 // sees it.
 func (d *Driver) VerifyStream(handle uintptr, id uint64) error {
-	_, got, err := d.identify(driver.Stream(handle))
+	ctx, got, r := d.api.StreamCheck(driver.Stream(handle))
+	return still("stream", boundary.StreamGoneMessage, boundary.StreamReusedMessage, handle, id, ctx, got, r)
+}
+
+// still is what the verification of a borrowed object (a stream or an event, by what) says
+// of its check's answer: nil while handle is still the live object of identity id; else
+// the error, in the words of gone or, where its address names a new object, reused.
+func still(what, gone, reused string, handle uintptr, id uint64, ctx driver.Context, got uint64, r driver.Result) error {
+	_, _, err := checked(what, handle, ctx, got, r)
 	if err, ok := err.(*CallError); ok && err.Result == driver.ErrorInvalidHandle {
-		// it was a live stream when wrapped: it has been destroyed since
-		return &CallError{Call: "stream check", Result: err.Result,
-			Hint: fmt.Sprintf(boundary.StreamGoneMessage, handle)}
+		// it was a live one when wrapped: it has been destroyed since
+		return &CallError{Call: what + " check", Result: err.Result, Hint: fmt.Sprintf(gone, handle)}
 	}
 	if err != nil {
 		return err
 	}
 	if got != id {
-		return &CallError{Call: "stream check", Result: driver.ErrorInvalidHandle,
-			Hint: fmt.Sprintf(boundary.StreamReusedMessage, handle, got, id)}
+		return &CallError{Call: what + " check", Result: driver.ErrorInvalidHandle,
+			Hint: fmt.Sprintf(reused, handle, got, id)}
 	}
 	return nil
 }
@@ -174,15 +181,22 @@ func (d *Driver) foreignContext(handle uintptr) (*Context, uint64, error) {
 // the process's streams for its life), read by the check rather than asked of the driver:
 // cuStreamGetId fails on a capturing stream and invalidates the capture.
 func (d *Driver) identify(h driver.Stream) (driver.Context, uint64, error) {
-	switch ctx, id, r := d.api.StreamCheck(h); r {
+	ctx, id, r := d.api.StreamCheck(h)
+	return checked("stream", uintptr(h), ctx, id, r)
+}
+
+// checked turns a handle check's answer (StreamCheck, EventCheck: what names the kind)
+// into the context and identity, or the error that says why the handle was refused.
+func checked(what string, h uintptr, ctx driver.Context, id uint64, r driver.Result) (driver.Context, uint64, error) {
+	switch r {
 	case driver.Success:
 		return ctx, id, nil
 	case driver.ErrorNotSupported:
-		return 0, 0, &CallError{Call: "stream check", Result: r,
-			Hint: "this driver's stream layout could not be learned, so a foreign handle cannot be proven live"}
+		return 0, 0, &CallError{Call: what + " check", Result: r,
+			Hint: fmt.Sprintf("this driver's %s layout could not be learned, so a foreign handle cannot be proven live", what)}
 	default:
-		return 0, 0, &CallError{Call: "stream check", Result: r,
-			Hint: fmt.Sprintf("%#x is not a live CUDA stream of a device's primary context; it was not passed to the driver", uintptr(h))}
+		return 0, 0, &CallError{Call: what + " check", Result: r,
+			Hint: fmt.Sprintf("%#x is not a live CUDA %s of a device's primary context; it was not passed to the driver", h, what)}
 	}
 }
 

@@ -21,9 +21,10 @@ import (
 // (the allocator overwrites its first two words). A stream handle, or any other pointer,
 // names no primary context at the context's word, or has no neighbour pointing back.
 //
-// An event alone in its context has no neighbour: the check then makes one, an event it
-// keeps in that context for the process (a sentinel, one per primary context), after which
-// every other live event of the context has a neighbour.
+// An event alone in its context has no neighbour: so when the check learns an active
+// primary context it makes an event there that it keeps for the process (a sentinel, one per
+// primary context), before it reads any candidate of that context; every other live event
+// of the context then has a neighbour.
 
 type eventLayout struct {
 	ok                          bool
@@ -38,7 +39,7 @@ var (
 
 	// The active primary contexts seen: a candidate's context must be one. Refreshed when
 	// a candidate names one not among them. Read with no lock; replaced whole under
-	// primariesMu, which also guards sentinels.
+	// primariesMu, which also guards sentinels (one kept event per primary context seen).
 	primariesMu sync.Mutex
 	primaries   atomic.Pointer[map[driver.Context]bool]
 	sentinels   = map[driver.Context]driver.Event{}
@@ -118,7 +119,7 @@ func (r reader) eventChain(h uintptr, l *eventLayout, obj []uint64) (linked, ok 
 }
 
 // primaryContext reports whether ctx is an active primary context, learning them again
-// when it is not among those seen.
+// (and making each new one's sentinel) when it is not among those seen.
 func (d *Driver) primaryContext(ctx driver.Context) bool {
 	if known := primaries.Load(); known != nil && (*known)[ctx] {
 		return true
@@ -129,26 +130,16 @@ func (d *Driver) primaryContext(ctx driver.Context) bool {
 		return true
 	}
 	found := map[driver.Context]bool{}
-	d.eachActivePrimary(func(ctx driver.Context) { found[ctx] = true })
+	d.eachActivePrimary(func(c driver.Context) {
+		found[c] = true
+		if _, ok := sentinels[c]; !ok { // see "An event alone" above
+			if e, r := d.EventCreate(c, driver.EventDisableTiming); r == driver.Success {
+				sentinels[c] = e
+			}
+		}
+	})
 	primaries.Store(&found)
 	return found[ctx]
-}
-
-// sentinel makes sure ctx, an active primary context, holds the event this package keeps
-// there; false where it held one already (or none could be made), so that making one
-// cannot have given the candidate a neighbour.
-func (d *Driver) sentinel(ctx driver.Context) bool {
-	primariesMu.Lock()
-	defer primariesMu.Unlock()
-	if _, ok := sentinels[ctx]; ok {
-		return false
-	}
-	e, r := d.EventCreate(ctx, driver.EventDisableTiming)
-	if r != driver.Success {
-		return false
-	}
-	sentinels[ctx] = e
-	return true
 }
 
 // EventCheck reports whether h is a live event of an active primary context, and its
@@ -162,20 +153,18 @@ func (d *Driver) EventCheck(h driver.Event) (driver.Context, uint64, driver.Resu
 	if !evLayout.ok {
 		return 0, 0, driver.ErrorNotSupported
 	}
+	// The context first, so that its sentinel exists before the links are read.
+	rd := newReader()
+	var ctx [1]uint64
+	if !rd.peek(uintptr(h)+uintptr(evLayout.ctxAt)*8, ctx[:]) || !d.primaryContext(driver.Context(ctx[0])) {
+		return 0, 0, driver.ErrorInvalidHandle
+	}
 	var objBuf [layoutSearchWords]uint64
 	obj := objBuf[:evLayout.words]
-	linked, ok := newReader().eventChain(uintptr(h), &evLayout, obj)
-	ctx := driver.Context(obj[evLayout.ctxAt])
-	if !ok || !d.primaryContext(ctx) {
+	if linked, ok := rd.eventChain(uintptr(h), &evLayout, obj); !ok || !linked || obj[evLayout.ctxAt] != ctx[0] {
 		return 0, 0, driver.ErrorInvalidHandle
 	}
-	if !linked && d.sentinel(ctx) { // alone in its context, or no event: the sentinel follows a live one
-		linked, ok = newReader().eventChain(uintptr(h), &evLayout, obj)
-	}
-	if !linked || !ok || driver.Context(obj[evLayout.ctxAt]) != ctx {
-		return 0, 0, driver.ErrorInvalidHandle
-	}
-	return ctx, obj[evLayout.idAt], driver.Success
+	return driver.Context(ctx[0]), obj[evLayout.idAt], driver.Success
 }
 
 // EventMemory is the learned event layout, in the brk heap as StreamMemory's is; not OK

@@ -288,6 +288,10 @@ static void learn_stream_memory(void) {
         memory_state = pyshim_StreamMemory((uintptr_t)stream_memory) ? 1 : -1;
 }
 
+/* The end of the memory the driver says stays mapped: its Hi, or else the program break,
+ * read once per check (it only grows between here and the loads, short of the race above). */
+static uintptr_t mapped_end(unsigned long long hi) { return hi ? (uintptr_t)hi : (uintptr_t)sbrk(0); }
+
 /* Whether [a, a+n) lies in [lo, hi), 8-aligned. */
 static int within(uintptr_t a, uintptr_t n, uintptr_t lo, uintptr_t hi) {
     return a >= lo && a % 8 == 0 && a < hi && n <= hi - a;
@@ -298,9 +302,7 @@ static int within(uintptr_t a, uintptr_t n, uintptr_t lo, uintptr_t hi) {
 static const volatile uint64_t *stream_object(uintptr_t h) {
     if (memory_state != 1)
         return NULL;
-    /* the break read once: it only grows between here and the loads, short of the race above */
-    uintptr_t lo = stream_memory[SB_MEM_LO];
-    uintptr_t hi = stream_memory[SB_MEM_HI] ? stream_memory[SB_MEM_HI] : (uintptr_t)sbrk(0);
+    uintptr_t lo = stream_memory[SB_MEM_LO], hi = mapped_end(stream_memory[SB_MEM_HI]);
     if (!within(h, 8, lo, hi))
         return NULL;
     uintptr_t obj = *(volatile uintptr_t *)h;
@@ -403,8 +405,7 @@ static void learn_event_memory(void) {
 static const volatile uint64_t *event_object(uintptr_t h) {
     if (event_memory_state != 1)
         return NULL;
-    uintptr_t lo = event_memory[SB_EVMEM_LO];
-    uintptr_t hi = event_memory[SB_EVMEM_HI] ? event_memory[SB_EVMEM_HI] : (uintptr_t)sbrk(0);
+    uintptr_t lo = event_memory[SB_EVMEM_LO], hi = mapped_end(event_memory[SB_EVMEM_HI]);
     uintptr_t words = event_memory[SB_EVMEM_WORDS];
     if (!within(h, words * 8, lo, hi))
         return NULL;
@@ -985,6 +986,14 @@ static uintptr_t context_of(long long device) {
     return ctx;
 }
 
+/* The device whose primary context is ctx, among those the core has met; -1 if none. */
+static long long device_of(uintptr_t ctx) {
+    for (long long d = 0; d < devices_met && ctx != 0; d++)
+        if (device_ctx[d] == ctx)
+            return d;
+    return -1;
+}
+
 /* ---- Releases: what a close gives back ----
  * A close destroys what the core made (cuEventDestroy, cuStreamDestroy: by entry) or
  * releases a Go key (RELEASE_KEY, with its kind). Inside a host callback, where no call may
@@ -1259,13 +1268,10 @@ static PyObject *fn_wrap_event(PyObject *self, PyObject *const *args, Py_ssize_t
     const volatile uint64_t *o = event_object(h);
     if (o != NULL) {
         ctx = o[event_memory[SB_EVMEM_CTX]];
-        for (long long d = 0; d < devices_met && got < 0; d++)
-            if (device_ctx[d] == ctx && (device == -1 || device == d)) {
-                got = d;
-                id = o[event_memory[SB_EVMEM_ID]];
-            }
+        got = device_of(ctx);
+        id = o[event_memory[SB_EVMEM_ID]];
     }
-    if (got < 0) {
+    if (got < 0 || (device != -1 && device != got)) { /* not proven here, or the Go check says what is wrong */
         unsigned long long out = 0;
         got = pyshim_CheckEvent(h, device, (uintptr_t)&out);
         if (PyErr_Occurred())
@@ -1510,14 +1516,9 @@ static int proven_here(uintptr_t h, long long *device, uint64_t *id) {
     const volatile uint64_t *o = stream_object(h);
     if (o == NULL || o[stream_memory[SB_MEM_BACK]] != h)
         return 0;
-    uintptr_t ctx = o[stream_memory[SB_MEM_CTX]];
-    for (long long d = 0; d < devices_met && ctx != 0; d++)
-        if (device_ctx[d] == ctx) {
-            *device = d;
-            *id = o[stream_memory[SB_MEM_ID]];
-            return 1;
-        }
-    return 0;
+    *device = device_of(o[stream_memory[SB_MEM_CTX]]);
+    *id = o[stream_memory[SB_MEM_ID]];
+    return *device >= 0;
 }
 
 /* The wrap of a stream object's handle: proven a live stream before the driver sees it, on

@@ -177,13 +177,10 @@ _E = TypeVar("_E", bound=Event)
 
 
 def _borrow(cls: Type[_E], handle: Any, device: Any, owner: Any) -> _E:
-    if type(handle) is int and device is None:  # the common case, straight to the core, which checks the range
-        return _c.wrap_event(cls, handle, -1, owner)
-    h = as_index(handle)
+    """The one wrap of a CUevent: the core checks the range (1 to 2**64-1) and the event."""
+    h = handle if type(handle) is int else as_index(handle)
     if h is None:
         raise TypeError(f"an event handle is an int, not {type(handle).__name__}")
-    if h <= 0 or h >= 1 << 64:
-        raise ValueError(f"an event handle is an address, 1 to 2**64-1, not {h}")
     return _c.wrap_event(cls, h, -1 if device is None else device_index(device), owner)
 
 
