@@ -21,10 +21,10 @@ import (
 // (the allocator overwrites its first two words). A stream handle, or any other pointer,
 // names no primary context at the context's word, or has no neighbour pointing back.
 //
-// An event alone in its context has no neighbour: so when the check learns an active
-// primary context it makes an event there that it keeps for the process (a sentinel, one per
-// primary context), before it reads any candidate of that context; every other live event
-// of the context then has a neighbour.
+// An event alone in its context has no neighbour: so before it reads a candidate the check
+// makes sure the candidate's primary context holds an event it keeps (a sentinel, one per
+// primary context, made again after a reset destroyed it); every other live event of the
+// context then has a neighbour.
 
 type eventLayout struct {
 	ok                          bool
@@ -42,8 +42,14 @@ var (
 	// primariesMu, which also guards sentinels (one kept event per primary context seen).
 	primariesMu sync.Mutex
 	primaries   atomic.Pointer[map[driver.Context]bool]
-	sentinels   = map[driver.Context]driver.Event{}
+	sentinels   = map[driver.Context]sentinel{}
 )
+
+// sentinel is the event the check keeps in a primary context, and its identity.
+type sentinel struct {
+	event driver.Event
+	id    uint64
+}
 
 // learnEventLayout creates three events in device 0's primary context, one after another,
 // and finds the words that hold the context, the list links and the identity (increasing
@@ -119,7 +125,7 @@ func (r reader) eventChain(h uintptr, l *eventLayout, obj []uint64) (linked, ok 
 }
 
 // primaryContext reports whether ctx is an active primary context, learning them again
-// (and making each new one's sentinel) when it is not among those seen.
+// when it is not among those seen.
 func (d *Driver) primaryContext(ctx driver.Context) bool {
 	if known := primaries.Load(); known != nil && (*known)[ctx] {
 		return true
@@ -130,16 +136,25 @@ func (d *Driver) primaryContext(ctx driver.Context) bool {
 		return true
 	}
 	found := map[driver.Context]bool{}
-	d.eachActivePrimary(func(c driver.Context) {
-		found[c] = true
-		if _, ok := sentinels[c]; !ok { // see "An event alone" above
-			if e, r := d.EventCreate(c, driver.EventDisableTiming); r == driver.Success {
-				sentinels[c] = e
-			}
-		}
-	})
+	d.eachActivePrimary(func(c driver.Context) { found[c] = true })
 	primaries.Store(&found)
 	return found[ctx]
+}
+
+// keepSentinel makes sure ctx, an active primary context, holds the sentinel: the one kept
+// there, if its memory still holds its context and identity, else a new one.
+func (d *Driver) keepSentinel(ctx driver.Context) {
+	primariesMu.Lock()
+	defer primariesMu.Unlock()
+	obj := make([]uint64, evLayout.words)
+	if s, ok := sentinels[ctx]; ok && newReader().peek(uintptr(s.event), obj) &&
+		driver.Context(obj[evLayout.ctxAt]) == ctx && obj[evLayout.idAt] == s.id {
+		return
+	}
+	e, r := d.EventCreate(ctx, driver.EventDisableTiming)
+	if r == driver.Success && newReader().peek(uintptr(e), obj) {
+		sentinels[ctx] = sentinel{e, obj[evLayout.idAt]}
+	}
 }
 
 // EventCheck reports whether h is a live event of an active primary context, and its
@@ -159,6 +174,7 @@ func (d *Driver) EventCheck(h driver.Event) (driver.Context, uint64, driver.Resu
 	if !rd.peek(uintptr(h)+uintptr(evLayout.ctxAt)*8, ctx[:]) || !d.primaryContext(driver.Context(ctx[0])) {
 		return 0, 0, driver.ErrorInvalidHandle
 	}
+	d.keepSentinel(driver.Context(ctx[0]))
 	var objBuf [layoutSearchWords]uint64
 	obj := objBuf[:evLayout.words]
 	if linked, ok := rd.eventChain(uintptr(h), &evLayout, obj); !ok || !linked || obj[evLayout.ctxAt] != ctx[0] {
