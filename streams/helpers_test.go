@@ -6,8 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/streambridge/streambridge/internal/driver"
 	"github.com/streambridge/streambridge/internal/kernels"
 )
 
@@ -18,9 +20,48 @@ var requireGPU = os.Getenv("STREAMBRIDGE_REQUIRE_GPU") == "1"
 // eachDriver runs body once per driver: the software driver always, the real driver where
 // libcuda loads. Without it the "cuda" subtest is skipped with the reason, or fails under
 // STREAMBRIDGE_REQUIRE_GPU=1.
+//
+// Each run must leave every primary context unretained once its cleanups have run: a
+// retain left behind keeps the context from resetting, so whichever test runs next would
+// meet its objects (a wrapper left open made TestContextLivesUntilItsObjectsClose/cuda fail
+// under one -shuffle seed on the H100).
 func eachDriver(t *testing.T, body func(t *testing.T, d *Driver)) {
-	t.Run("sim", func(t *testing.T) { body(t, Sim()) })
-	t.Run("cuda", func(t *testing.T) { body(t, realDriver(t)) })
+	t.Run("sim", func(t *testing.T) { leavesNoRetain(t, Sim()); body(t, Sim()) })
+	t.Run("cuda", func(t *testing.T) { d := realDriver(t); leavesNoRetain(t, d); body(t, d) })
+}
+
+// leavesNoRetain checks, after t's other cleanups (it registers first, so runs last), that
+// no device's primary context is active that was not before. A graph whose executable was closed with launches
+// in flight releases its retain on another goroutine (see Graph.unref), so this waits a
+// little for that.
+func leavesNoRetain(t *testing.T, d *Driver) {
+	n, err := d.DeviceCount()
+	require.NoError(t, err)
+	before := make([]bool, n) // a context a test before left retained is that test's fault
+	for i := range n {
+		dev, r := d.api.DeviceGet(i)
+		require.Equal(t, driver.Success, r)
+		before[i], r = d.api.DevicePrimaryCtxActive(dev)
+		require.Equal(t, driver.Success, r)
+	}
+	t.Cleanup(func() {
+		for i := range n {
+			if before[i] {
+				continue
+			}
+			dev, r := d.api.DeviceGet(i)
+			require.Equal(t, driver.Success, r)
+			active := true
+			for wait := 0; active && wait < 2000; wait++ {
+				if wait > 0 {
+					time.Sleep(time.Millisecond)
+				}
+				active, r = d.api.DevicePrimaryCtxActive(dev)
+				require.Equal(t, driver.Success, r)
+			}
+			assert.False(t, active, "the test left device %d's primary context retained", i)
+		}
+	})
 }
 
 // realDriver returns the CUDA driver or skips (fails under STREAMBRIDGE_REQUIRE_GPU=1).

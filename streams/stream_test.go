@@ -104,9 +104,7 @@ func TestWrapForeignStream(t *testing.T) {
 		// Closing the borrowed wrapper left the stream alive for its owner.
 		assert.Equal(t, driver.Success, d.api.StreamQuery(0, driver.Stream(h)))
 
-		again, err := last.WrapStream(h)
-		require.NoError(t, err)
-		assert.Equal(t, h, again.Handle())
+		assert.Equal(t, h, wrapStream(t, last, h).Handle())
 	})
 }
 

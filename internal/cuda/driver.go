@@ -67,6 +67,11 @@ func (*Driver) DevicePrimaryCtxRelease(d driver.Device) driver.Result {
 	return res(call(cuDevicePrimaryCtxRelease, uintptr(d)))
 }
 
+func (*Driver) DevicePrimaryCtxActive(d driver.Device) (bool, driver.Result) {
+	r, _, active := callOut2In(0, cuDevicePrimaryCtxGetState, 1, uintptr(d), 0, 0)
+	return uint32(active) != 0, res(r)
+}
+
 func (*Driver) CtxGetCurrent() (driver.Context, driver.Result) {
 	r, c := callOut(cuCtxGetCurrent, 0, 0)
 	return driver.Context(c), res(r)

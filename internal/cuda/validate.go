@@ -232,8 +232,7 @@ func (d *Driver) eachActivePrimary(fn func(driver.Context)) {
 		if r != driver.Success {
 			continue
 		}
-		rs, _, active := callOut2In(0, cuDevicePrimaryCtxGetState, 1, uintptr(dev), 0, 0)
-		if res(rs) != driver.Success || uint32(active) == 0 {
+		if active, r := d.DevicePrimaryCtxActive(dev); r != driver.Success || !active {
 			continue
 		}
 		if ctx, r := d.DevicePrimaryCtxRetain(dev); r == driver.Success {

@@ -82,6 +82,7 @@ type API interface {
 	DeviceGetUuid(d Device) ([16]byte, Result)
 	DevicePrimaryCtxRetain(d Device) (Context, Result)
 	DevicePrimaryCtxRelease(d Device) Result
+	DevicePrimaryCtxActive(d Device) (bool, Result) // cuDevicePrimaryCtxGetState's active flag
 
 	CtxGetCurrent() (Context, Result)
 	CtxSetCurrent(c Context) Result

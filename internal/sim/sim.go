@@ -287,6 +287,16 @@ func (d *Driver) DevicePrimaryCtxRelease(dev driver.Device) driver.Result {
 	return driver.Success
 }
 
+func (d *Driver) DevicePrimaryCtxActive(dev driver.Device) (bool, driver.Result) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	v, r := d.device(dev)
+	if r != driver.Success {
+		return false, r
+	}
+	return v.retains > 0, driver.Success
+}
+
 // resetContext is what releasing a primary context's last retain does in CUDA: every
 // stream, event, graph and allocation made in it is destroyed, and its handle is reused
 // by the next retain. Caller holds d.mu.
