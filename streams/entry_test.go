@@ -222,3 +222,67 @@ func heapOut[T any]() (*T, uintptr) {
 	p := reflect.New(reflect.TypeFor[T]()).Interface().(*T)
 	return p, uintptr(unsafe.Pointer(p))
 }
+
+// C callbacks for the user-object test: a host function that counts its calls by userData,
+// and a destructor that counts its calls; made once (purego's callbacks are never freed).
+var (
+	userObjectCallbacks     sync.Once
+	hostCalls               sync.Map // userData -> *atomic.Int32
+	destroyed               sync.Map // ptr -> *atomic.Int32
+	countHost, countDestroy uintptr
+	tags                    atomic.Uint64
+)
+
+func counter(m *sync.Map, key uintptr) *atomic.Int32 {
+	c, _ := m.LoadOrStore(key, new(atomic.Int32))
+	return c.(*atomic.Int32)
+}
+
+// A C host function captured into a graph runs at every launch with its userData, and a
+// user object the graph holds (cuUserObjectCreate, cuGraphRetainUserObject during the
+// capture, with the graph cuStreamGetCaptureInfo names) is destroyed once the graph and
+// its executable are both gone, not before: how the Python core ties a captured Python
+// callback to the graph, on both drivers.
+func TestEntryPointsTieAUserObjectToACapturedGraph(t *testing.T) {
+	userObjectCallbacks.Do(func() {
+		countHost = purego.NewCallback(func(ud uintptr) uintptr { counter(&hostCalls, ud).Add(1); return 0 })
+		countDestroy = purego.NewCallback(func(p uintptr) uintptr { counter(&destroyed, p).Add(1); return 0 })
+	})
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		c := primary(t, d, 0)
+		call := callEntries(d)
+		defer makeCurrent(t, call, c)()
+		s := newStream(t, c, StreamOptions{NonBlocking: true})
+		tag := uintptr(tags.Add(1)) // this run's userData and object pointer: no run sees another's counts
+		require.NoError(t, s.BeginCapture(CaptureRelaxed))
+
+		status, statusAt := heapOut[int32]()
+		graph, graphAt := heapOut[uintptr]()
+		require.Equal(t, driver.Success, call("cuStreamGetCaptureInfo", s.Handle(), statusAt, 0, graphAt, 0, 0))
+		require.Equal(t, int32(driver.CaptureStatusActive), *status)
+		require.NotZero(t, *graph, "the graph being captured")
+		obj, objAt := heapOut[uintptr]()
+		require.Equal(t, driver.Success, call("cuUserObjectCreate", objAt, tag, countDestroy, 1, 1))
+		require.Equal(t, driver.Success, call("cuGraphRetainUserObject", *graph, *obj, 1, 1), "moved to the graph")
+		require.Equal(t, driver.Success, call("cuLaunchHostFunc", s.Handle(), countHost, tag))
+
+		g, err := s.EndCapture()
+		require.NoError(t, err)
+		assert.Equal(t, *graph, uintptr(g.handle), "the graph the capture named")
+		exec, err := g.Instantiate()
+		require.NoError(t, err)
+		require.NoError(t, g.Close())
+		for range 3 {
+			require.NoError(t, exec.Launch(s))
+		}
+		require.NoError(t, s.Synchronize())
+		assert.Equal(t, int32(3), counter(&hostCalls, tag).Load(), "once per launch, none at capture")
+		assert.Zero(t, counter(&destroyed, tag).Load(), "the executable still holds it")
+
+		require.NoError(t, exec.Close())
+		require.Eventually(t, func() bool { return counter(&destroyed, tag).Load() == 1 }, 10*time.Second, time.Millisecond,
+			"destroyed once the graph and its executable are gone")
+		time.Sleep(10 * time.Millisecond)
+		assert.Equal(t, int32(1), counter(&destroyed, tag).Load(), "once")
+	})
+}

@@ -48,6 +48,9 @@ var (
 	cuGraphUpload               uintptr
 	cuGraphExecDestroy          uintptr
 	cuGraphDestroy              uintptr
+	cuUserObjectCreate          uintptr
+	cuUserObjectRelease         uintptr
+	cuGraphRetainUserObject     uintptr
 	cuEventCreate               uintptr
 	cuEventDestroy              uintptr
 	cuEventRecord               uintptr
@@ -113,6 +116,9 @@ var symbols = []symbol{
 	{"cuGraphUpload", "cuGraphUpload", 11010, &cuGraphUpload},
 	{"cuGraphExecDestroy", "cuGraphExecDestroy", 10000, &cuGraphExecDestroy},
 	{"cuGraphDestroy", "cuGraphDestroy", 10000, &cuGraphDestroy},
+	{"cuUserObjectCreate", "cuUserObjectCreate", 11030, &cuUserObjectCreate},
+	{"cuUserObjectRelease", "cuUserObjectRelease", 11030, &cuUserObjectRelease},
+	{"cuGraphRetainUserObject", "cuGraphRetainUserObject", 11030, &cuGraphRetainUserObject},
 	{"cuEventCreate", "cuEventCreate", 2000, &cuEventCreate},
 	{"cuEventDestroy", "cuEventDestroy_v2", 4000, &cuEventDestroy},
 	{"cuEventRecord", "cuEventRecord", 2000, &cuEventRecord},

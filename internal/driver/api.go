@@ -192,9 +192,12 @@ type EventMemory struct {
 // life of the events and streams the C core owns (Python's Event and Stream are made and
 // destroyed there, as CuPy's and cuda.core's are in Cython, with the priority range a new
 // stream's priority is checked against), and the current-context pair the C core uses to
-// give a special handle (0, 1, 2) or a new event or stream its context. The C core keeps
+// give a special handle (0, 1, 2) or a new event or stream its context, and what ties a
+// host callback captured into a graph to that graph's life (the capture's graph, and a
+// user object the graph holds, whose destructor frees the callback). The C core keeps
 // them in this order (internal/boundary generates its table).
 var EntryNames = []string{"cuStreamQuery", "cuEventRecord", "cuStreamWaitEvent", "cuEventQuery",
 	"cuLaunchHostFunc", "cuStreamIsCapturing", "cuLaunchKernel", "cuCtxGetCurrent", "cuCtxSetCurrent",
 	"cuEventCreate", "cuEventDestroy", "cuEventSynchronize", "cuEventElapsedTime", "cuIpcGetEventHandle",
-	"cuStreamCreateWithPriority", "cuStreamDestroy", "cuCtxGetStreamPriorityRange"}
+	"cuStreamCreateWithPriority", "cuStreamDestroy", "cuCtxGetStreamPriorityRange",
+	"cuStreamGetCaptureInfo", "cuUserObjectCreate", "cuUserObjectRelease", "cuGraphRetainUserObject"}

@@ -21,7 +21,9 @@ func (d *Driver) StreamBeginCapture(h driver.Stream, mode driver.CaptureMode) dr
 		return driver.ErrorIllegalState
 	}
 	d.nextID++
-	s.capture = &capture{id: d.nextID, mode: mode, origin: s, streams: map[*stream]struct{}{s: {}}}
+	g := &graph{owns: owned{}, capturing: true}
+	g.handle = driver.Graph(d.newHandle(g))
+	s.capture = &capture{id: d.nextID, mode: mode, origin: s, graph: g, streams: map[*stream]struct{}{s: {}}}
 	s.frontier = nil
 	return driver.Success
 }
@@ -51,15 +53,20 @@ func (d *Driver) StreamEndCapture(h driver.Stream) (driver.Graph, driver.Result)
 		t.capture, t.frontier = nil, nil
 	}
 	c.ended = true
+	c.graph.capturing = false
+	r = driver.Success
 	switch {
 	case c.invalid:
-		return 0, driver.ErrorCaptureInvalidated
+		r = driver.ErrorCaptureInvalidated
 	case unjoined:
-		return 0, driver.ErrorCaptureUnjoined
+		r = driver.ErrorCaptureUnjoined
 	}
-	g := &graph{nodes: c.nodes}
-	g.handle = driver.Graph(d.newHandle(g))
-	return g.handle, driver.Success
+	if r != driver.Success { // the graph captured so far is destroyed
+		d.forget(uintptr(c.graph.handle))
+		d.releaseAll(c.graph.owns)
+		return 0, r
+	}
+	return c.graph.handle, driver.Success
 }
 
 func ancestors(frontier []*node) map[*node]struct{} {
@@ -86,19 +93,26 @@ func (d *Driver) StreamIsCapturing(h driver.Stream) (driver.CaptureStatus, drive
 }
 
 func (d *Driver) StreamGetCaptureInfo(ch driver.Context, h driver.Stream) (driver.CaptureStatus, uint64, driver.Result) {
+	st, id, _, r := d.captureInfo(ch, h)
+	return st, id, r
+}
+
+// captureInfo is cuStreamGetCaptureInfo's status, capture id and, while the capture is
+// active, the graph being captured.
+func (d *Driver) captureInfo(ch driver.Context, h driver.Stream) (driver.CaptureStatus, uint64, driver.Graph, driver.Result) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	s, r := d.streamIn(ch, h)
 	if r != driver.Success {
-		return 0, 0, r
+		return 0, 0, 0, r
 	}
 	switch {
 	case s.capture == nil:
-		return driver.CaptureStatusNone, 0, driver.Success
+		return driver.CaptureStatusNone, 0, 0, driver.Success
 	case s.capture.invalid:
-		return driver.CaptureStatusInvalidated, s.capture.id, driver.Success
+		return driver.CaptureStatusInvalidated, s.capture.id, 0, driver.Success
 	}
-	return driver.CaptureStatusActive, s.capture.id, driver.Success
+	return driver.CaptureStatusActive, s.capture.id, s.capture.graph.handle, driver.Success
 }
 
 func (d *Driver) GraphGetNodes(h driver.Graph) (int, driver.Result) {
@@ -118,7 +132,11 @@ func (d *Driver) GraphInstantiateWithFlags(h driver.Graph, flags uint64) (driver
 	if !ok {
 		return 0, driver.ErrorInvalidHandle
 	}
-	e := &graphExec{nodes: append([]*node(nil), g.nodes...)}
+	e := &graphExec{nodes: append([]*node(nil), g.nodes...), owns: owned{}}
+	for o, n := range g.owns {
+		o.refs += n
+		e.owns[o] = n
+	}
 	e.handle = driver.GraphExec(d.newHandle(e))
 	return e.handle, driver.Success
 }
@@ -137,9 +155,20 @@ func (d *Driver) GraphLaunch(h driver.GraphExec, sh driver.Stream) driver.Result
 		return r
 	}
 	nodes := e.nodes
+	counted := s.capture == nil // a launch captured into another graph runs at its replays
+	if counted {
+		e.inFlight++
+	}
 	run := func() {
 		for _, n := range nodes {
 			n.run()
+		}
+		if counted {
+			d.mu.Lock()
+			if e.inFlight--; e.inFlight == 0 && e.closed {
+				d.releaseAll(e.owns)
+			}
+			d.mu.Unlock()
 		}
 	}
 	d.submit(s, run)
@@ -156,12 +185,33 @@ func (d *Driver) GraphUpload(h driver.GraphExec, sh driver.Stream) driver.Result
 	return r
 }
 
+// GraphExecDestroy destroys e; launches in flight still run, and its references to user
+// objects go once they have.
 func (d *Driver) GraphExecDestroy(h driver.GraphExec) driver.Result {
-	return d.destroy(uintptr(h), func(o any) bool { _, ok := o.(*graphExec); return ok })
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	e, ok := lookup[*graphExec](d, uintptr(h))
+	if !ok {
+		return driver.ErrorInvalidHandle
+	}
+	d.forget(uintptr(h))
+	e.closed = true
+	if e.inFlight == 0 {
+		d.releaseAll(e.owns)
+	}
+	return driver.Success
 }
 
 func (d *Driver) GraphDestroy(h driver.Graph) driver.Result {
-	return d.destroy(uintptr(h), func(o any) bool { _, ok := o.(*graph); return ok })
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	g, ok := lookup[*graph](d, uintptr(h))
+	if !ok || g.capturing {
+		return driver.ErrorInvalidHandle
+	}
+	d.forget(uintptr(h))
+	d.releaseAll(g.owns)
+	return driver.Success
 }
 
 func (d *Driver) destroy(h uintptr, is func(any) bool) driver.Result {

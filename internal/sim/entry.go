@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -36,14 +37,14 @@ func (d *Driver) Entry(name string) uintptr {
 			"cuEventQuery": purego.NewCallback(func(e uintptr) uintptr {
 				return uintptr(entryDriver.Load().EventQuery(driver.Event(e)))
 			}),
-			// fn(userData) runs in order through the host-function table, as Go's do.
+			// fn(userData) is called at its turn on the stream, and at every launch of a
+			// graph that captured it; on one thread for the whole call, as the driver's.
 			"cuLaunchHostFunc": purego.NewCallback(func(s, fn, userData uintptr) uintptr {
-				key := driver.RegisterHostFunc(func() { purego.SyscallN(fn, userData) }, false)
-				r := entryDriver.Load().LaunchHostFunc(0, driver.Stream(s), key)
-				if r != driver.Success {
-					driver.ReleaseHostFunc(key)
-				}
-				return uintptr(r)
+				return uintptr(entryDriver.Load().launchHost(0, driver.Stream(s), func() {
+					runtime.LockOSThread()
+					defer runtime.UnlockOSThread()
+					purego.SyscallN(fn, userData)
+				}))
 			}),
 			"cuLaunchKernel": purego.NewCallback(func(f, gx, gy, gz, bx, by, bz, shared, s, params, extra uintptr) uintptr {
 				return uintptr(driver.ErrorNotSupported) // the software driver runs no device code
@@ -101,6 +102,34 @@ func (d *Driver) Entry(name string) uintptr {
 					*(*int32)(addr(least)), *(*int32)(addr(greatest)) = int32(l), int32(g)
 				}
 				return uintptr(r)
+			}),
+			// The ABI of cuStreamGetCaptureInfo_v2: status, id, graph, dependencies and
+			// their count out. This driver names no dependencies.
+			"cuStreamGetCaptureInfo": purego.NewCallback(func(s, status, id, graph, deps, numDeps uintptr) uintptr {
+				st, capID, g, r := entryDriver.Load().captureInfo(0, driver.Stream(s))
+				if r != driver.Success {
+					return uintptr(r)
+				}
+				*(*int32)(addr(status)) = int32(st)
+				for _, out := range []struct{ at, v uintptr }{{id, uintptr(capID)}, {graph, uintptr(g)}, {deps, 0}, {numDeps, 0}} {
+					if out.at != 0 {
+						*(*uintptr)(addr(out.at)) = out.v
+					}
+				}
+				return uintptr(r)
+			}),
+			"cuUserObjectCreate": purego.NewCallback(func(out, ptr, destroy, refs, flags uintptr) uintptr {
+				o, r := entryDriver.Load().UserObjectCreate(ptr, destroy, int(int32(refs)), uint32(flags))
+				if r == driver.Success {
+					*(*uintptr)(addr(out)) = o
+				}
+				return uintptr(r)
+			}),
+			"cuUserObjectRelease": purego.NewCallback(func(o, count uintptr) uintptr {
+				return uintptr(entryDriver.Load().UserObjectRelease(o, int(int32(count))))
+			}),
+			"cuGraphRetainUserObject": purego.NewCallback(func(g, o, count, flags uintptr) uintptr {
+				return uintptr(entryDriver.Load().GraphRetainUserObject(driver.Graph(g), o, int(int32(count)), uint32(flags)))
 			}),
 			"cuStreamIsCapturing": purego.NewCallback(func(s, status uintptr) uintptr {
 				st, _, r := entryDriver.Load().StreamGetCaptureInfo(0, driver.Stream(s))

@@ -133,7 +133,7 @@ func (d *Driver) submit(s *stream, run func()) chan struct{} {
 // captureNode adds run to s's capture, after s's frontier. Caller holds d.mu.
 func captureNode(s *stream, run func()) {
 	n := &node{run: run, deps: s.frontier}
-	s.capture.nodes = append(s.capture.nodes, n)
+	s.capture.graph.nodes = append(s.capture.graph.nodes, n)
 	s.frontier = []*node{n}
 }
 
@@ -281,6 +281,13 @@ func (d *Driver) StreamGetId(h driver.Stream) (uint64, driver.Result) {
 }
 
 func (d *Driver) LaunchHostFunc(ch driver.Context, h driver.Stream, key uintptr) driver.Result {
+	return d.launchHost(ch, h, func() { driver.RunHostFunc(key) })
+}
+
+// launchHost enqueues (or, capturing, captures) call as a host function: Go's, through the
+// host-function table, or a C caller's fn(userData) (the cuLaunchHostFunc entry point).
+// Host functions of a context run one at a time, as on the driver's one thread.
+func (d *Driver) launchHost(ch driver.Context, h driver.Stream, call func()) driver.Result {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	s, r := d.streamIn(ch, h)
@@ -291,7 +298,7 @@ func (d *Driver) LaunchHostFunc(ch driver.Context, h driver.Stream, key uintptr)
 	run := func() {
 		c.hostFuncs.Lock()
 		defer c.hostFuncs.Unlock()
-		driver.RunHostFunc(key)
+		call()
 	}
 	d.submit(s, run)
 	return driver.Success

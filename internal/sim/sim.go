@@ -97,7 +97,7 @@ type capture struct {
 	id      uint64
 	mode    driver.CaptureMode
 	origin  *stream
-	nodes   []*node
+	graph   *graph // what is captured, as cuStreamGetCaptureInfo names it; ended, the result
 	invalid bool
 	ended   bool
 	streams map[*stream]struct{}
@@ -111,11 +111,17 @@ type node struct {
 type graph struct {
 	handle driver.Graph
 	nodes  []*node
+	owns   owned // user objects it holds references to (userobject.go)
+	// capturing: a capture is adding to it, and the capture's end gives or destroys it
+	capturing bool
 }
 
 type graphExec struct {
-	handle driver.GraphExec
-	nodes  []*node
+	handle   driver.GraphExec
+	nodes    []*node
+	owns     owned // references taken from its graph's at instantiation
+	inFlight int   // launches not yet run: its references outlive it until they have
+	closed   bool
 }
 
 type allocation struct {

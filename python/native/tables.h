@@ -38,7 +38,11 @@ enum sb_entry {
     SB_cuStreamCreateWithPriority = 14,
     SB_cuStreamDestroy = 15,
     SB_cuCtxGetStreamPriorityRange = 16,
-    SB_ENTRY_COUNT = 17
+    SB_cuStreamGetCaptureInfo = 17,
+    SB_cuUserObjectCreate = 18,
+    SB_cuUserObjectRelease = 19,
+    SB_cuGraphRetainUserObject = 20,
+    SB_ENTRY_COUNT = 21
 };
 
 /* The CUresults the core tells apart. */

@@ -35,6 +35,10 @@ ENTRY_NAMES = (
     "cuStreamCreateWithPriority",
     "cuStreamDestroy",
     "cuCtxGetStreamPriorityRange",
+    "cuStreamGetCaptureInfo",
+    "cuUserObjectCreate",
+    "cuUserObjectRelease",
+    "cuGraphRetainUserObject",
 )
 
 # The environment settings the Go core reads, handed over from os.environ.
