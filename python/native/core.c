@@ -57,6 +57,12 @@ typedef int (*event_elapsed_fn)(float *, uintptr_t, uintptr_t);  /* cuEventElaps
 typedef int (*ipc_get_fn)(unsigned char *, uintptr_t);          /* cuIpcGetEventHandle (64 bytes out) */
 typedef int (*stream_create_fn)(uintptr_t *, unsigned int, int); /* cuStreamCreateWithPriority */
 typedef int (*priority_range_fn)(int *, int *);                  /* cuCtxGetStreamPriorityRange */
+typedef int (*capture_info_fn)(uintptr_t, int *, unsigned long long *, uintptr_t *, const void **,
+                               size_t *);                     /* cuStreamGetCaptureInfo (_v2) */
+typedef int (*user_object_create_fn)(uintptr_t *, void *, void (*)(void *), unsigned int,
+                                     unsigned int);                     /* cuUserObjectCreate */
+typedef int (*user_object_release_fn)(uintptr_t, unsigned int);        /* cuUserObjectRelease */
+typedef int (*graph_retain_fn)(uintptr_t, uintptr_t, unsigned int, unsigned int); /* cuGraphRetainUserObject */
 
 static void *entry[SB_ENTRY_COUNT];
 #define CALL(name, type) ((type)entry[SB_##name])
@@ -441,7 +447,9 @@ static int event_usable(EventCore *e) {
 /* The checks of a call on a stream and an event. */
 static int both_usable(StreamCore *s, EventCore *e) { return gate() && stream_usable(s) && event_usable(e); }
 
-/* Python host callbacks launched (host_call_on) that have not yet taken the GIL. */
+/* Python host callbacks that may be waiting for the GIL: those launched (host_call_on) that
+ * have not yet taken it, and those captured into a graph that is alive (any replay may run
+ * them, whoever launches it). */
 static atomic_long host_calls_waiting;
 
 /* r = expr, an enqueue (record, wait, launch): it never waits for the GPU, but can block
@@ -621,12 +629,29 @@ static PyObject *stream_is_capturing(PyObject *self, PyObject *unused) {
 /* ---- Host callbacks into Python ----
  * host_trampoline(userData) runs on the driver's host-function thread: it takes the GIL,
  * marks the thread (no streambridge call may enter the driver from there: see gate), calls
- * fn(*args) and frees the call. An exception is reported through sys.unraisablehook and kept
- * for callback_errors(); it never reaches the driver's thread. */
-typedef struct {
+ * fn(*args) and, for a call launched once, frees it. An exception is reported through
+ * sys.unraisablehook and kept for callback_errors(); it never reaches the driver's thread.
+ *
+ * A call launched while its stream captures a graph (whoever began the capture: this
+ * package, torch.cuda.graph, CuPy) becomes a host node of that graph and runs at every
+ * replay. It is kept: the graph holds a CUDA user object whose destructor, host_call_free,
+ * frees it. The driver calls that once the graph and every executable graph made from it
+ * are destroyed and their launches have run, so the call lives exactly as long as anything
+ * can still run it, whichever library owns the graph (cupy/cupy#9274 is what happens
+ * without). A destructor may not call CUDA, and releasing the arguments can (a torch
+ * tensor's deleter does, and torch aborts the process on the refusal, seen on an H100), so
+ * host_call_free only queues the call; the interpreter's main thread frees it (a pending
+ * call), as does the next launch of a host callback. */
+typedef struct host_call {
     PyObject *fn;
     PyObject *args;
+    int kept;               /* captured into a graph: freed by host_call_free, not after it runs */
+    struct host_call *next; /* in freed_calls */
 } host_call;
+
+/* Kept calls whose graphs are gone, to be freed by a Python thread (free_released_calls). */
+static _Atomic(host_call *) freed_calls;
+static atomic_int free_scheduled; /* a pending call to free_released_calls is queued */
 
 static PyObject *callback_errors_list;
 
@@ -634,20 +659,43 @@ static PyObject *callback_errors_list;
  * streams must not enter Python: a thread that takes the GIL while the interpreter finalizes
  * is terminated (PyGILState_Ensure's documentation), and this one is the driver's, which runs
  * every later host function of the process. exiting is set
- * first; a trampoline counts itself in entering before it looks, so at_exit waits only for
+ * first; a thread counts itself in entering before it looks, so at_exit waits only for
  * those that looked before it was set, which run with the GIL at_exit lets go of. */
 static atomic_int exiting;
 static atomic_long entering;
 
-static void host_trampoline(void *ud) {
-    host_call *hc = (host_call *)ud;
+/* python_enter takes the GIL on a driver thread (a host function, a user object's
+ * destructor): 0, and nothing taken, where the interpreter is ending or gone or the
+ * process is a fork child; what would have run is dropped, and nothing is freed.
+ * python_leave gives it back. */
+static int python_enter(PyGILState_STATE *g) {
     atomic_fetch_add(&entering, 1);
     if (atomic_load(&exiting) || !Py_IsInitialized() || forked) {
         atomic_fetch_sub(&entering, 1);
-        return; /* the interpreter is ending, or gone: the call is dropped, and nothing is freed */
+        return 0;
     }
-    PyGILState_STATE g = PyGILState_Ensure();
+    *g = PyGILState_Ensure();
+    return 1;
+}
+
+static void python_leave(PyGILState_STATE g) {
+    PyGILState_Release(g);
+    atomic_fetch_sub(&entering, 1);
+}
+
+/* Frees a call (the GIL held): it no longer counts as one that may wait for the GIL. */
+static void host_call_drop(host_call *hc) {
     atomic_fetch_sub_explicit(&host_calls_waiting, 1, memory_order_release);
+    Py_DECREF(hc->fn);
+    Py_DECREF(hc->args);
+    PyMem_RawFree(hc);
+}
+
+static void host_trampoline(void *ud) {
+    host_call *hc = (host_call *)ud;
+    PyGILState_STATE g;
+    if (!python_enter(&g))
+        return;
     in_callback++;
     PyObject *r = PyObject_Call(hc->fn, hc->args, NULL);
     in_callback--;
@@ -664,10 +712,35 @@ static void host_trampoline(void *ud) {
         PyErr_WriteUnraisable(hc->fn);
     }
     Py_XDECREF(r);
-    Py_DECREF(hc->fn);
-    Py_DECREF(hc->args);
-    PyMem_RawFree(hc);
-    PyGILState_Release(g);
+    if (!hc->kept)
+        host_call_drop(hc);
+    python_leave(g);
+}
+
+/* Frees the kept calls whose graphs are gone (the GIL held, on a thread of Python's). */
+static int free_released_calls(void *unused) {
+    atomic_store(&free_scheduled, 0);
+    host_call *hc = atomic_exchange(&freed_calls, NULL);
+    while (hc != NULL) {
+        host_call *next = hc->next;
+        host_call_drop(hc);
+        hc = next;
+    }
+    return 0;
+}
+
+/* The destructor of a kept call's user object: on a driver thread, once nothing can run the
+ * call any more. It queues the call and asks the main thread to free it (Py_AddPendingCall
+ * needs no GIL); at the interpreter's end, or in a fork child, the call is left alone. */
+static void host_call_free(void *ud) {
+    host_call *hc = (host_call *)ud;
+    hc->next = atomic_load(&freed_calls);
+    while (!atomic_compare_exchange_weak(&freed_calls, &hc->next, hc))
+        ;
+    atomic_fetch_add(&entering, 1); /* at_exit waits for this, as for a trampoline */
+    if (!atomic_load(&exiting) && !forked && !atomic_exchange(&free_scheduled, 1) &&
+        Py_AddPendingCall(free_released_calls, NULL) != 0)
+        atomic_store(&free_scheduled, 0); /* the queue was full: the next launch frees it */
     atomic_fetch_sub(&entering, 1);
 }
 
@@ -682,7 +755,41 @@ static PyObject *fn_at_exit(PyObject *self, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
-/* The one enqueue of a Python host callback: fn(*args) once s's work so far has run. */
+/* CUstreamCaptureStatus, and the user-object flags (cuda.h). */
+enum { CAPTURE_ACTIVE = 1, USER_OBJECT_NO_DESTRUCTOR_SYNC = 1, GRAPH_USER_OBJECT_MOVE = 1 };
+
+/* Launches hc on s (the GIL let go, in s's context): once, or, while s captures a graph,
+ * kept by that graph (see above). *owned is cleared once hc is the graph's to free, even
+ * where a later step fails; the call that failed is named in *call. */
+static int launch_host_call(StreamCore *s, host_call *hc, int *owned, const char **call) {
+    int status = 0, r;
+    uintptr_t graph = 0, obj = 0;
+    *call = "cuStreamGetCaptureInfo";
+    r = CALL(cuStreamGetCaptureInfo, capture_info_fn)(s->ptr, &status, NULL, &graph, NULL, NULL);
+    if (r == 0 && status == CAPTURE_ACTIVE) {
+        hc->kept = 1;
+        *call = "cuUserObjectCreate";
+        r = CALL(cuUserObjectCreate, user_object_create_fn)(&obj, hc, host_call_free, 1,
+                                                            USER_OBJECT_NO_DESTRUCTOR_SYNC);
+        if (r != 0)
+            return r;
+        *owned = 0; /* from here on the user object's destructor frees hc */
+        *call = "cuGraphRetainUserObject";
+        r = CALL(cuGraphRetainUserObject, graph_retain_fn)(graph, obj, 1, GRAPH_USER_OBJECT_MOVE);
+        if (r != 0) {
+            CALL(cuUserObjectRelease, user_object_release_fn)(obj, 1);
+            return r;
+        }
+    }
+    if (r == 0) {
+        *call = "cuLaunchHostFunc";
+        r = CALL(cuLaunchHostFunc, host_fn_launch)(s->ptr, host_trampoline, hc);
+    }
+    return r;
+}
+
+/* The one enqueue of a Python host callback: fn(*args) once s's work so far has run, or at
+ * every replay of the graph s is capturing. */
 static PyObject *host_call_on(StreamCore *s, PyObject *fn, PyObject *args) {
     if (!PyCallable_Check(fn)) {
         Py_DECREF(args);
@@ -693,14 +800,8 @@ static PyObject *host_call_on(StreamCore *s, PyObject *fn, PyObject *args) {
         Py_DECREF(args);
         return NULL;
     }
-    int cap = capturing(s);
-    if (cap != 0) {
-        Py_DECREF(args);
-        if (cap > 0)
-            sb_raise(SB_KIND_VALUE, 0, "", "a Python host callback cannot be captured into a graph (it would run once "
-                     "and be freed)", "");
-        return NULL;
-    }
+    if (atomic_load_explicit(&freed_calls, memory_order_relaxed) != NULL)
+        free_released_calls(NULL);
     host_call *hc = PyMem_RawMalloc(sizeof *hc);
     if (hc == NULL) {
         Py_DECREF(args);
@@ -708,22 +809,24 @@ static PyObject *host_call_on(StreamCore *s, PyObject *fn, PyObject *args) {
     }
     hc->fn = Py_NewRef(fn);
     hc->args = args; /* the reference is the call's */
-    int r;
+    hc->kept = 0;
+    int r, owned = 1;
+    const char *call;
     ctx_scope sc;
     atomic_fetch_add_explicit(&host_calls_waiting, 1, memory_order_acq_rel); /* before it can run */
     Py_BEGIN_ALLOW_THREADS
     r = ctx_enter(s->ctx, &sc);
     if (r == 0)
-        r = CALL(cuLaunchHostFunc, host_fn_launch)(s->ptr, host_trampoline, hc);
+        r = launch_host_call(s, hc, &owned, &call);
+    else
+        call = "cuCtxSetCurrent";
     ctx_leave(&sc);
     Py_END_ALLOW_THREADS
     if (r == 0)
         Py_RETURN_NONE;
-    atomic_fetch_sub_explicit(&host_calls_waiting, 1, memory_order_release); /* it will never run */
-    Py_DECREF(hc->fn);
-    Py_DECREF(hc->args);
-    PyMem_RawFree(hc);
-    return raise_result("cuLaunchHostFunc", r);
+    if (owned)
+        host_call_drop(hc); /* it will never run */
+    return raise_result(call, r);
 }
 
 static PyObject *stream_launch_host_func(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -818,14 +921,17 @@ static PyMethodDef stream_core_methods[] = {
      "The callback takes the GIL there; ``arg`` is kept alive until it ran. A streambridge call inside it that "
      "would enter the driver raises CallbackReentryError (the driver runs host callbacks one at a time, and such "
      "a call can deadlock). An exception it raises is printed through ``sys.unraisablehook`` and kept for "
-     ":func:`streambridge.callback_errors`. Not allowed during graph capture (ValueError)."},
+     ":func:`streambridge.callback_errors`.\n\nWhile the stream captures a graph (whoever began the capture), the "
+     "callback becomes part of the graph: it runs at every replay, with ``arg``, and both are kept until the "
+     "graph and every executable graph made from it are gone."},
     {"close", stream_close_method, METH_NOARGS,
      "close($self, /)\n--\n\nDestroy the stream if streambridge created it (cuStreamDestroy), else forget it. "
      "Idempotent."},
     {"add_callback", (PyCFunction)(void (*)(void))stream_add_callback, METH_FASTCALL,
      "add_callback($self, callback, arg, /)\n--\n\nCuPy's ``add_callback``: ``callback(stream, status, arg)`` "
      "with this stream and status 0, once the work submitted so far has completed (cuLaunchHostFunc, which has "
-     "no error status: a failed stream's later work does not run at all)."},
+     "no error status: a failed stream's later work does not run at all). Captured into a graph as "
+     "``launch_host_func`` is."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -90,8 +90,9 @@ def _explain_stream(obj: Any) -> str:
         return "\n".join(lines)
     capturing, why = _ask(s.is_capturing)
     row("capture", why or ("capturing into a graph: synchronize() raises CaptureError, host callbacks "
-                           "ValueError; its flags, id and pending work are not asked (the driver would "
-                           "invalidate the capture)" if capturing else "not capturing"))
+                           "become part of the graph (run at every replay); its flags, id and pending work "
+                           "are not asked (the driver would invalidate the capture)" if capturing
+                           else "not capturing"))
     priority, why = _ask(lambda: s.priority)
     row("priority", why or f"{priority} (lower is higher)")
     if capturing is False:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._errors import CaptureError
 from ._stream import as_stream
 
 
@@ -29,11 +28,7 @@ def hand_over(array: Any, stream: Any) -> None:
     Not ``tensor.record_stream``: torch keeps the stream's handle and uses it when the
     tensor is freed, which crashes the process once the stream is gone (seen on an
     H100 with a streambridge stream destroyed at exit before the tensor). While ``stream`` is
-    capturing a graph, :class:`CaptureError` is raised: the host function would run once, at
-    the capture, not on each replay.
+    capturing a graph, the host function is captured with it: the array is kept as long as
+    the graph, or any executable graph made from it, can still run.
     """
-    s = as_stream(stream)
-    if s.is_capturing():
-        raise CaptureError(f"hand_over of a {type(array).__name__} while the stream is capturing: keep the array "
-                           "alive as long as the graph yourself")
-    s.launch_host_func(_keep, array)
+    as_stream(stream).launch_host_func(_keep, array)

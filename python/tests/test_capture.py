@@ -37,8 +37,6 @@ def test_forbidden_calls_are_refused_and_the_capture_survives():
     s.begin_capture("global")
     with pytest.raises(streambridge.CaptureError, match="invalidate the capture"):
         s.synchronize()
-    with pytest.raises(ValueError, match="cannot be captured"):
-        s.launch_host_func(print, "never")
     assert s.is_capturing() is True
     graph = s.end_capture()  # still valid
     graph.launch(s)

@@ -1,0 +1,212 @@
+"""Python host callbacks captured into a graph run at every replay with their argument, and
+belong to the graph: kept while the graph or any executable made from it can still run
+them, whoever began the capture, and released once none can (interop_test/
+test_captured_callbacks_gpu.py shows the same on the GPU, with torch.cuda.graph and CuPy)."""
+
+import gc
+import threading
+import time
+import weakref
+
+import pytest
+
+import streambridge as sb
+
+# Exceptions raised in callbacks are checked through callback_errors(); pytest would also
+# warn of each as unraisable.
+pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+
+
+class Arg:
+    """A callback argument whose release can be seen."""
+
+
+def released(ref, timeout=10.0):
+    """Whether ref's object is collected within timeout: the driver frees a graph's callbacks
+    on a thread of its own, after the call that destroyed the graph returned."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        gc.collect()
+        if ref() is None:
+            return True
+        time.sleep(0.005)
+    return False
+
+
+@pytest.fixture(autouse=True)
+def no_errors_left():
+    sb.callback_errors()
+    yield
+    assert sb.callback_errors() == []
+
+
+def test_a_captured_callback_runs_at_every_replay_with_its_argument():
+    s = sb.Stream(non_blocking=True)
+    seen = []
+    s.begin_capture()
+    s.launch_host_func(seen.append, "launch_host_func")
+    s.add_callback(lambda stream, status, arg: seen.append((stream is s, status, arg)), "add_callback")
+    graph = s.end_capture()
+    s.synchronize()
+    assert seen == [], "captured, not run"
+    for _ in range(3):
+        graph.launch(s)
+    s.synchronize()
+    assert seen == ["launch_host_func", (True, 0, "add_callback")] * 3
+    graph.close()
+
+
+def test_the_graph_owns_the_callback_and_its_argument():
+    s = sb.Stream(non_blocking=True)
+    arg, calls = Arg(), []
+    s.begin_capture()
+    s.launch_host_func(lambda a: calls.append(type(a).__name__), arg)
+    graph = s.end_capture()
+    ref = weakref.ref(arg)
+    del arg
+    gc.collect()
+    assert ref() is not None, "the graph holds it"
+    graph.launch(s)
+    graph.launch(s)
+    s.synchronize()
+    assert calls == ["Arg", "Arg"]
+    graph.close()
+    assert released(ref), "released once the graph is gone"
+
+
+def test_a_collected_graph_releases_its_callbacks():
+    s = sb.Stream(non_blocking=True)
+    arg = Arg()
+    s.begin_capture()
+    s.launch_host_func(lambda a: None, arg)
+    graph = s.end_capture()
+    ref = weakref.ref(arg)
+    graph.launch(s)
+    s.synchronize()
+    del arg, graph
+    assert released(ref)
+
+
+def test_a_graph_closed_with_a_replay_in_flight_still_runs_its_callback():
+    s = sb.Stream(non_blocking=True)
+    arg, calls = Arg(), []
+    s.begin_capture()
+    s.launch_host_func(lambda a: calls.append("replay"), arg)
+    graph = s.end_capture()
+    ref = weakref.ref(arg)
+    del arg
+    gate = threading.Event()
+    s.launch_host_func(lambda _: gate.wait(10), None)  # holds the stream before the replay
+    graph.launch(s)
+    graph.close()
+    gc.collect()
+    assert ref() is not None, "a launch in flight still needs it"
+    gate.set()
+    s.synchronize()
+    assert calls == ["replay"]
+    assert released(ref)
+
+
+def test_an_exception_in_a_captured_callback_is_reported_at_each_replay():
+    s = sb.Stream(non_blocking=True)
+
+    def fails(n):
+        raise RuntimeError(f"replay callback {n}")
+
+    s.begin_capture()
+    s.launch_host_func(fails, 7)
+    graph = s.end_capture()
+    graph.launch(s)
+    graph.launch(s)
+    s.synchronize()
+    errors = sb.callback_errors()
+    assert [str(e) for e in errors] == ["replay callback 7"] * 2
+    graph.close()
+
+
+def test_a_captured_callback_that_calls_the_library_is_refused_at_each_replay():
+    s = sb.Stream(non_blocking=True)
+    s.begin_capture()
+    s.launch_host_func(lambda _: s.synchronize(), None)  # would deadlock: refused instead
+    graph = s.end_capture()
+    graph.launch(s)
+    s.synchronize()
+    [error] = sb.callback_errors()
+    assert isinstance(error, sb.CallbackReentryError)
+    graph.close()
+
+
+@pytest.mark.parametrize("mode", ["global", "thread_local", "relaxed"])
+def test_a_capture_begun_by_another_library_keeps_the_callback(mode):
+    """owner stands for torch's or CuPy's stream, captured by that framework; the callback is
+    launched through a wrapper of the same handle, which did not begin the capture."""
+    owner = sb.Stream(non_blocking=True)
+    borrowed = sb.ExternalStream(owner.ptr)
+    seen, arg = [], Arg()
+    owner.begin_capture(mode)
+    borrowed.launch_host_func(lambda a: seen.append(type(a).__name__), arg)
+    graph = owner.end_capture()
+    ref = weakref.ref(arg)
+    del arg
+    borrowed.close()
+    graph.launch(owner)
+    owner.synchronize()
+    assert seen == ["Arg"]
+    graph.close()
+    assert released(ref)
+
+
+def test_a_capture_that_fails_releases_its_callbacks():
+    """The driver destroys the graph of a capture that cannot end (work forked off and never
+    joined back), and with it the callback captured there."""
+    origin, side = sb.Stream(non_blocking=True), sb.Stream(non_blocking=True)
+    fork = sb.Event(disable_timing=True)
+    arg = Arg()
+    origin.begin_capture("global")
+    origin.record(fork)
+    side.wait_event(fork)  # side joins the capture
+    side.launch_host_func(lambda a: None, arg)  # and is never joined back
+    ref = weakref.ref(arg)
+    del arg
+    with pytest.raises(sb.CUDAError, match="UNJOINED"):
+        origin.end_capture()
+    assert released(ref)
+
+
+def test_many_captured_callbacks_are_all_released():
+    s = sb.Stream(non_blocking=True)
+    args = [Arg() for _ in range(200)]
+    refs = [weakref.ref(a) for a in args]
+    s.begin_capture()
+    for a in args:
+        s.launch_host_func(lambda a: None, a)
+    graph = s.end_capture()
+    del args, a
+    for _ in range(5):
+        graph.launch(s)
+    s.synchronize()
+    graph.close()
+    assert all(released(r) for r in refs)
+
+
+def test_a_graph_releases_its_callbacks_where_cuda_may_be_called():
+    """The driver's thread that destroys a graph's user objects may not call CUDA, and
+    releasing an argument can (a torch tensor's deleter does: torch aborted the process on
+    the refusal, on an H100). The release happens on the interpreter's main thread instead."""
+    s = sb.Stream(non_blocking=True)
+    where = []
+
+    class CallsCUDAWhenReleased:
+        def __del__(self):
+            where.append((threading.current_thread() is threading.main_thread(), s.query()))
+
+    s.begin_capture()
+    s.launch_host_func(lambda a: None, CallsCUDAWhenReleased())
+    graph = s.end_capture()
+    graph.launch(s)
+    s.synchronize()
+    graph.close()
+    deadline = time.monotonic() + 10
+    while not where and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert where == [(True, True)]
