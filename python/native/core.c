@@ -1348,25 +1348,64 @@ static void event_core_dealloc(EventCore *e) {
     Py_TYPE(e)->tp_free((PyObject *)e);
 }
 
-/* wrap_event(cls, handle, device, owner): an event of type cls borrowing the CUevent handle,
- * proven a live event before the driver sees it (on device, unless -1), and keeping owner
- * (what it came from, or None) alive. Proven by the loads where they can (event_object, in
- * a device's primary context the core knows), else by the Go check, which says what is
- * wrong; never destroyed by the core. */
-static PyObject *fn_wrap_event(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 4 || !PyType_Check(args[0]) || !PyType_IsSubtype((PyTypeObject *)args[0], &EventCoreType) ||
-        !PyLong_CheckExact(args[1]) || !PyLong_CheckExact(args[2])) {
-        PyErr_SetString(PyExc_TypeError, "wrap_event takes an Event class, a handle and a device as ints, and an owner");
-        return NULL;
+/* An event handle argument: an int, or what _device.as_index reads as one (NumPy's integers),
+ * not a bool; 1 to 2**64-1. 0 with the error set. */
+static unsigned long long event_handle_arg(PyObject *handle) {
+    PyObject *index = PyLong_CheckExact(handle) ? Py_NewRef(handle)
+                      : read_index == NULL       ? Py_NewRef(Py_None)
+                                                 : PyObject_CallOneArg(read_index, handle);
+    if (index == NULL)
+        return 0;
+    if (index == Py_None) {
+        Py_DECREF(index);
+        PyErr_Format(PyExc_TypeError, "an event handle is an int, not %.100s", Py_TYPE(handle)->tp_name);
+        return 0;
     }
-    unsigned long long h = PyLong_AsUnsignedLongLong(args[1]);
-    long long device = PyLong_AsLongLong(args[2]);
+    unsigned long long h = PyLong_AsUnsignedLongLong(index);
+    Py_DECREF(index);
     if (PyErr_Occurred() || h == 0) {
         PyErr_Clear();
-        PyErr_Format(PyExc_ValueError, "an event handle is an address: 1 to 2**64-1, not %R", args[1]);
-        return NULL;
+        PyErr_Format(PyExc_ValueError, "an event handle is an address: 1 to 2**64-1, not %R", handle);
+        return 0;
     }
-    if (!gate())
+    return h;
+}
+
+/* A borrowed event's stated device: -1 (read it from the event) for None, else an ordinal
+ * as _device.device_index reads it ("cuda:1", a torch.device, ...). -2 with the error set. */
+static long long borrowed_device_arg(PyObject *device) {
+    if (device == Py_None)
+        return -1;
+    PyObject *r = PyLong_CheckExact(device) ? Py_NewRef(device)
+                  : read_device == NULL     ? NULL
+                                            : PyObject_CallOneArg(read_device, device);
+    if (r == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_RuntimeError, "streambridge's devices are not loaded");
+        return -2;
+    }
+    long long v = PyLong_AsLongLong(r);
+    Py_DECREF(r);
+    if (v == -1 && PyErr_Occurred())
+        return -2;
+    if (v < -1 || v >= (1LL << 31)) {
+        PyErr_Format(PyExc_ValueError, "device must be a device ordinal, not %R", device);
+        return -2;
+    }
+    return v;
+}
+
+/* The one wrap of a CUevent another library made (Event.from_handle, as_event): an event of
+ * type cls borrowing it, proven a live event before the driver sees it (on the stated
+ * device, unless None), and keeping owner (what it came from, or NULL) alive. Proven by the
+ * loads where they can (event_object, in a device's primary context the core knows), else
+ * by the Go check, which says what is wrong; never destroyed by the core. */
+static PyObject *wrap_event(PyTypeObject *cls, PyObject *handle, PyObject *device_obj, PyObject *owner) {
+    unsigned long long h = event_handle_arg(handle);
+    if (h == 0)
+        return NULL;
+    long long device = borrowed_device_arg(device_obj);
+    if (device == -2 || !gate())
         return NULL;
     long long got = -1;
     uint64_t id = 0;
@@ -1392,7 +1431,6 @@ static PyObject *fn_wrap_event(PyObject *self, PyObject *const *args, Py_ssize_t
         if (ctx == 0)
             return NULL;
     }
-    PyTypeObject *cls = (PyTypeObject *)args[0];
     EventCore *e = (EventCore *)cls->tp_alloc(cls, 0);
     if (e == NULL)
         return NULL;
@@ -1403,8 +1441,43 @@ static PyObject *fn_wrap_event(PyObject *self, PyObject *const *args, Py_ssize_t
     e->timing = 1;   /* unknown: the driver's answer to elapsed_time stands */
     e->recorded = 1;
     e->open = 1;
-    e->owner = args[3] == Py_None ? NULL : Py_NewRef(args[3]);
+    e->owner = owner == NULL || owner == Py_None ? NULL : Py_NewRef(owner);
     return (PyObject *)e;
+}
+
+/* wrap_event(cls, handle, device, owner), for as_event. */
+static PyObject *fn_wrap_event(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4 || !PyType_Check(args[0]) || !PyType_IsSubtype((PyTypeObject *)args[0], &EventCoreType)) {
+        PyErr_SetString(PyExc_TypeError, "wrap_event takes an Event class, a handle, a device and an owner");
+        return NULL;
+    }
+    return wrap_event((PyTypeObject *)args[0], args[1], args[2], args[3]);
+}
+
+/* Event.from_handle(handle, device=None), a class method. */
+static PyObject *event_from_handle(PyObject *cls, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    PyObject *handle = nargs > 0 ? args[0] : NULL, *device = nargs > 1 ? args[1] : Py_None;
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    if (nargs > 2) {
+        PyErr_Format(PyExc_TypeError, "from_handle takes at most 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < nkw; i++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, i);
+        PyObject **slot = PyUnicode_CompareWithASCIIString(name, "handle") == 0 && nargs < 1   ? &handle
+                          : PyUnicode_CompareWithASCIIString(name, "device") == 0 && nargs < 2 ? &device
+                                                                               : NULL;
+        if (slot == NULL) {
+            PyErr_Format(PyExc_TypeError, "from_handle() got an unexpected or repeated argument %R", name);
+            return NULL;
+        }
+        *slot = args[nargs + i];
+    }
+    if (handle == NULL) {
+        PyErr_SetString(PyExc_TypeError, "from_handle() missing its handle");
+        return NULL;
+    }
+    return wrap_event((PyTypeObject *)cls, handle, device, NULL);
 }
 
 /* open_ipc_event(cls, device, handle): an event of type cls another process exported
@@ -1441,6 +1514,13 @@ static PyObject *fn_open_ipc_event(PyObject *self, PyObject *const *args, Py_ssi
 static PyObject *fn_live_events(PyObject *self, PyObject *unused) { return PyLong_FromLongLong(live_events); }
 
 static PyMethodDef event_core_methods[] = {
+    {"from_handle", (PyCFunction)(void (*)(void))event_from_handle, METH_CLASS | METH_FASTCALL | METH_KEYWORDS,
+     "from_handle($type, /, handle, device=None)\n--\n\nBorrow a CUevent another library made (cuda.core's "
+     "``Stream.from_handle`` for events, which no peer has). The handle is proven a live event of a device's "
+     "primary context before the driver sees it, and before every use after: a garbage integer, a destroyed "
+     "event (also one whose address names a new event) or a stream handle raise :class:`InvalidHandleError`. "
+     "Its device is read from the event and checked against ``device`` if given. Record, wait, query, "
+     "synchronize and elapsed time work on it; close only forgets it: its owner destroys it."},
     {"record", (PyCFunction)(void (*)(void))event_record, METH_FASTCALL | METH_KEYWORDS,
      "record($self, /, stream=None)\n--\n\nRecord on ``stream`` (cuEventRecord); None is the current "
      "streambridge stream, else the device's legacy default stream, as CuPy and PyTorch take it."},

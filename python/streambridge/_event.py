@@ -4,7 +4,7 @@ EventOptions accepted too."""
 from __future__ import annotations
 
 import inspect
-from typing import Any, Optional, Type, TypeVar
+from typing import Any, Optional
 
 from ._core import core as _c
 from ._device import as_index, device_index
@@ -27,17 +27,8 @@ class Event(_c.EventCore):
     to get their behaviour). ``device`` picks the device, 0 by default.
     """
 
-    @classmethod
-    def from_handle(cls, handle: int, device: Any = None) -> "Event":
-        """Borrow a CUevent another library made (cuda.core's ``Stream.from_handle`` for
-        events, which no peer has). The handle is proven a live event of a device's primary
-        context before the driver sees it, and before every use after: a garbage integer, a
-        destroyed event (also one whose address names a new event) or a stream handle raise
-        :class:`InvalidHandleError`. Its device is read from the event and checked against
-        ``device`` if given. Record, wait, query, synchronize and elapsed time work on it;
-        close only forgets it: its owner destroys it.
-        """
-        return _borrow(cls, handle, device, None)
+    # from_handle(handle, device=None), the borrow of another library's CUevent, is the C
+    # core's (core.c, event_from_handle), as ExternalStream's constructor is.
 
     @property
     def borrowed(self) -> bool:
@@ -173,17 +164,6 @@ def _stream_for(stream: Any, device: int, what: str) -> Any:
     return _c.resolve(None, device)
 
 
-_E = TypeVar("_E", bound=Event)
-
-
-def _borrow(cls: Type[_E], handle: Any, device: Any, owner: Any) -> _E:
-    """The one wrap of a CUevent: the core checks the range (1 to 2**64-1) and the event."""
-    h = handle if type(handle) is int else as_index(handle)
-    if h is None:
-        raise TypeError(f"an event handle is an int, not {type(handle).__name__}")
-    return _c.wrap_event(cls, h, -1 if device is None else device_index(device), owner)
-
-
 def _event_handle(obj: Any) -> Optional[int]:
     """The CUevent of another framework's event, or None where obj is not one: torch's
     ``cuda_event`` (0 until its first record: refused), CuPy's ``ptr``, cuda.core's and
@@ -224,7 +204,7 @@ def as_event(obj: Any, device: Any = None) -> Event:
     if h is None:
         raise TypeError(f"{type(obj).__module__}.{type(obj).__name__} is not event-like (an int CUevent, or a "
                         "torch, CuPy, cuda.core or Numba event)")
-    return _borrow(Event, h, device, obj)
+    return _c.wrap_event(Event, h, device, obj)  # from_handle's wrap, keeping obj
 
 
 def get_elapsed_time(start: Event, end: Event) -> float:
