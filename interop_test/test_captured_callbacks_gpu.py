@@ -6,7 +6,6 @@ that framework destroys the graph (CuPy's own launch_host_func breaks on replay,
 cupy/cupy#9274; cuda.core 1.2's streams have no callbacks, NVIDIA/cuda-python#2058)."""
 
 import gc
-import time
 import weakref
 
 import numpy
@@ -15,6 +14,7 @@ from _interop import framework, run_child
 
 import streambridge as sb
 
+pytestmark = pytest.mark.usefixtures("no_callback_errors")
 REPLAYS = 3
 
 
@@ -22,26 +22,11 @@ class Arg:
     """A callback argument whose release can be seen."""
 
 
-def released(ref, timeout=10.0):
-    """Whether ref's object is collected within timeout: the driver frees a graph's user
-    objects on a thread of its own, after the graph is destroyed."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        gc.collect()
-        if ref() is None:
-            return True
-        time.sleep(0.005)
-    return False
 
 
-@pytest.fixture(autouse=True)
-def no_errors_left():
-    sb.callback_errors()
-    yield
-    assert sb.callback_errors() == []
 
 
-def test_torch_cuda_graph():
+def test_torch_cuda_graph(released):
     torch = framework("torch")
     x = torch.zeros(4, device="cuda")
     seen_on_host = torch.zeros(4, pin_memory=True)
@@ -66,7 +51,7 @@ def test_torch_cuda_graph():
     assert released(ref), "released when torch destroyed its graph"
 
 
-def test_cupy_capture():
+def test_cupy_capture(released):
     cupy = framework("cupy")
     cs = cupy.cuda.Stream(non_blocking=True)
     a = cupy.zeros(4, dtype=cupy.float32)
@@ -92,7 +77,7 @@ def test_cupy_capture():
     assert released(ref), "released when CuPy destroyed its graph"
 
 
-def test_cuda_core_graph_builder():
+def test_cuda_core_graph_builder(released):
     cc = framework("cuda.core")
     dev = cc.Device(0)
     dev.set_current()

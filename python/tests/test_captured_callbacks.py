@@ -14,30 +14,16 @@ import streambridge as sb
 
 # Exceptions raised in callbacks are checked through callback_errors(); pytest would also
 # warn of each as unraisable.
-pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+pytestmark = [pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
+              pytest.mark.usefixtures("no_callback_errors")]
 
 
 class Arg:
     """A callback argument whose release can be seen."""
 
 
-def released(ref, timeout=10.0):
-    """Whether ref's object is collected within timeout: the driver frees a graph's callbacks
-    on a thread of its own, after the call that destroyed the graph returned."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        gc.collect()
-        if ref() is None:
-            return True
-        time.sleep(0.005)
-    return False
 
 
-@pytest.fixture(autouse=True)
-def no_errors_left():
-    sb.callback_errors()
-    yield
-    assert sb.callback_errors() == []
 
 
 def test_a_captured_callback_runs_at_every_replay_with_its_argument():
@@ -56,7 +42,7 @@ def test_a_captured_callback_runs_at_every_replay_with_its_argument():
     graph.close()
 
 
-def test_the_graph_owns_the_callback_and_its_argument():
+def test_the_graph_owns_the_callback_and_its_argument(released):
     s = sb.Stream(non_blocking=True)
     arg, calls = Arg(), []
     s.begin_capture()
@@ -74,7 +60,7 @@ def test_the_graph_owns_the_callback_and_its_argument():
     assert released(ref), "released once the graph is gone"
 
 
-def test_a_collected_graph_releases_its_callbacks():
+def test_a_collected_graph_releases_its_callbacks(released):
     s = sb.Stream(non_blocking=True)
     arg = Arg()
     s.begin_capture()
@@ -87,7 +73,7 @@ def test_a_collected_graph_releases_its_callbacks():
     assert released(ref)
 
 
-def test_a_graph_closed_with_a_replay_in_flight_still_runs_its_callback():
+def test_a_graph_closed_with_a_replay_in_flight_still_runs_its_callback(released):
     s = sb.Stream(non_blocking=True)
     arg, calls = Arg(), []
     s.begin_capture()
@@ -137,7 +123,7 @@ def test_a_captured_callback_that_calls_the_library_is_refused_at_each_replay():
 
 
 @pytest.mark.parametrize("mode", ["global", "thread_local", "relaxed"])
-def test_a_capture_begun_by_another_library_keeps_the_callback(mode):
+def test_a_capture_begun_by_another_library_keeps_the_callback(mode, released):
     """owner stands for torch's or CuPy's stream, captured by that framework; the callback is
     launched through a wrapper of the same handle, which did not begin the capture."""
     owner = sb.Stream(non_blocking=True)
@@ -156,7 +142,7 @@ def test_a_capture_begun_by_another_library_keeps_the_callback(mode):
     assert released(ref)
 
 
-def test_a_capture_that_fails_releases_its_callbacks():
+def test_a_capture_that_fails_releases_its_callbacks(released):
     """The driver destroys the graph of a capture that cannot end (work forked off and never
     joined back), and with it the callback captured there."""
     origin, side = sb.Stream(non_blocking=True), sb.Stream(non_blocking=True)
@@ -173,7 +159,7 @@ def test_a_capture_that_fails_releases_its_callbacks():
     assert released(ref)
 
 
-def test_many_captured_callbacks_are_all_released():
+def test_many_captured_callbacks_are_all_released(released):
     s = sb.Stream(non_blocking=True)
     args = [Arg() for _ in range(200)]
     refs = [weakref.ref(a) for a in args]
