@@ -22,12 +22,11 @@ type Driver struct {
 	// whole, under mu.
 	contexts atomic.Pointer[map[driver.Context]*Context]
 
-	mu       sync.Mutex
-	captures map[uint64][]uintptr // host functions captured per capture id
+	mu sync.Mutex
 }
 
 func newDriver(api driver.API) *Driver {
-	d := &Driver{api: api, captures: map[uint64][]uintptr{}}
+	d := &Driver{api: api}
 	d.contexts.Store(&map[driver.Context]*Context{})
 	return d
 }
