@@ -22,11 +22,12 @@ type Driver struct {
 	// whole, under mu.
 	contexts atomic.Pointer[map[driver.Context]*Context]
 
-	mu sync.Mutex
+	mu       sync.Mutex
+	captures map[uint64][]uintptr // host functions captured per capture id
 }
 
 func newDriver(api driver.API) *Driver {
-	d := &Driver{api: api}
+	d := &Driver{api: api, captures: map[uint64][]uintptr{}}
 	d.contexts.Store(&map[driver.Context]*Context{})
 	return d
 }

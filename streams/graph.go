@@ -47,11 +47,23 @@ func (s *Stream) EndCapture() (*Graph, error) {
 		return nil, err
 	}
 	var g driver.Graph
-	r := s.run(func() (r driver.Result) { g, r = s.api.StreamEndCapture(s.handle); return r })
-	if err := s.ctx.drv.check("cuStreamEndCapture", r); err != nil {
-		return nil, err // the driver destroyed what was captured, and its host functions with it
+	var id uint64
+	_, id, r := s.api.StreamGetCaptureInfo(s.ctx.handle, s.handle)
+	if r == driver.Success {
+		r = s.run(func() (r driver.Result) { g, r = s.api.StreamEndCapture(s.handle); return r })
 	}
-	graph := &Graph{ctx: s.ctx, api: s.api, handle: g}
+	d := s.ctx.drv
+	d.mu.Lock()
+	keys := d.captures[id]
+	delete(d.captures, id)
+	d.mu.Unlock()
+	if err := d.check("cuStreamEndCapture", r); err != nil {
+		for _, k := range keys {
+			driver.ReleaseHostFunc(k)
+		}
+		return nil, err
+	}
+	graph := &Graph{ctx: s.ctx, api: s.api, handle: g, hostFuncs: keys}
 	graph.refs.Store(1)
 	s.ctx.hold() // until the graph, its executables and their launches are done
 	return graph, nil
@@ -79,15 +91,15 @@ func (s *Stream) IsCapturing() (bool, error) {
 }
 
 // Graph is a CUDA graph made by stream capture. Close destroys it (cuGraphDestroy);
-// executable graphs instantiated from it stay valid until their own Close. The host
-// functions captured in it are the driver's to free (see [Stream.LaunchHostFunc]).
+// executable graphs instantiated from it stay valid until their own Close.
 type Graph struct {
-	ctx     *Context
-	api     driver.API
-	handle  driver.Graph
-	closed  atomic.Bool
-	refs    atomic.Int32 // the graph and its live execs: the context is released at 0
-	release sync.Once
+	ctx       *Context
+	api       driver.API
+	handle    driver.Graph
+	closed    atomic.Bool
+	refs      atomic.Int32 // the graph and its live execs: host functions are freed at 0
+	hostFuncs []uintptr
+	release   sync.Once
 }
 
 // Handle is the CUgraph.
@@ -122,6 +134,9 @@ func (g *Graph) Instantiate() (*GraphExec, error) {
 func (g *Graph) unref() {
 	if g.refs.Add(-1) == 0 {
 		g.release.Do(func() {
+			for _, k := range g.hostFuncs {
+				driver.ReleaseHostFunc(k)
+			}
 			// This may run in a host function, where no CUDA call is allowed.
 			go g.ctx.release()
 		})
@@ -144,9 +159,8 @@ type GraphExec struct {
 	handle driver.GraphExec
 	closed atomic.Bool
 
-	// launchedOn lists the streams the graph was launched on, so that Close lets go of
-	// the context only after those launches have run: releasing its last retain would
-	// reset it under them.
+	// launchedOn lists the streams a graph holding host functions was launched on, so
+	// that Close frees those functions only after the launches have run them.
 	mu         sync.Mutex
 	launchedOn []*Stream
 }
@@ -164,7 +178,7 @@ func (e *GraphExec) Launch(s *Stream) error {
 	}
 	err := s.ctx.drv.check("cuGraphLaunch",
 		s.run(func() driver.Result { return s.api.GraphLaunch(e.handle, s.handle) }))
-	if err == nil {
+	if err == nil && len(e.graph.hostFuncs) > 0 {
 		e.mu.Lock()
 		if !slices.Contains(e.launchedOn, s) {
 			e.launchedOn = append(e.launchedOn, s)
@@ -203,12 +217,11 @@ func (e *GraphExec) Close() error {
 		e.graph.unref()
 		return err
 	}
-	// One reference per stream, dropped by a host function behind the last launch there;
-	// at once where the stream is gone, or capturing (the function would join the capture).
+	// One reference per stream, dropped by a host function behind the last launch there.
 	e.graph.refs.Add(int32(len(pending)) - 1)
 	for _, s := range pending {
-		if st, _, err := s.CaptureInfo(); err != nil || st != CaptureNone || s.LaunchHostFunc(e.graph.unref) != nil {
-			e.graph.unref()
+		if s.LaunchHostFunc(e.graph.unref) != nil {
+			e.graph.unref() // the stream is gone: nothing more will run there
 		}
 	}
 	return err

@@ -1,7 +1,6 @@
 package cuda
 
 import (
-	"runtime"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -154,34 +153,6 @@ func (*Driver) StreamIsCapturing(s driver.Stream) (driver.CaptureStatus, driver.
 func (*Driver) StreamGetCaptureInfo(c driver.Context, s driver.Stream) (driver.CaptureStatus, uint64, driver.Result) {
 	r, st, id := callOut2In(uintptr(c), cuStreamGetCaptureInfo, 1, uintptr(s), 0, 0, 0, 0, 0)
 	return driver.CaptureStatus(st), id, res(r)
-}
-
-func (*Driver) StreamGetCaptureGraph(c driver.Context, s driver.Stream) (driver.Graph, driver.Result) {
-	g := new(uint64) // the third out-parameter, on the heap: the frame holds two
-	r, st, _ := callOut2In(uintptr(c), cuStreamGetCaptureInfo, 1, uintptr(s), 0, 0, uintptr(unsafe.Pointer(g)), 0, 0)
-	runtime.KeepAlive(g)
-	if res(r) != driver.Success || driver.CaptureStatus(st) != driver.CaptureStatusActive {
-		return 0, res(r)
-	}
-	return driver.Graph(*g), driver.Success
-}
-
-func (*Driver) UserObjectCreate(ptr, destroy uintptr) (driver.UserObject, driver.Result) {
-	const noDestructorSync = 1 // the one flag there is, and required
-	r, o := callOut(cuUserObjectCreate, 0, 0, ptr, destroy, 1, noDestructorSync)
-	return driver.UserObject(o), res(r)
-}
-
-func (*Driver) UserObjectRelease(o driver.UserObject, count int) driver.Result {
-	return res(call(cuUserObjectRelease, uintptr(o), uintptr(count)))
-}
-
-func (*Driver) GraphRetainUserObject(g driver.Graph, o driver.UserObject, count int, move bool) driver.Result {
-	var flags uintptr
-	if move {
-		flags = 1 // CU_GRAPH_USER_OBJECT_MOVE
-	}
-	return res(call(cuGraphRetainUserObject, uintptr(g), uintptr(o), uintptr(count), flags))
 }
 
 func (*Driver) GraphGetNodes(g driver.Graph) (int, driver.Result) {

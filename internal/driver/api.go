@@ -5,16 +5,15 @@ import "unsafe"
 // Handle types, as in cuda.h. They are addresses or ordinals that only the driver that
 // made them understands.
 type (
-	Device     int32
-	Context    uintptr
-	Stream     uintptr
-	Event      uintptr
-	Module     uintptr
-	Function   uintptr
-	Graph      uintptr
-	GraphExec  uintptr
-	UserObject uintptr
-	DevicePtr  uint64
+	Device    int32
+	Context   uintptr
+	Stream    uintptr
+	Event     uintptr
+	Module    uintptr
+	Function  uintptr
+	Graph     uintptr
+	GraphExec uintptr
+	DevicePtr uint64
 )
 
 // The special stream handles of the driver API.
@@ -130,20 +129,6 @@ type API interface {
 	StreamEndCapture(s Stream) (Graph, Result)
 	StreamIsCapturing(s Stream) (CaptureStatus, Result)
 	StreamGetCaptureInfo(c Context, s Stream) (CaptureStatus, uint64, Result)
-	// StreamGetCaptureGraph is the graph an active capture of s is adding to
-	// (cuStreamGetCaptureInfo's graph); 0 where s is not capturing, or its capture was
-	// invalidated.
-	StreamGetCaptureGraph(c Context, s Stream) (Graph, Result)
-	// UserObjectCreate makes an object with one reference whose destructor, the C function
-	// destroy, is called with ptr on a thread of the driver's once the last reference is
-	// released (cuUserObjectCreate, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC). destroy may not
-	// call CUDA.
-	UserObjectCreate(ptr, destroy uintptr) (UserObject, Result)
-	UserObjectRelease(o UserObject, count int) Result
-	// GraphRetainUserObject gives g count references to o, the caller's own where move
-	// (CU_GRAPH_USER_OBJECT_MOVE). An executable graph made from g holds them too, until
-	// it is destroyed and its launches have run.
-	GraphRetainUserObject(g Graph, o UserObject, count int, move bool) Result
 	GraphGetNodes(g Graph) (int, Result)
 	GraphInstantiateWithFlags(g Graph, flags uint64) (GraphExec, Result)
 	GraphLaunch(e GraphExec, s Stream) Result

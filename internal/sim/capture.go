@@ -97,11 +97,6 @@ func (d *Driver) StreamGetCaptureInfo(ch driver.Context, h driver.Stream) (drive
 	return st, id, r
 }
 
-func (d *Driver) StreamGetCaptureGraph(ch driver.Context, h driver.Stream) (driver.Graph, driver.Result) {
-	_, _, g, r := d.captureInfo(ch, h)
-	return g, r
-}
-
 // captureInfo is cuStreamGetCaptureInfo's status, capture id and, while the capture is
 // active, the graph being captured.
 func (d *Driver) captureInfo(ch driver.Context, h driver.Stream) (driver.CaptureStatus, uint64, driver.Graph, driver.Result) {

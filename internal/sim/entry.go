@@ -119,17 +119,17 @@ func (d *Driver) Entry(name string) uintptr {
 				return uintptr(r)
 			}),
 			"cuUserObjectCreate": purego.NewCallback(func(out, ptr, destroy, refs, flags uintptr) uintptr {
-				o, r := entryDriver.Load().userObjectCreate(ptr, destroy, int(int32(refs)), uint32(flags))
+				o, r := entryDriver.Load().UserObjectCreate(ptr, destroy, int(int32(refs)), uint32(flags))
 				if r == driver.Success {
 					*(*uintptr)(addr(out)) = o
 				}
 				return uintptr(r)
 			}),
 			"cuUserObjectRelease": purego.NewCallback(func(o, count uintptr) uintptr {
-				return uintptr(entryDriver.Load().userObjectRelease(o, int(int32(count))))
+				return uintptr(entryDriver.Load().UserObjectRelease(o, int(int32(count))))
 			}),
 			"cuGraphRetainUserObject": purego.NewCallback(func(g, o, count, flags uintptr) uintptr {
-				return uintptr(entryDriver.Load().graphRetainUserObject(driver.Graph(g), o, int(int32(count)), uint32(flags)))
+				return uintptr(entryDriver.Load().GraphRetainUserObject(driver.Graph(g), o, int(int32(count)), uint32(flags)))
 			}),
 			"cuStreamIsCapturing": purego.NewCallback(func(s, status uintptr) uintptr {
 				st, _, r := entryDriver.Load().StreamGetCaptureInfo(0, driver.Stream(s))

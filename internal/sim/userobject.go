@@ -31,26 +31,7 @@ type userObject struct {
 // owned is the references a graph or an executable graph holds, by object.
 type owned map[*userObject]int
 
-func (d *Driver) UserObjectCreate(ptr, destroy uintptr) (driver.UserObject, driver.Result) {
-	o, r := d.userObjectCreate(ptr, destroy, 1, userObjectNoDestructorSync)
-	return driver.UserObject(o), r
-}
-
-func (d *Driver) UserObjectRelease(o driver.UserObject, count int) driver.Result {
-	return d.userObjectRelease(uintptr(o), count)
-}
-
-func (d *Driver) GraphRetainUserObject(g driver.Graph, o driver.UserObject, count int, move bool) driver.Result {
-	var flags uint32
-	if move {
-		flags = graphUserObjectMove
-	}
-	return d.graphRetainUserObject(g, uintptr(o), count, flags)
-}
-
-// userObjectCreate, userObjectRelease and graphRetainUserObject take what the C entry
-// points take (entry.go).
-func (d *Driver) userObjectCreate(ptr, destroy uintptr, refs int, flags uint32) (uintptr, driver.Result) {
+func (d *Driver) UserObjectCreate(ptr, destroy uintptr, refs int, flags uint32) (uintptr, driver.Result) {
 	if destroy == 0 || refs < 1 || flags != userObjectNoDestructorSync {
 		return 0, driver.ErrorInvalidValue
 	}
@@ -61,7 +42,7 @@ func (d *Driver) userObjectCreate(ptr, destroy uintptr, refs int, flags uint32) 
 	return o.handle, driver.Success
 }
 
-func (d *Driver) userObjectRelease(h uintptr, count int) driver.Result {
+func (d *Driver) UserObjectRelease(h uintptr, count int) driver.Result {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	o, ok := lookup[*userObject](d, h)
@@ -72,7 +53,7 @@ func (d *Driver) userObjectRelease(h uintptr, count int) driver.Result {
 	return driver.Success
 }
 
-func (d *Driver) graphRetainUserObject(gh driver.Graph, h uintptr, count int, flags uint32) driver.Result {
+func (d *Driver) GraphRetainUserObject(gh driver.Graph, h uintptr, count int, flags uint32) driver.Result {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	g, ok := lookup[*graph](d, uintptr(gh))
