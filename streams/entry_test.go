@@ -230,8 +230,27 @@ var (
 	hostCalls               sync.Map // userData -> *atomic.Int32
 	destroyed               sync.Map // ptr -> *atomic.Int32
 	countHost, countDestroy uintptr
+	growThenCount           uintptr // countDestroy after growing the stack by ~0.5 MiB
 	tags                    atomic.Uint64
 )
+
+// deep uses about n*256 bytes of stack: enough to make Go grow, and so move, it.
+func deep(n int) int {
+	var pad [256]byte
+	pad[n%256] = byte(n)
+	if n == 0 {
+		return int(pad[0])
+	}
+	return deep(n-1) + int(pad[n%256])
+}
+
+func makeUserObjectCallbacks() {
+	userObjectCallbacks.Do(func() {
+		countHost = purego.NewCallback(func(ud uintptr) uintptr { counter(&hostCalls, ud).Add(1); return 0 })
+		countDestroy = purego.NewCallback(func(p uintptr) uintptr { counter(&destroyed, p).Add(1); return 0 })
+		growThenCount = purego.NewCallback(func(p uintptr) uintptr { deep(2000); counter(&destroyed, p).Add(1); return 0 })
+	})
+}
 
 func counter(m *sync.Map, key uintptr) *atomic.Int32 {
 	c, _ := m.LoadOrStore(key, new(atomic.Int32))
@@ -244,10 +263,7 @@ func counter(m *sync.Map, key uintptr) *atomic.Int32 {
 // its executable are both gone, not before: how the Python core ties a captured Python
 // callback to the graph, on both drivers.
 func TestEntryPointsTieAUserObjectToACapturedGraph(t *testing.T) {
-	userObjectCallbacks.Do(func() {
-		countHost = purego.NewCallback(func(ud uintptr) uintptr { counter(&hostCalls, ud).Add(1); return 0 })
-		countDestroy = purego.NewCallback(func(p uintptr) uintptr { counter(&destroyed, p).Add(1); return 0 })
-	})
+	makeUserObjectCallbacks()
 	eachDriver(t, func(t *testing.T, d *Driver) {
 		c := primary(t, d, 0)
 		call := callEntries(d)
@@ -284,5 +300,40 @@ func TestEntryPointsTieAUserObjectToACapturedGraph(t *testing.T) {
 			"destroyed once the graph and its executable are gone")
 		time.Sleep(10 * time.Millisecond)
 		assert.Equal(t, int32(1), counter(&destroyed, tag).Load(), "once")
+	})
+}
+
+// The driver may run a user object's destructor inside the call that releases the last
+// reference, on the calling thread: on the H100, cuStreamEndCapture of a capture that
+// failed did, and a destructor that called into Go and grew the goroutine's stack moved the
+// frame the driver's result was written to, so the failure read as success. The calls that
+// can release graphs keep their frame on the heap (internal/cuda, callReentrant).
+func TestAFailedCaptureIsReportedWhenItsUserObjectCallsIntoGo(t *testing.T) {
+	makeUserObjectCallbacks()
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		c := primary(t, d, 0)
+		call := callEntries(d)
+		defer makeCurrent(t, call, c)()
+		origin := newStream(t, c, StreamOptions{NonBlocking: true})
+		side := newStream(t, c, StreamOptions{NonBlocking: true})
+		fork := newEvent(t, c, EventOptions{DisableTiming: true})
+		tag := uintptr(tags.Add(1))
+		for round := range 3 {
+			require.NoError(t, origin.BeginCapture(CaptureGlobal))
+			require.NoError(t, origin.Record(fork))
+			require.NoError(t, side.WaitEvent(fork)) // side joins, and is never joined back
+			status, statusAt := heapOut[int32]()
+			graph, graphAt := heapOut[uintptr]()
+			require.Equal(t, driver.Success, call("cuStreamGetCaptureInfo", side.Handle(), statusAt, 0, graphAt, 0, 0))
+			require.Equal(t, int32(driver.CaptureStatusActive), *status)
+			obj, objAt := heapOut[uintptr]()
+			require.Equal(t, driver.Success, call("cuUserObjectCreate", objAt, tag, growThenCount, 1, 1))
+			require.Equal(t, driver.Success, call("cuGraphRetainUserObject", *graph, *obj, 1, 1))
+			require.Equal(t, driver.Success, call("cuLaunchHostFunc", side.Handle(), countHost, tag))
+			_, err := origin.EndCapture()
+			require.ErrorIs(t, err, ErrCaptureUnjoined, "round %d", round)
+			require.Eventually(t, func() bool { return counter(&destroyed, tag).Load() == int32(round+1) }, 10*time.Second,
+				time.Millisecond, "the failed capture's graph was destroyed, and its user object")
+		}
 	})
 }

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"sync"
 	"unsafe"
 
 	_ "github.com/ebitengine/purego" // without cgo, purego's fakecgo lets runtime.cgocall work
@@ -79,6 +80,26 @@ func callOut2In(ctx, fn uintptr, outAt int, args ...uintptr) (uintptr, uint64, u
 	runtime_cgocall(trampolineABI0, unsafe.Pointer(&f))
 	return f.r, f.out[0], f.out[1]
 }
+
+// callReentrant is callOut (outAt < 0: no out-parameter) for a call during which the
+// driver may call back into Go on this thread: it runs the destructor of a user object
+// inside the call that released the object's last reference (seen in cuStreamEndCapture
+// on an H100). Go code there can grow, and so move, this goroutine's stack, and with it a
+// frame on the stack: the driver's result was then written to the old stack and lost. So
+// this frame is on the heap (from a pool: a heap object never moves).
+func callReentrant(fn uintptr, outAt int, args ...uintptr) (uintptr, uint64) {
+	f := heapFrames.Get().(*frame)
+	defer heapFrames.Put(f)
+	*f = frame{fn: fn}
+	copy(f.a[:], args)
+	if outAt >= 0 {
+		f.a[outAt] = uintptr(unsafe.Pointer(&f.out[0]))
+	}
+	runtime_cgocall(trampolineABI0, unsafe.Pointer(f))
+	return f.r, f.out[0]
+}
+
+var heapFrames = sync.Pool{New: func() any { return new(frame) }}
 
 // callPairIn calls fn1(a1, a2) and then, if that succeeded, fn2(b1, b2, b3), in one
 // crossing, with ctx current. It returns the last result and which call (1 or 2) made it.

@@ -88,3 +88,13 @@ func callPairIn(ctx, fn1, a1, a2, fn2, b1, b2, b3 uintptr) (uintptr, int) {
 func load64(addr uintptr) uint64 { panic("cuda: load64 on this architecture") }
 
 const canLoadUnmapped = false
+
+// callReentrant is callOut (outAt < 0: no out-parameter) for a call during which the
+// driver may call back into Go on this thread (see call_amd64.go): purego.SyscallN's
+// arguments and callOuts' out-parameters are on the heap already.
+func callReentrant(fn uintptr, outAt int, args ...uintptr) (uintptr, uint64) {
+	if outAt < 0 {
+		return call(fn, args...), 0
+	}
+	return callOut(fn, outAt, args...)
+}

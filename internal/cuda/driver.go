@@ -64,7 +64,8 @@ func (*Driver) DevicePrimaryCtxRetain(d driver.Device) (driver.Context, driver.R
 }
 
 func (*Driver) DevicePrimaryCtxRelease(d driver.Device) driver.Result {
-	return res(call(cuDevicePrimaryCtxRelease, uintptr(d)))
+	r, _ := callReentrant(cuDevicePrimaryCtxRelease, -1, uintptr(d)) // a reset destroys graphs
+	return res(r)
 }
 
 func (*Driver) DevicePrimaryCtxActive(d driver.Device) (bool, driver.Result) {
@@ -97,7 +98,8 @@ func (*Driver) StreamCreateWithPriority(c driver.Context, flags uint32, priority
 }
 
 func (*Driver) StreamDestroy(s driver.Stream) driver.Result {
-	return res(call(cuStreamDestroy, uintptr(s)))
+	r, _ := callReentrant(cuStreamDestroy, -1, uintptr(s)) // a capturing stream's graph goes with it
+	return res(r)
 }
 
 func (*Driver) StreamQuery(c driver.Context, s driver.Stream) driver.Result {
@@ -141,7 +143,7 @@ func (*Driver) StreamBeginCapture(s driver.Stream, mode driver.CaptureMode) driv
 }
 
 func (*Driver) StreamEndCapture(s driver.Stream) (driver.Graph, driver.Result) {
-	r, g := callOut(cuStreamEndCapture, 1, uintptr(s), 0)
+	r, g := callReentrant(cuStreamEndCapture, 1, uintptr(s), 0) // a failed capture's graph is destroyed
 	return driver.Graph(g), res(r)
 }
 
@@ -174,11 +176,13 @@ func (*Driver) GraphUpload(e driver.GraphExec, s driver.Stream) driver.Result {
 }
 
 func (*Driver) GraphExecDestroy(e driver.GraphExec) driver.Result {
-	return res(call(cuGraphExecDestroy, uintptr(e)))
+	r, _ := callReentrant(cuGraphExecDestroy, -1, uintptr(e))
+	return res(r)
 }
 
 func (*Driver) GraphDestroy(g driver.Graph) driver.Result {
-	return res(call(cuGraphDestroy, uintptr(g)))
+	r, _ := callReentrant(cuGraphDestroy, -1, uintptr(g))
+	return res(r)
 }
 
 func (*Driver) EventCreate(c driver.Context, flags uint32) (driver.Event, driver.Result) {
