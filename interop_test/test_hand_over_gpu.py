@@ -3,6 +3,7 @@ drops the array at once and its framework allocates and writes a new one of the 
 Without hand_over the allocator gives the new array the old memory and the kernel reads the
 new values (pytorch/pytorch#33860); with it, the kernel reads the original ones."""
 
+import numpy
 import pytest
 from _interop import framework, run_child
 
@@ -15,14 +16,37 @@ extern "C" __global__ void slow_copy(const float* x, float* out, long long n, lo
     while (clock64() - start < spin) {}
     for (long long i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) out[i] = x[i];
 }
+extern "C" __global__ void fill(float* x, float value, long long n) {
+    for (long long i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) x[i] = value;
+}
 """
 
 
 def consume_then_reallocate(lib, hand):
     """The values a slow consumer on a streambridge stream read from an array that was
     dropped right after the launch and whose memory its framework could give away."""
-    kernel = sb.Module(SLOW_COPY).get_kernel("slow_copy")
-    if lib == "torch":
+    module = sb.Module(SLOW_COPY)
+    kernel = module.get_kernel("slow_copy")
+    arg = lambda a: a  # noqa: E731
+    values = lambda a: set(a.tolist())  # noqa: E731
+    if lib == "cuda.core":  # a Buffer from the device's stream-ordered pool, filled by a kernel
+        cc, cupy = framework("cuda.core"), framework("cupy")
+        dev = cc.Device(0)
+        dev.set_current()
+        producer = dev.create_stream()
+        fill = module.get_kernel("fill")
+
+        def filled(value):
+            b = dev.allocate(N * 4, stream=producer)
+            fill(256, 256, (numpy.uint64(int(b.handle)), numpy.float32(value), N), stream=sb.as_stream(producer))
+            return b
+
+        x, out, new = filled(1.0), filled(0.0), lambda: filled(7.0)
+        ptr = lambda a: int(a.handle)  # noqa: E731
+        arg = lambda a: numpy.uint64(int(a.handle))  # noqa: E731
+        values = lambda a: set(cupy.ndarray((N,), cupy.float32, cupy.cuda.MemoryPointer(  # noqa: E731
+            cupy.cuda.UnownedMemory(int(a.handle), N * 4, a), 0)).get().tolist())
+    elif lib == "torch":
         torch = framework("torch")
         producer = torch.cuda.current_stream()
         x = torch.full((N,), 1.0, device="cuda")
@@ -39,7 +63,7 @@ def consume_then_reallocate(lib, hand):
     consumer = sb.Stream(non_blocking=True)
     consumer.wait_stream(sb.as_stream(producer))  # x and out are written
     old = ptr(x)
-    args = (x, out, N, 200_000_000)  # about 0.1 s of spinning first
+    args = (arg(x), arg(out), N, 200_000_000)  # about 0.1 s of spinning first
     if hand == "launch option":
         sb.launch(kernel, 256, 256, args, stream=consumer, hand_over=True)
     else:
@@ -51,20 +75,22 @@ def consume_then_reallocate(lib, hand):
     y = new()  # on the producer's stream, which does not wait for the consumer
     reused = ptr(y) == old
     consumer.synchronize()
-    got = set(out.tolist())
-    return got, reused
+    return values(out), reused
 
 
-@pytest.mark.parametrize("lib", ["torch", "cupy"])
+@pytest.mark.parametrize("lib", ["torch", "cupy", "cuda.core"])
 def test_without_hand_over_the_consumer_reads_the_new_arrays_values(lib):
     got, reused = consume_then_reallocate(lib, hand=None)
     print(lib, "without hand_over: memory reused", reused, "consumer read", got)
     assert reused and got == {7.0}, "the corruption hand_over prevents"
 
 
-@pytest.mark.parametrize("hand", ["hand_over", "launch option"])
-@pytest.mark.parametrize("lib", ["torch", "cupy"])
+@pytest.mark.parametrize(("lib", "hand"), [("torch", "hand_over"), ("torch", "launch option"), ("cupy", "hand_over"),
+                                           ("cupy", "launch option"), ("cuda.core", "hand_over")])
 def test_with_hand_over_the_consumer_reads_the_original_values(lib, hand):
+    """cuda.core's Buffer is passed as a pointer (it speaks neither array protocol), so only
+    hand_over itself applies to it; releasing it frees its memory with a CUDA call, which the
+    release on Python's main thread allows (a host function may not make one)."""
     got, reused = consume_then_reallocate(lib, hand=hand)
     print(lib, f"with {hand}: memory reused", reused, "consumer read", got)
     assert not reused and got == {1.0}

@@ -628,9 +628,16 @@ static PyObject *stream_is_capturing(PyObject *self, PyObject *unused) {
 
 /* ---- Host callbacks into Python ----
  * host_trampoline(userData) runs on the driver's host-function thread: it takes the GIL,
- * marks the thread (no streambridge call may enter the driver from there: see gate), calls
- * fn(*args) and, for a call launched once, frees it. An exception is reported through
- * sys.unraisablehook and kept for callback_errors(); it never reaches the driver's thread.
+ * marks the thread (no streambridge call may enter the driver from there: see gate) and
+ * calls fn(*args). An exception is reported through sys.unraisablehook and kept for
+ * callback_errors(); it never reaches the driver's thread.
+ *
+ * A call is freed on a thread of Python's, never on the driver's (free_later): releasing
+ * its arguments can call CUDA (a torch tensor's deleter does, a cuda.core Buffer's frees its
+ * memory), which neither a host function nor a user object's destructor may; torch aborted
+ * the process on the refusal (an H100). The interpreter's main thread frees what is queued
+ * (a pending call), as does the next launch of a host callback. A call launched once is
+ * queued after it ran.
  *
  * A call launched while its stream captures a graph (whoever began the capture: this
  * package, torch.cuda.graph, CuPy) becomes a host node of that graph and runs at every
@@ -638,10 +645,7 @@ static PyObject *stream_is_capturing(PyObject *self, PyObject *unused) {
  * frees it. The driver calls that once the graph and every executable graph made from it
  * are destroyed and their launches have run, so the call lives exactly as long as anything
  * can still run it, whichever library owns the graph (cupy/cupy#9274 is what happens
- * without). A destructor may not call CUDA, and releasing the arguments can (a torch
- * tensor's deleter does, and torch aborts the process on the refusal, seen on an H100), so
- * host_call_free only queues the call; the interpreter's main thread frees it (a pending
- * call), as does the next launch of a host callback. */
+ * without). */
 typedef struct host_call {
     PyObject *fn;
     PyObject *args;
@@ -649,7 +653,7 @@ typedef struct host_call {
     struct host_call *next; /* in freed_calls */
 } host_call;
 
-/* Kept calls whose graphs are gone, to be freed by a Python thread (free_released_calls). */
+/* Calls that will not run again, to be freed by a thread of Python's (free_released_calls). */
 static _Atomic(host_call *) freed_calls;
 static atomic_int free_scheduled; /* a pending call to free_released_calls is queued */
 
@@ -683,19 +687,53 @@ static void python_leave(PyGILState_STATE g) {
     atomic_fetch_sub(&entering, 1);
 }
 
-/* Frees a call (the GIL held): it no longer counts as one that may wait for the GIL. */
+/* Frees a call (the GIL held, on a thread that may call CUDA). A kept one no longer counts
+ * as one that may wait for the GIL (one launched once stopped when it took the GIL). */
 static void host_call_drop(host_call *hc) {
-    atomic_fetch_sub_explicit(&host_calls_waiting, 1, memory_order_release);
+    if (hc->kept)
+        atomic_fetch_sub_explicit(&host_calls_waiting, 1, memory_order_release);
     Py_DECREF(hc->fn);
     Py_DECREF(hc->args);
     PyMem_RawFree(hc);
 }
+
+/* Frees the queued calls (the GIL held, on a thread of Python's). */
+static int free_released_calls(void *unused) {
+    atomic_store(&free_scheduled, 0);
+    host_call *hc = atomic_exchange(&freed_calls, NULL);
+    while (hc != NULL) {
+        host_call *next = hc->next;
+        host_call_drop(hc);
+        hc = next;
+    }
+    return 0;
+}
+
+/* Queues hc, which will not run again, and asks the main thread to free it
+ * (Py_AddPendingCall needs no GIL); at the interpreter's end, or in a fork child, it is
+ * left alone. From a driver thread. */
+static void free_later(host_call *hc) {
+    hc->next = atomic_load(&freed_calls);
+    while (!atomic_compare_exchange_weak(&freed_calls, &hc->next, hc))
+        ;
+    atomic_fetch_add(&entering, 1); /* at_exit waits for this, as for a trampoline */
+    if (!atomic_load(&exiting) && !forked && !atomic_exchange(&free_scheduled, 1) &&
+        Py_AddPendingCall(free_released_calls, NULL) != 0)
+        atomic_store(&free_scheduled, 0); /* the queue was full: the next launch frees it */
+    atomic_fetch_sub(&entering, 1);
+}
+
+/* The destructor of a kept call's user object: on a driver thread, once nothing can run the
+ * call any more. */
+static void host_call_free(void *ud) { free_later((host_call *)ud); }
 
 static void host_trampoline(void *ud) {
     host_call *hc = (host_call *)ud;
     PyGILState_STATE g;
     if (!python_enter(&g))
         return;
+    if (!hc->kept)
+        atomic_fetch_sub_explicit(&host_calls_waiting, 1, memory_order_release);
     in_callback++;
     PyObject *r = PyObject_Call(hc->fn, hc->args, NULL);
     in_callback--;
@@ -713,36 +751,10 @@ static void host_trampoline(void *ud) {
     }
     Py_XDECREF(r);
     if (!hc->kept)
-        host_call_drop(hc);
+        free_later(hc);
     python_leave(g);
 }
 
-/* Frees the kept calls whose graphs are gone (the GIL held, on a thread of Python's). */
-static int free_released_calls(void *unused) {
-    atomic_store(&free_scheduled, 0);
-    host_call *hc = atomic_exchange(&freed_calls, NULL);
-    while (hc != NULL) {
-        host_call *next = hc->next;
-        host_call_drop(hc);
-        hc = next;
-    }
-    return 0;
-}
-
-/* The destructor of a kept call's user object: on a driver thread, once nothing can run the
- * call any more. It queues the call and asks the main thread to free it (Py_AddPendingCall
- * needs no GIL); at the interpreter's end, or in a fork child, the call is left alone. */
-static void host_call_free(void *ud) {
-    host_call *hc = (host_call *)ud;
-    hc->next = atomic_load(&freed_calls);
-    while (!atomic_compare_exchange_weak(&freed_calls, &hc->next, hc))
-        ;
-    atomic_fetch_add(&entering, 1); /* at_exit waits for this, as for a trampoline */
-    if (!atomic_load(&exiting) && !forked && !atomic_exchange(&free_scheduled, 1) &&
-        Py_AddPendingCall(free_released_calls, NULL) != 0)
-        atomic_store(&free_scheduled, 0); /* the queue was full: the next launch frees it */
-    atomic_fetch_sub(&entering, 1);
-}
 
 /* at_exit(): from then on queued Python host callbacks are dropped; waits (the GIL let go)
  * for those already entering, up to 5 s (one that never returns is left to its thread). */
@@ -824,8 +836,11 @@ static PyObject *host_call_on(StreamCore *s, PyObject *fn, PyObject *args) {
     Py_END_ALLOW_THREADS
     if (r == 0)
         Py_RETURN_NONE;
-    if (owned)
-        host_call_drop(hc); /* it will never run */
+    if (owned) { /* it will never run */
+        atomic_fetch_sub_explicit(&host_calls_waiting, 1, memory_order_release);
+        hc->kept = 0;
+        host_call_drop(hc);
+    }
     return raise_result(call, r);
 }
 
