@@ -252,6 +252,23 @@ func makeUserObjectCallbacks() {
 	})
 }
 
+// captureHostFunc does through the entry points what the Python core does for a callback
+// launched on a capturing stream s: countHost(tag) is launched on s, and a user object
+// destroyed with destroy(tag) is moved to the graph being captured, which it returns.
+func captureHostFunc(t *testing.T, call func(string, ...uintptr) driver.Result, s *Stream, tag, destroy uintptr) uintptr {
+	t.Helper()
+	status, statusAt := heapOut[int32]()
+	graph, graphAt := heapOut[uintptr]()
+	require.Equal(t, driver.Success, call("cuStreamGetCaptureInfo", s.Handle(), statusAt, 0, graphAt, 0, 0))
+	require.Equal(t, int32(driver.CaptureStatusActive), *status)
+	require.NotZero(t, *graph, "the graph being captured")
+	obj, objAt := heapOut[uintptr]()
+	require.Equal(t, driver.Success, call("cuUserObjectCreate", objAt, tag, destroy, 1, 1))
+	require.Equal(t, driver.Success, call("cuGraphRetainUserObject", *graph, *obj, 1, 1), "moved to the graph")
+	require.Equal(t, driver.Success, call("cuLaunchHostFunc", s.Handle(), countHost, tag))
+	return *graph
+}
+
 func counter(m *sync.Map, key uintptr) *atomic.Int32 {
 	c, _ := m.LoadOrStore(key, new(atomic.Int32))
 	return c.(*atomic.Int32)
@@ -272,19 +289,11 @@ func TestEntryPointsTieAUserObjectToACapturedGraph(t *testing.T) {
 		tag := uintptr(tags.Add(1)) // this run's userData and object pointer: no run sees another's counts
 		require.NoError(t, s.BeginCapture(CaptureRelaxed))
 
-		status, statusAt := heapOut[int32]()
-		graph, graphAt := heapOut[uintptr]()
-		require.Equal(t, driver.Success, call("cuStreamGetCaptureInfo", s.Handle(), statusAt, 0, graphAt, 0, 0))
-		require.Equal(t, int32(driver.CaptureStatusActive), *status)
-		require.NotZero(t, *graph, "the graph being captured")
-		obj, objAt := heapOut[uintptr]()
-		require.Equal(t, driver.Success, call("cuUserObjectCreate", objAt, tag, countDestroy, 1, 1))
-		require.Equal(t, driver.Success, call("cuGraphRetainUserObject", *graph, *obj, 1, 1), "moved to the graph")
-		require.Equal(t, driver.Success, call("cuLaunchHostFunc", s.Handle(), countHost, tag))
+		graph := captureHostFunc(t, call, s, tag, countDestroy)
 
 		g, err := s.EndCapture()
 		require.NoError(t, err)
-		assert.Equal(t, *graph, uintptr(g.handle), "the graph the capture named")
+		assert.Equal(t, graph, uintptr(g.handle), "the graph the capture named")
 		exec, err := g.Instantiate()
 		require.NoError(t, err)
 		require.NoError(t, g.Close())
@@ -322,14 +331,7 @@ func TestAFailedCaptureIsReportedWhenItsUserObjectCallsIntoGo(t *testing.T) {
 			require.NoError(t, origin.BeginCapture(CaptureGlobal))
 			require.NoError(t, origin.Record(fork))
 			require.NoError(t, side.WaitEvent(fork)) // side joins, and is never joined back
-			status, statusAt := heapOut[int32]()
-			graph, graphAt := heapOut[uintptr]()
-			require.Equal(t, driver.Success, call("cuStreamGetCaptureInfo", side.Handle(), statusAt, 0, graphAt, 0, 0))
-			require.Equal(t, int32(driver.CaptureStatusActive), *status)
-			obj, objAt := heapOut[uintptr]()
-			require.Equal(t, driver.Success, call("cuUserObjectCreate", objAt, tag, growThenCount, 1, 1))
-			require.Equal(t, driver.Success, call("cuGraphRetainUserObject", *graph, *obj, 1, 1))
-			require.Equal(t, driver.Success, call("cuLaunchHostFunc", side.Handle(), countHost, tag))
+			captureHostFunc(t, call, side, tag, growThenCount)
 			_, err := origin.EndCapture()
 			require.ErrorIs(t, err, ErrCaptureUnjoined, "round %d", round)
 			require.Eventually(t, func() bool { return counter(&destroyed, tag).Load() == int32(round+1) }, 10*time.Second,
