@@ -49,7 +49,7 @@ func TestEntryPointsOrderWork(t *testing.T) {
 		// cuLaunchHostFunc with a C function (a purego callback here), in stream order.
 		status, statusAt := heapOut[int32]()
 		*status = -1
-		require.Equal(t, driver.Success, call("cuStreamIsCapturing", consumer.Handle(), statusAt))
+		require.Equal(t, driver.Success, call("cuStreamGetCaptureInfo", consumer.Handle(), statusAt, 0, 0, 0, 0))
 		assert.EqualValues(t, driver.CaptureStatusNone, *status)
 		slowWork(t, consumer, 100*time.Millisecond)
 		got := make(chan uintptr, 1)

@@ -197,7 +197,7 @@ type EventMemory struct {
 // user object the graph holds, whose destructor frees the callback). The C core keeps
 // them in this order (internal/boundary generates its table).
 var EntryNames = []string{"cuStreamQuery", "cuEventRecord", "cuStreamWaitEvent", "cuEventQuery",
-	"cuLaunchHostFunc", "cuStreamIsCapturing", "cuLaunchKernel", "cuCtxGetCurrent", "cuCtxSetCurrent",
+	"cuLaunchHostFunc", "cuLaunchKernel", "cuCtxGetCurrent", "cuCtxSetCurrent",
 	"cuEventCreate", "cuEventDestroy", "cuEventSynchronize", "cuEventElapsedTime", "cuIpcGetEventHandle",
 	"cuStreamCreateWithPriority", "cuStreamDestroy", "cuCtxGetStreamPriorityRange",
 	"cuStreamGetCaptureInfo", "cuUserObjectCreate", "cuUserObjectRelease", "cuGraphRetainUserObject"}

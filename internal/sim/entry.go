@@ -131,13 +131,6 @@ func (d *Driver) Entry(name string) uintptr {
 			"cuGraphRetainUserObject": purego.NewCallback(func(g, o, count, flags uintptr) uintptr {
 				return uintptr(entryDriver.Load().GraphRetainUserObject(driver.Graph(g), o, int(int32(count)), uint32(flags)))
 			}),
-			"cuStreamIsCapturing": purego.NewCallback(func(s, status uintptr) uintptr {
-				st, _, r := entryDriver.Load().StreamGetCaptureInfo(0, driver.Stream(s))
-				if r == driver.Success {
-					*(*int32)(addr(status)) = int32(st)
-				}
-				return uintptr(r)
-			}),
 		}
 	})
 	return entries[name]

@@ -47,7 +47,6 @@ typedef int (*event_fn)(uintptr_t);                                 /* cuEventQu
 typedef int (*record_fn)(uintptr_t, uintptr_t);                     /* cuEventRecord(event, stream) */
 typedef int (*wait_fn)(uintptr_t, uintptr_t, unsigned int);         /* cuStreamWaitEvent */
 typedef int (*host_fn_launch)(uintptr_t, void (*)(void *), void *); /* cuLaunchHostFunc */
-typedef int (*capturing_fn)(uintptr_t, int *);                      /* cuStreamIsCapturing */
 typedef int (*launch_fn)(uintptr_t, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                          uintptr_t, void **, void **); /* cuLaunchKernel */
 typedef int (*ctx_get_fn)(uintptr_t *);                /* cuCtxGetCurrent */
@@ -603,16 +602,27 @@ static PyObject *stream_wait_stream(PyObject *self, PyObject *other_obj) {
     return r == 0 ? Py_NewRef(Py_None) : raise_result(second ? "cuStreamWaitEvent" : "cuEventRecord", r);
 }
 
-/* Whether s is capturing (cuStreamIsCapturing: a capture active, or invalidated and not yet
- * ended), in s's context; -1 with the error set. A query: the GIL stays. */
+/* The one question of a stream's capture (cuStreamGetCaptureInfo), asked in the caller's
+ * context scope: its status (CUstreamCaptureStatus: 0 none, 1 active, 2 invalidated) and,
+ * while a capture is active, the graph it adds to. */
+static int capture_info(StreamCore *s, int *status, uintptr_t *graph) {
+    *status = 0;
+    *graph = 0;
+    return CALL(cuStreamGetCaptureInfo, capture_info_fn)(s->ptr, status, NULL, graph, NULL, NULL);
+}
+
+/* Whether s is capturing (a capture active, or invalidated and not yet ended), in s's
+ * context; -1 with the error set. A query: the GIL stays. */
 static int capturing(StreamCore *s) {
     ctx_scope sc;
-    int status = 0, r = ctx_enter(s->ctx, &sc);
+    int status = 0;
+    uintptr_t graph;
+    int r = ctx_enter(s->ctx, &sc);
     if (r == 0)
-        r = CALL(cuStreamIsCapturing, capturing_fn)(s->ptr, &status);
+        r = capture_info(s, &status, &graph);
     ctx_leave(&sc);
     if (r != 0) {
-        raise_result("cuStreamIsCapturing", r);
+        raise_result("cuStreamGetCaptureInfo", r);
         return -1;
     }
     return status != 0;
@@ -774,10 +784,10 @@ enum { CAPTURE_ACTIVE = 1, USER_OBJECT_NO_DESTRUCTOR_SYNC = 1, GRAPH_USER_OBJECT
  * kept by that graph (see above). *owned is cleared once hc is the graph's to free, even
  * where a later step fails; the call that failed is named in *call. */
 static int launch_host_call(StreamCore *s, host_call *hc, int *owned, const char **call) {
-    int status = 0, r;
-    uintptr_t graph = 0, obj = 0;
+    int status, r;
+    uintptr_t graph, obj = 0;
     *call = "cuStreamGetCaptureInfo";
-    r = CALL(cuStreamGetCaptureInfo, capture_info_fn)(s->ptr, &status, NULL, &graph, NULL, NULL);
+    r = capture_info(s, &status, &graph);
     if (r == 0 && status == CAPTURE_ACTIVE) {
         hc->kept = 1;
         *call = "cuUserObjectCreate";
@@ -920,7 +930,7 @@ static PyMethodDef stream_core_methods[] = {
     {"query", stream_query, METH_NOARGS,
      "query($self, /)\n--\n\nWhether all work submitted so far has completed (cuStreamQuery)."},
     {"is_capturing", stream_is_capturing, METH_NOARGS,
-     "is_capturing($self, /)\n--\n\nWhether the stream is capturing (cuStreamIsCapturing: a capture active, or "
+     "is_capturing($self, /)\n--\n\nWhether the stream is capturing (cuStreamGetCaptureInfo: a capture active, or "
      "invalidated and not yet ended)."},
     {"record", (PyCFunction)(void (*)(void))stream_record, METH_FASTCALL | METH_KEYWORDS,
      "record($self, /, event=None, options=None)\n--\n\nRecord ``event`` (a new one if None, made with "

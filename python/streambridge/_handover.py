@@ -11,7 +11,7 @@ from ._stream import as_stream
 
 def _keep(array: Any) -> None:
     """The host function that holds an array until its stream reaches it: the callback's
-    argument is the reference, released after the call."""
+    argument is the reference, released once the call ran (on a thread of Python's)."""
 
 
 def hand_over(array: Any, stream: Any) -> None:

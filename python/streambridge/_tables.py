@@ -23,7 +23,6 @@ ENTRY_NAMES = (
     "cuStreamWaitEvent",
     "cuEventQuery",
     "cuLaunchHostFunc",
-    "cuStreamIsCapturing",
     "cuLaunchKernel",
     "cuCtxGetCurrent",
     "cuCtxSetCurrent",
