@@ -2,7 +2,6 @@ package streams
 
 import (
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/streambridge/streambridge/internal/boundary"
@@ -40,7 +39,7 @@ type Event struct {
 	api    driver.API
 	handle driver.Event
 	id     uint64 // a borrowed event's identity, checked before each use; 0 for an owned one
-	closed atomic.Bool
+	uses   uses   // open, and the calls in flight: Close's destroy waits for the last (uses.go)
 }
 
 // NewEvent creates an event in c (cuEventCreate).
@@ -138,20 +137,27 @@ func (e *Event) String() string {
 	return fmt.Sprintf("Event(%#x, device %d, %s, %s driver)", e.handle, e.ctx.dev.dev, own, e.api.Name())
 }
 
-// live checks that e can be used: not nil, not closed, and, borrowed, still the event it
-// was when wrapped. Every method that reaches the driver calls it first.
-func (e *Event) live() error {
+// use takes a use of e for one call (see uses): e is not nil, not closed, and, borrowed,
+// still the event it was when wrapped. Every method that reaches the driver takes one
+// first and gives it back (done) when the driver has answered.
+func (e *Event) use() error {
 	if e == nil {
 		return ErrNil
 	}
-	if e.closed.Load() {
+	if !e.uses.enter(e) {
 		return ErrClosed
 	}
 	if e.id != 0 {
-		return e.ctx.drv.VerifyEvent(uintptr(e.handle), e.id)
+		if err := e.ctx.drv.VerifyEvent(uintptr(e.handle), e.id); err != nil {
+			e.done()
+			return err
+		}
 	}
 	return nil
 }
+
+// done gives back a use taken by use.
+func (e *Event) done() { e.uses.leave(e) }
 
 // Record records the event on s (cuEventRecord); see [Stream.Record].
 func (e *Event) Record(s *Stream) error {
@@ -164,9 +170,10 @@ func (e *Event) Record(s *Stream) error {
 // Query reports whether the work captured by the last record has completed
 // (cuEventQuery). An event never recorded is complete.
 func (e *Event) Query() (bool, error) {
-	if err := e.live(); err != nil {
+	if err := e.use(); err != nil {
 		return false, err
 	}
+	defer e.done()
 	switch r := e.api.EventQuery(e.handle); r {
 	case driver.Success:
 		return true, nil
@@ -180,9 +187,10 @@ func (e *Event) Query() (bool, error) {
 // Synchronize waits for the last record to complete (cuEventSynchronize). From inside a
 // host function it fails with [ErrInHostFunc].
 func (e *Event) Synchronize() error {
-	if err := e.live(); err != nil {
+	if err := e.use(); err != nil {
 		return err
 	}
+	defer e.done()
 	if driver.InHostFunc() {
 		return ErrInHostFunc
 	}
@@ -193,12 +201,14 @@ func (e *Event) Synchronize() error {
 // driver's resolution of about half a microsecond. Both must have timing enabled and
 // completed records.
 func (e *Event) ElapsedTime(end *Event) (time.Duration, error) {
-	if err := e.live(); err != nil {
+	if err := e.use(); err != nil {
 		return 0, err
 	}
-	if err := end.live(); err != nil {
+	defer e.done()
+	if err := end.use(); err != nil {
 		return 0, err
 	}
+	defer end.done()
 	if end.api != e.api {
 		return 0, ErrWrongDriver
 	}
@@ -211,9 +221,10 @@ func (e *Event) ElapsedTime(end *Event) (time.Duration, error) {
 
 // IPCHandle exports an event made with Interprocess (cuIpcGetEventHandle).
 func (e *Event) IPCHandle() (IPCEventHandle, error) {
-	if err := e.live(); err != nil {
+	if err := e.use(); err != nil {
 		return IPCEventHandle{}, err
 	}
+	defer e.done()
 	var h IPCEventHandle
 	r := e.ctx.do(func() (r driver.Result) { // the driver wants the event's context current
 		h, r = e.api.IpcGetEventHandle(e.handle)
@@ -224,22 +235,43 @@ func (e *Event) IPCHandle() (IPCEventHandle, error) {
 
 // Disown closes e without destroying the CUevent and returns it: the caller owns it from
 // now on and destroys it with cuEventDestroy (Python's events are owned so by the C core).
-// 0 if e was closed. The error is that of releasing e's count on its context.
+// 0 if e was closed. It fails while a call on e is in flight on another goroutine: the new
+// owner could destroy the event under it. The error is otherwise that of releasing e's
+// count on its context.
 func (e *Event) Disown() (uintptr, error) {
+	if e == nil {
+		return 0, ErrNil
+	}
 	if e.id != 0 {
 		return 0, fmt.Errorf("streambridge: %v is borrowed: it is not this package's to give away", e)
 	}
-	if e.closed.Swap(true) {
-		return 0, nil
+	if !e.uses.claim() {
+		if e.uses.closed() {
+			return 0, nil
+		}
+		return 0, fmt.Errorf("streambridge: %v is in use on another goroutine: it cannot be given away now", e)
 	}
 	return uintptr(e.handle), e.ctx.release() // the new owner keeps the context retained as long as the event lives
 }
 
 // Close destroys the event (cuEventDestroy); a borrowed one is only forgotten. It is
-// idempotent.
+// idempotent. A call on e in flight on another goroutine keeps the event until it returns
+// (the last one destroys it, and its error is lost); calls begun after Close fail with
+// [ErrClosed].
 func (e *Event) Close() error {
-	if e.closed.Swap(true) || e.id != 0 {
-		return nil // a borrowed event's context is borrowed too: nothing to release
+	if e == nil {
+		return ErrNil
+	}
+	_, err := e.uses.close(e)
+	return err
+}
+
+// destroy destroys an owned event and releases its context's count; the last use of a
+// closed e calls it, once (see uses). A borrowed event's context is borrowed too: nothing
+// to release.
+func (e *Event) destroy() error {
+	if e.id != 0 {
+		return nil
 	}
 	err := e.ctx.drv.check("cuEventDestroy", e.api.EventDestroy(e.handle))
 	if e2 := e.ctx.release(); err == nil {

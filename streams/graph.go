@@ -32,9 +32,10 @@ const (
 // running it (cuStreamBeginCapture). Any stream can be captured, including one another
 // library created, except the legacy default stream.
 func (s *Stream) BeginCapture(mode CaptureMode) error {
-	if err := s.live(); err != nil {
+	if err := s.use(); err != nil {
 		return err
 	}
+	defer s.done()
 	return s.ctx.drv.check("cuStreamBeginCapture",
 		s.run(func() driver.Result { return s.api.StreamBeginCapture(s.handle, mode) }))
 }
@@ -43,9 +44,10 @@ func (s *Stream) BeginCapture(mode CaptureMode) error {
 // (cuStreamEndCapture). A capture that an illegal operation invalidated fails with
 // [ErrCaptureInvalidated].
 func (s *Stream) EndCapture() (*Graph, error) {
-	if err := s.live(); err != nil {
+	if err := s.use(); err != nil {
 		return nil, err
 	}
+	defer s.done()
 	var g driver.Graph
 	var id uint64
 	_, id, r := s.api.StreamGetCaptureInfo(s.ctx.handle, s.handle)
@@ -72,9 +74,10 @@ func (s *Stream) EndCapture() (*Graph, error) {
 // CaptureInfo is cuStreamGetCaptureInfo: the capture status and, while capturing, the
 // capture's unique id.
 func (s *Stream) CaptureInfo() (CaptureStatus, uint64, error) {
-	if err := s.live(); err != nil {
+	if err := s.use(); err != nil {
 		return 0, 0, err
 	}
+	defer s.done()
 	st, id, r := s.api.StreamGetCaptureInfo(s.ctx.handle, s.handle)
 	return st, id, s.ctx.drv.check("cuStreamGetCaptureInfo", r)
 }
@@ -82,9 +85,10 @@ func (s *Stream) CaptureInfo() (CaptureStatus, uint64, error) {
 // IsCapturing is cuStreamIsCapturing: true while a capture is active or invalidated but
 // not yet ended.
 func (s *Stream) IsCapturing() (bool, error) {
-	if err := s.live(); err != nil {
+	if err := s.use(); err != nil {
 		return false, err
 	}
+	defer s.done()
 	var st CaptureStatus
 	r := s.run(func() (r driver.Result) { st, r = s.api.StreamIsCapturing(s.handle); return r })
 	return st != CaptureNone, s.ctx.drv.check("cuStreamIsCapturing", r)
@@ -96,7 +100,7 @@ type Graph struct {
 	ctx       *Context
 	api       driver.API
 	handle    driver.Graph
-	closed    atomic.Bool
+	uses      uses         // open, and the calls in flight: Close's destroy waits for the last (uses.go)
 	refs      atomic.Int32 // the graph and its live execs: host functions are freed at 0
 	hostFuncs []uintptr
 	release   sync.Once
@@ -107,18 +111,20 @@ func (g *Graph) Handle() uintptr { return uintptr(g.handle) }
 
 // NodeCount is the number of nodes in the graph (cuGraphGetNodes).
 func (g *Graph) NodeCount() (int, error) {
-	if g.closed.Load() {
-		return 0, ErrClosed
+	if err := g.use(); err != nil {
+		return 0, err
 	}
+	defer g.done()
 	n, r := g.api.GraphGetNodes(g.handle)
 	return n, g.ctx.drv.check("cuGraphGetNodes", r)
 }
 
 // Instantiate makes an executable graph (cuGraphInstantiateWithFlags).
 func (g *Graph) Instantiate() (*GraphExec, error) {
-	if g.closed.Load() {
-		return nil, ErrClosed
+	if err := g.use(); err != nil {
+		return nil, err
 	}
+	defer g.done()
 	var e driver.GraphExec
 	r := g.ctx.do(func() (r driver.Result) {
 		e, r = g.api.GraphInstantiateWithFlags(g.handle, 0)
@@ -143,11 +149,30 @@ func (g *Graph) unref() {
 	}
 }
 
-// Close destroys the graph (cuGraphDestroy). It is idempotent.
-func (g *Graph) Close() error {
-	if g.closed.Swap(true) {
-		return nil
+// use takes a use of g for one call (see uses); done gives it back.
+func (g *Graph) use() error {
+	if g == nil {
+		return ErrNil
 	}
+	if !g.uses.enter(g) {
+		return ErrClosed
+	}
+	return nil
+}
+
+func (g *Graph) done() { g.uses.leave(g) }
+
+// Close destroys the graph (cuGraphDestroy). It is idempotent; a call in flight on another
+// goroutine keeps the graph until it returns.
+func (g *Graph) Close() error {
+	if g == nil {
+		return ErrNil
+	}
+	_, err := g.uses.close(g)
+	return err
+}
+
+func (g *Graph) destroy() error {
 	err := g.ctx.drv.check("cuGraphDestroy", g.api.GraphDestroy(g.handle))
 	g.unref()
 	return err
@@ -157,9 +182,9 @@ func (g *Graph) Close() error {
 type GraphExec struct {
 	graph  *Graph
 	handle driver.GraphExec
-	closed atomic.Bool
+	uses   uses // open, and the calls in flight: Close's destroy waits for the last (uses.go)
 
-	// launchedOn lists the streams a graph holding host functions was launched on, so
+	// launchedOn: the streams it was launched on, where its graph has host functions, so
 	// that Close frees those functions only after the launches have run them.
 	mu         sync.Mutex
 	launchedOn []*Stream
@@ -168,14 +193,33 @@ type GraphExec struct {
 // Handle is the CUgraphExec.
 func (e *GraphExec) Handle() uintptr { return uintptr(e.handle) }
 
-// Launch runs the graph on s (cuGraphLaunch), after the work already submitted to s.
-func (e *GraphExec) Launch(s *Stream) error {
-	if e.closed.Load() {
+// use takes a use of e and of s, for a call of e's on s (see uses): both open, of one
+// driver. done gives both back.
+func (e *GraphExec) use(s *Stream) error {
+	if e == nil {
+		return ErrNil
+	}
+	if !e.uses.enter(e) {
 		return ErrClosed
 	}
-	if err := s.usableWith(e.graph.api); err != nil {
+	if err := s.useWith(e.graph.api); err != nil {
+		e.uses.leave(e)
 		return err
 	}
+	return nil
+}
+
+func (e *GraphExec) done(s *Stream) {
+	s.done()
+	e.uses.leave(e)
+}
+
+// Launch runs the graph on s (cuGraphLaunch).
+func (e *GraphExec) Launch(s *Stream) error {
+	if err := e.use(s); err != nil {
+		return err
+	}
+	defer e.done(s)
 	err := s.ctx.drv.check("cuGraphLaunch",
 		s.run(func() driver.Result { return s.api.GraphLaunch(e.handle, s.handle) }))
 	if err == nil && len(e.graph.hostFuncs) > 0 {
@@ -188,26 +232,32 @@ func (e *GraphExec) Launch(s *Stream) error {
 	return err
 }
 
-// Upload prepares the graph's device resources on s ahead of its first Launch
+// Upload prepares the graph's device resources on s ahead of its first launch
 // (cuGraphUpload).
 func (e *GraphExec) Upload(s *Stream) error {
-	if e.closed.Load() {
-		return ErrClosed
-	}
-	if err := s.usableWith(e.graph.api); err != nil {
+	if err := e.use(s); err != nil {
 		return err
 	}
+	defer e.done(s)
 	return s.ctx.drv.check("cuGraphUpload",
 		s.run(func() driver.Result { return s.api.GraphUpload(e.handle, s.handle) }))
 }
 
 // Close destroys the executable graph (cuGraphExecDestroy); launches in flight still
-// complete, and the host functions they call stay registered until they have. It is
-// idempotent.
+// run. It is idempotent; a Launch in flight on another goroutine keeps the executable
+// until it returns.
 func (e *GraphExec) Close() error {
-	if e.closed.Swap(true) {
-		return nil
+	if e == nil {
+		return ErrNil
 	}
+	_, err := e.uses.close(e)
+	return err
+}
+
+// destroy destroys the executable once no call holds it. The graph's host functions are
+// freed once the launches on every stream it ran on have run (a host function of this
+// package's enqueued behind them drops the count), or at once if it never ran.
+func (e *GraphExec) destroy() error {
 	err := e.graph.ctx.drv.check("cuGraphExecDestroy", e.graph.api.GraphExecDestroy(e.handle))
 	e.mu.Lock()
 	pending := e.launchedOn
@@ -217,7 +267,6 @@ func (e *GraphExec) Close() error {
 		e.graph.unref()
 		return err
 	}
-	// One reference per stream, dropped by a host function behind the last launch there.
 	e.graph.refs.Add(int32(len(pending)) - 1)
 	for _, s := range pending {
 		if s.LaunchHostFunc(e.graph.unref) != nil {

@@ -18,9 +18,10 @@ import (
 // this stream's host functions joined, they cannot be known to be unused and stay
 // registered for the life of the process.
 func (s *Stream) LaunchHostFunc(fn func()) error {
-	if err := s.live(); err != nil {
+	if err := s.use(); err != nil {
 		return err
 	}
+	defer s.done()
 	if fn == nil {
 		return errors.New("streambridge: LaunchHostFunc: nil function")
 	}

@@ -3,7 +3,6 @@ package streams
 import (
 	"fmt"
 	"runtime"
-	"sync/atomic"
 	"unsafe"
 
 	"github.com/streambridge/streambridge/internal/driver"
@@ -14,10 +13,10 @@ type DevicePtr = driver.DevicePtr
 
 // Buffer is device memory from cuMemAlloc. Close frees it.
 type Buffer struct {
-	ctx    *Context
-	ptr    DevicePtr
-	size   uint64
-	closed atomic.Bool
+	ctx  *Context
+	ptr  DevicePtr
+	size uint64
+	uses uses // open, and the calls in flight: Close's free waits for the last (uses.go)
 }
 
 // Alloc allocates size bytes of device memory in c (cuMemAlloc).
@@ -40,11 +39,17 @@ func (b *Buffer) Ptr() DevicePtr { return b.ptr }
 // Size is the buffer's length in bytes.
 func (b *Buffer) Size() uint64 { return b.size }
 
-// Close frees the buffer (cuMemFree). It is idempotent.
+// Close frees the buffer (cuMemFree). It is idempotent; a copy in flight on another
+// goroutine keeps the memory until it returns.
 func (b *Buffer) Close() error {
-	if b.closed.Swap(true) {
-		return nil
+	if b == nil {
+		return ErrNil
 	}
+	_, err := b.uses.close(b)
+	return err
+}
+
+func (b *Buffer) destroy() error {
 	r := b.ctx.do(func() driver.Result { return b.ctx.api.MemFree(b.ptr) })
 	err := b.ctx.drv.check("cuMemFree", r)
 	if e := b.ctx.release(); err == nil {
@@ -53,16 +58,19 @@ func (b *Buffer) Close() error {
 	return err
 }
 
+// hostSpan takes a use of b (see uses) for a copy between it and host, which must fit in
+// it: the host address and the length in bytes. The caller gives the use back with
+// b.uses.leave(b).
 func hostSpan[T any](b *Buffer, host []T) (unsafe.Pointer, uint64, error) {
 	if b == nil {
 		return nil, 0, ErrNil
 	}
-	if b.closed.Load() {
-		return nil, 0, ErrClosed
-	}
 	n := uint64(len(host)) * uint64(unsafe.Sizeof(*new(T)))
 	if n > b.size {
 		return nil, 0, fmt.Errorf("streambridge: copy of %d bytes into a buffer of %d", n, b.size)
+	}
+	if !b.uses.enter(b) {
+		return nil, 0, ErrClosed
 	}
 	if n == 0 {
 		return nil, 0, nil
@@ -77,8 +85,12 @@ func CopyToDevice[T any](b *Buffer, src []T) error {
 		return ErrInHostFunc
 	}
 	p, n, err := hostSpan(b, src)
-	if err != nil || n == 0 {
+	if err != nil {
 		return err
+	}
+	defer b.uses.leave(b)
+	if n == 0 {
+		return nil
 	}
 	r := b.ctx.do(func() driver.Result { return b.ctx.api.MemcpyHtoD(b.ptr, p, n) })
 	runtime.KeepAlive(src)
@@ -92,8 +104,12 @@ func CopyFromDevice[T any](dst []T, b *Buffer) error {
 		return ErrInHostFunc
 	}
 	p, n, err := hostSpan(b, dst)
-	if err != nil || n == 0 {
+	if err != nil {
 		return err
+	}
+	defer b.uses.leave(b)
+	if n == 0 {
+		return nil
 	}
 	r := b.ctx.do(func() driver.Result { return b.ctx.api.MemcpyDtoH(p, b.ptr, n) })
 	runtime.KeepAlive(dst)
@@ -104,12 +120,17 @@ func CopyFromDevice[T any](dst []T, b *Buffer) error {
 // src must stay alive and unchanged until the copy has run.
 func CopyToDeviceAsync[T any](b *Buffer, src []T, s *Stream) error {
 	p, n, err := hostSpan(b, src)
-	if err != nil || n == 0 {
+	if err != nil {
 		return err
 	}
-	if err := s.usableWith(b.ctx.api); err != nil {
+	defer b.uses.leave(b)
+	if n == 0 {
+		return nil
+	}
+	if err := s.useWith(b.ctx.api); err != nil {
 		return err
 	}
+	defer s.done()
 	r := s.run(func() driver.Result { return s.api.MemcpyHtoDAsync(b.ptr, p, n, s.handle) })
 	return s.ctx.drv.check("cuMemcpyHtoDAsync", r)
 }
@@ -118,12 +139,17 @@ func CopyToDeviceAsync[T any](b *Buffer, src []T, s *Stream) error {
 // (cuMemcpyDtoHAsync). dst must stay alive until the copy has run.
 func CopyFromDeviceAsync[T any](dst []T, b *Buffer, s *Stream) error {
 	p, n, err := hostSpan(b, dst)
-	if err != nil || n == 0 {
+	if err != nil {
 		return err
 	}
-	if err := s.usableWith(b.ctx.api); err != nil {
+	defer b.uses.leave(b)
+	if n == 0 {
+		return nil
+	}
+	if err := s.useWith(b.ctx.api); err != nil {
 		return err
 	}
+	defer s.done()
 	r := s.run(func() driver.Result { return s.api.MemcpyDtoHAsync(p, b.ptr, n, s.handle) })
 	return s.ctx.drv.check("cuMemcpyDtoHAsync", r)
 }

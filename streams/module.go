@@ -6,7 +6,6 @@ import (
 	"math"
 	"os"
 	"runtime"
-	"sync/atomic"
 	"unsafe"
 
 	"github.com/streambridge/streambridge/internal/driver"
@@ -16,7 +15,7 @@ import (
 type Module struct {
 	ctx     *Context
 	handle  driver.Module
-	closed  atomic.Bool
+	uses    uses     // open, and the calls in flight: Close's unload waits for the last (uses.go)
 	program *Program // where Context.Compile made it: name expressions to mangled names
 }
 
@@ -67,9 +66,13 @@ func (m *Module) Context() *Context { return m.ctx }
 // Function looks up a kernel by its (mangled) name (cuModuleGetFunction), or, in a module
 // from Context.Compile, by one of its name expressions ("scale<float>").
 func (m *Module) Function(name string) (*Function, error) {
-	if m.closed.Load() {
+	if m == nil {
+		return nil, ErrNil
+	}
+	if !m.uses.enter(m) {
 		return nil, ErrClosed
 	}
+	defer m.uses.leave(m)
 	symbol := name
 	if m.program != nil {
 		symbol = m.program.LoweredName(name)
@@ -81,11 +84,17 @@ func (m *Module) Function(name string) (*Function, error) {
 	return &Function{module: m, handle: f, name: name}, nil
 }
 
-// Close unloads the module (cuModuleUnload). It is idempotent.
+// Close unloads the module (cuModuleUnload). It is idempotent; a call in flight on
+// another goroutine (a Launch of one of its kernels) keeps the module until it returns.
 func (m *Module) Close() error {
-	if m.closed.Swap(true) {
-		return nil
+	if m == nil {
+		return ErrNil
 	}
+	_, err := m.uses.close(m)
+	return err
+}
+
+func (m *Module) destroy() error {
 	r := m.ctx.do(func() driver.Result { return m.ctx.api.ModuleUnload(m.handle) })
 	err := m.ctx.drv.check("cuModuleUnload", r)
 	if e := m.ctx.release(); err == nil {
@@ -172,13 +181,19 @@ func (a *Args) params() unsafe.Pointer {
 
 // Launch runs the kernel on s (cuLaunchKernel). s must be in the module's context.
 func (f *Function) Launch(s *Stream, cfg LaunchConfig, args *Args) error {
-	if f.module.closed.Load() {
+	if f == nil {
+		return ErrNil
+	}
+	m := f.module
+	if !m.uses.enter(m) {
 		return ErrClosed
 	}
-	c := f.module.ctx
-	if err := s.usableWith(c.api); err != nil {
+	defer m.uses.leave(m)
+	c := m.ctx
+	if err := s.useWith(c.api); err != nil {
 		return err
 	}
+	defer s.done()
 	if s.ctx.handle != c.handle {
 		return fmt.Errorf("streambridge: launch of %s: stream is in context %#x, kernel in %#x",
 			f.name, s.ctx.handle, c.handle)

@@ -35,7 +35,7 @@ type Stream struct {
 	api    driver.API
 	handle driver.Stream
 	owned  bool
-	closed atomic.Bool
+	uses   uses // open, and the calls in flight: Close's destroy waits for the last (uses.go)
 	// id is a borrowed stream object's cuStreamGetId when it was wrapped: its identity. A
 	// destroyed stream's address can come back as a new stream's; every use checks that
 	// the handle is still a live stream with this id (see Driver.VerifyStream). 0 for
@@ -241,47 +241,68 @@ func (s *Stream) run(fn func() driver.Result) driver.Result {
 	return fn()
 }
 
-// live checks that s can be used: not nil, not closed, and, borrowed, still the stream it
-// was when wrapped. Every method that reaches the driver calls it first.
-func (s *Stream) live() error {
+// use takes a use of s for one call (see uses): s is not nil, not closed, and, borrowed,
+// still the stream it was when wrapped. Every method that reaches the driver takes one
+// first and gives it back (done) when the driver has answered, so a Close on another
+// goroutine cannot destroy the handle under the call.
+func (s *Stream) use() error {
 	if s == nil {
 		return ErrNil
 	}
-	if s.closed.Load() {
+	if !s.uses.enter(s) {
 		return ErrClosed
 	}
 	if s.id != 0 {
-		return s.ctx.drv.VerifyStream(uintptr(s.handle), s.id)
+		if err := s.ctx.drv.VerifyStream(uintptr(s.handle), s.id); err != nil {
+			s.done()
+			return err
+		}
 	}
 	return nil
 }
 
-// usableWith checks that s is open and belongs to the driver behind api, so that an
-// object of api's can be used on it.
-func (s *Stream) usableWith(api driver.API) error {
-	if err := s.live(); err != nil {
+// done gives back a use taken by use.
+func (s *Stream) done() { s.uses.leave(s) }
+
+// useWith takes a use of s, which must belong to the driver behind api, so that an object
+// of api's can be used on it.
+func (s *Stream) useWith(api driver.API) error {
+	if err := s.use(); err != nil {
 		return err
 	}
 	if s.api != api {
+		s.done()
 		return ErrWrongDriver
 	}
 	return nil
 }
 
-// with checks that s and an event can be used together: both open, of one driver.
-func (s *Stream) with(e *Event) error {
-	if err := e.live(); err != nil {
+// useWithEvent takes a use of s and of e, for a call on both: both open, of one driver.
+// Both are given back with doneWithEvent.
+func (s *Stream) useWithEvent(e *Event) error {
+	if err := e.use(); err != nil {
 		return err
 	}
-	return s.usableWith(e.api)
+	if err := s.useWith(e.api); err != nil {
+		e.done()
+		return err
+	}
+	return nil
+}
+
+// doneWithEvent gives back the uses useWithEvent took.
+func (s *Stream) doneWithEvent(e *Event) {
+	s.done()
+	e.done()
 }
 
 // Query reports whether all work submitted to the stream has completed (cuStreamQuery).
 // Work still running is not an error.
 func (s *Stream) Query() (bool, error) {
-	if err := s.live(); err != nil {
+	if err := s.use(); err != nil {
 		return false, err
 	}
+	defer s.done()
 	switch r := s.api.StreamQuery(s.callCtx(), s.handle); r {
 	case driver.Success:
 		return true, nil
@@ -295,9 +316,10 @@ func (s *Stream) Query() (bool, error) {
 // Synchronize waits until all work submitted to the stream has completed
 // (cuStreamSynchronize). From inside a host function it fails with [ErrInHostFunc].
 func (s *Stream) Synchronize() error {
-	if err := s.live(); err != nil {
+	if err := s.use(); err != nil {
 		return err
 	}
+	defer s.done()
 	if driver.InHostFunc() {
 		return ErrInHostFunc
 	}
@@ -307,18 +329,20 @@ func (s *Stream) Synchronize() error {
 // Record records e on the stream (cuEventRecord): e completes when the work submitted so
 // far has.
 func (s *Stream) Record(e *Event) error {
-	if err := s.with(e); err != nil {
+	if err := s.useWithEvent(e); err != nil {
 		return err
 	}
+	defer s.doneWithEvent(e)
 	return s.ctx.drv.check("cuEventRecord", s.api.EventRecord(s.callCtx(), e.handle, s.handle))
 }
 
 // WaitEvent makes work submitted to the stream from now on wait for e's last record
 // (cuStreamWaitEvent). It does not block the caller.
 func (s *Stream) WaitEvent(e *Event) error {
-	if err := s.with(e); err != nil {
+	if err := s.useWithEvent(e); err != nil {
 		return err
 	}
+	defer s.doneWithEvent(e)
 	return s.ctx.drv.check("cuStreamWaitEvent", s.api.StreamWaitEvent(s.callCtx(), s.handle, e.handle, 0))
 }
 
@@ -326,12 +350,14 @@ func (s *Stream) WaitEvent(e *Event) error {
 // so far: an event of other's, recorded on other and waited on by s, both in one call
 // into the driver.
 func (s *Stream) WaitStream(other *Stream) error {
-	if err := s.live(); err != nil {
+	if err := s.use(); err != nil {
 		return err
 	}
-	if err := other.usableWith(s.api); err != nil {
+	defer s.done()
+	if err := other.useWith(s.api); err != nil {
 		return err
 	}
+	defer other.done()
 	fence, err := other.fenceEvent()
 	if err != nil {
 		return err
@@ -358,9 +384,10 @@ func (s *Stream) WaitStream(other *Stream) error {
 // context on first use. It belongs to s: valid until s is closed, and not to be closed by
 // the caller. Bindings that record and wait without Go use it (see Driver.Entry).
 func (s *Stream) Fence() (*Event, error) {
-	if err := s.live(); err != nil {
+	if err := s.use(); err != nil {
 		return nil, err
 	}
+	defer s.done()
 	return s.fenceEvent()
 }
 
@@ -383,9 +410,10 @@ func (s *Stream) fenceEvent() (*Event, error) {
 
 // Priority is cuStreamGetPriority.
 func (s *Stream) Priority() (int, error) {
-	if err := s.live(); err != nil {
+	if err := s.use(); err != nil {
 		return 0, err
 	}
+	defer s.done()
 	var p int
 	r := s.run(func() (r driver.Result) { p, r = s.api.StreamGetPriority(s.handle); return r })
 	return p, s.ctx.drv.check("cuStreamGetPriority", r)
@@ -394,9 +422,10 @@ func (s *Stream) Priority() (int, error) {
 // NonBlocking reports whether the stream was created with CU_STREAM_NON_BLOCKING
 // (cuStreamGetFlags).
 func (s *Stream) NonBlocking() (bool, error) {
-	if err := s.live(); err != nil {
+	if err := s.use(); err != nil {
 		return false, err
 	}
+	defer s.done()
 	var f uint32
 	r := s.run(func() (r driver.Result) { f, r = s.api.StreamGetFlags(s.handle); return r })
 	return f&driver.StreamNonBlocking != 0, s.ctx.drv.check("cuStreamGetFlags", r)
@@ -409,9 +438,10 @@ func (s *Stream) NonBlocking() (bool, error) {
 // others the driver is asked, which fails on a capturing stream and invalidates the
 // capture (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED).
 func (s *Stream) ID() (uint64, error) {
-	if err := s.live(); err != nil {
+	if err := s.use(); err != nil {
 		return 0, err
 	}
+	defer s.done()
 	if s.id != 0 {
 		return s.id, nil
 	}
@@ -421,11 +451,20 @@ func (s *Stream) ID() (uint64, error) {
 }
 
 // Close destroys an owned stream (cuStreamDestroy; work already submitted still runs) or
-// forgets a borrowed one. It is idempotent.
+// forgets a borrowed one. It is idempotent. A call on s in flight on another goroutine
+// keeps the stream until it returns (the last one destroys it, and its error is lost);
+// calls begun after Close fail with [ErrClosed].
 func (s *Stream) Close() error {
-	if s.closed.Swap(true) {
-		return nil
+	if s == nil {
+		return ErrNil
 	}
+	_, err := s.uses.close(s)
+	return err
+}
+
+// destroy gives back what s holds: its fence, an owned stream, its context's count. The
+// last use of a closed s calls it, once (see uses).
+func (s *Stream) destroy() error {
 	var err error
 	if f := s.fence.Load(); f != nil {
 		err = s.ctx.putFence(f)
