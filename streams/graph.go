@@ -1,7 +1,6 @@
 package streams
 
 import (
-	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -183,11 +182,6 @@ type GraphExec struct {
 	graph  *Graph
 	handle driver.GraphExec
 	uses   uses // open, and the calls in flight: Close's destroy waits for the last (uses.go)
-
-	// launchedOn: the streams it was launched on, where its graph has host functions, so
-	// that Close frees those functions only after the launches have run them.
-	mu         sync.Mutex
-	launchedOn []*Stream
 }
 
 // Handle is the CUgraphExec.
@@ -214,22 +208,41 @@ func (e *GraphExec) done(s *Stream) {
 	e.uses.leave(e)
 }
 
-// Launch runs the graph on s (cuGraphLaunch).
+// Launch runs the graph on s (cuGraphLaunch). Where the graph has host functions, the
+// launch holds them until it has run (a host function of this package's behind it gives
+// them back), however soon the executable, the graph or s is closed: closing a stream
+// does not cancel its work. A launch captured into another graph may run at any replay of
+// that one, so it holds them for the life of the process.
 func (e *GraphExec) Launch(s *Stream) error {
 	if err := e.use(s); err != nil {
 		return err
 	}
 	defer e.done(s)
-	err := s.ctx.drv.check("cuGraphLaunch",
-		s.run(func() driver.Result { return s.api.GraphLaunch(e.handle, s.handle) }))
-	if err == nil && len(e.graph.hostFuncs) > 0 {
-		e.mu.Lock()
-		if !slices.Contains(e.launchedOn, s) {
-			e.launchedOn = append(e.launchedOn, s)
-		}
-		e.mu.Unlock()
+	g := e.graph
+	launch := func() error {
+		return s.ctx.drv.check("cuGraphLaunch",
+			s.run(func() driver.Result { return s.api.GraphLaunch(e.handle, s.handle) }))
 	}
-	return err
+	if len(g.hostFuncs) == 0 {
+		return launch()
+	}
+	status, _, r := s.api.StreamGetCaptureInfo(s.callCtx(), s.handle)
+	if err := s.ctx.drv.check("cuStreamGetCaptureInfo", r); err != nil {
+		return err
+	}
+	g.refs.Add(1)
+	if err := launch(); err != nil {
+		g.unref()
+		return err
+	}
+	if status != driver.CaptureStatusNone {
+		return nil
+	}
+	key := driver.RegisterHostFunc(g.unref, false)
+	if r := s.api.LaunchHostFunc(s.callCtx(), s.handle, key); r != driver.Success {
+		driver.ReleaseHostFunc(key) // the launch is enqueued: its count stays, as a captured one's
+	}
+	return nil
 }
 
 // Upload prepares the graph's device resources on s ahead of its first launch
@@ -254,24 +267,10 @@ func (e *GraphExec) Close() error {
 	return err
 }
 
-// destroy destroys the executable once no call holds it. The graph's host functions are
-// freed once the launches on every stream it ran on have run (a host function of this
-// package's enqueued behind them drops the count), or at once if it never ran.
+// destroy destroys the executable once no call holds it; the graph's host functions stay
+// while its launches do (see Launch).
 func (e *GraphExec) destroy() error {
 	err := e.graph.ctx.drv.check("cuGraphExecDestroy", e.graph.api.GraphExecDestroy(e.handle))
-	e.mu.Lock()
-	pending := e.launchedOn
-	e.launchedOn = nil
-	e.mu.Unlock()
-	if len(pending) == 0 {
-		e.graph.unref()
-		return err
-	}
-	e.graph.refs.Add(int32(len(pending)) - 1)
-	for _, s := range pending {
-		if s.LaunchHostFunc(e.graph.unref) != nil {
-			e.graph.unref() // the stream is gone: nothing more will run there
-		}
-	}
+	e.graph.unref()
 	return err
 }

@@ -118,20 +118,14 @@ func (d *Driver) captureInfo(ch driver.Context, h driver.Stream) (driver.Capture
 func (d *Driver) GraphGetNodes(h driver.Graph) (int, driver.Result) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	g, ok := lookup[*graph](d, uintptr(h))
-	if !ok {
-		return 0, driver.ErrorInvalidHandle
-	}
+	g := live[*graph](d, uintptr(h))
 	return len(g.nodes), driver.Success
 }
 
 func (d *Driver) GraphInstantiateWithFlags(h driver.Graph, flags uint64) (driver.GraphExec, driver.Result) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	g, ok := lookup[*graph](d, uintptr(h))
-	if !ok {
-		return 0, driver.ErrorInvalidHandle
-	}
+	g := live[*graph](d, uintptr(h))
 	e := &graphExec{nodes: append([]*node(nil), g.nodes...), owns: owned{}}
 	for o, n := range g.owns {
 		o.refs += n
@@ -146,10 +140,7 @@ func (d *Driver) GraphInstantiateWithFlags(h driver.Graph, flags uint64) (driver
 func (d *Driver) GraphLaunch(h driver.GraphExec, sh driver.Stream) driver.Result {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	e, ok := lookup[*graphExec](d, uintptr(h))
-	if !ok {
-		return driver.ErrorInvalidHandle
-	}
+	e := live[*graphExec](d, uintptr(h))
 	s, r := d.stream(sh)
 	if r != driver.Success {
 		return r
@@ -178,9 +169,7 @@ func (d *Driver) GraphLaunch(h driver.GraphExec, sh driver.Stream) driver.Result
 func (d *Driver) GraphUpload(h driver.GraphExec, sh driver.Stream) driver.Result {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if _, ok := lookup[*graphExec](d, uintptr(h)); !ok {
-		return driver.ErrorInvalidHandle
-	}
+	live[*graphExec](d, uintptr(h))
 	_, r := d.stream(sh)
 	return r
 }
@@ -190,10 +179,7 @@ func (d *Driver) GraphUpload(h driver.GraphExec, sh driver.Stream) driver.Result
 func (d *Driver) GraphExecDestroy(h driver.GraphExec) driver.Result {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	e, ok := lookup[*graphExec](d, uintptr(h))
-	if !ok {
-		return driver.ErrorInvalidHandle
-	}
+	e := live[*graphExec](d, uintptr(h))
 	d.forget(uintptr(h))
 	e.closed = true
 	if e.inFlight == 0 {
@@ -205,8 +191,8 @@ func (d *Driver) GraphExecDestroy(h driver.GraphExec) driver.Result {
 func (d *Driver) GraphDestroy(h driver.Graph) driver.Result {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	g, ok := lookup[*graph](d, uintptr(h))
-	if !ok || g.capturing {
+	g := live[*graph](d, uintptr(h))
+	if g.capturing {
 		return driver.ErrorInvalidHandle
 	}
 	d.forget(uintptr(h))

@@ -39,16 +39,17 @@ func (d *Driver) EventCheck(h driver.Event) (driver.Context, uint64, driver.Resu
 }
 
 func (d *Driver) EventDestroy(h driver.Event) driver.Result {
-	return d.destroy(uintptr(h), func(o any) bool { _, ok := o.(*event); return ok })
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	live[*event](d, uintptr(h))
+	d.forget(uintptr(h))
+	return driver.Success
 }
 
 func (d *Driver) EventRecord(ch driver.Context, eh driver.Event, sh driver.Stream) driver.Result {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	e, ok := lookup[*event](d, uintptr(eh))
-	if !ok {
-		return driver.ErrorInvalidHandle
-	}
+	e := live[*event](d, uintptr(eh))
 	s, r := d.streamIn(ch, sh)
 	if r != driver.Success {
 		return r
@@ -71,10 +72,7 @@ func (d *Driver) EventRecordAndWait(ch driver.Context, e driver.Event, from, to 
 }
 
 func (d *Driver) event(h driver.Event) (*eventState, driver.Result) {
-	e, ok := lookup[*event](d, uintptr(h))
-	if !ok {
-		return nil, driver.ErrorInvalidHandle
-	}
+	e := live[*event](d, uintptr(h))
 	if c := e.state.captured; c != nil {
 		if c.capture.ended { // what the real driver answers once the capture is over (H200)
 			return nil, driver.ErrorInvalidValue
@@ -140,10 +138,7 @@ func (d *Driver) IpcGetEventHandle(h driver.Event) (driver.IPCEventHandle, drive
 	var out driver.IPCEventHandle
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	e, ok := lookup[*event](d, uintptr(h))
-	if !ok {
-		return out, driver.ErrorInvalidHandle
-	}
+	e := live[*event](d, uintptr(h))
 	if e.state.flags&driver.EventInterprocess == 0 {
 		return out, driver.ErrorInvalidHandle // as the real driver answers (seen on an H100, driver 580)
 	}

@@ -49,11 +49,7 @@ func (d *Driver) streamIn(ch driver.Context, h driver.Stream) (*stream, driver.R
 		}
 		return c.legacy, driver.Success
 	}
-	s, ok := lookup[*stream](d, uintptr(h))
-	if !ok {
-		return nil, driver.ErrorInvalidHandle
-	}
-	return s, driver.Success
+	return live[*stream](d, uintptr(h)), driver.Success
 }
 
 // StreamCheck looks the handle up: the software driver knows every stream it made. Like
@@ -199,10 +195,7 @@ func (d *Driver) StreamWaitEvent(ch driver.Context, h driver.Stream, eh driver.E
 	if r != driver.Success {
 		return r
 	}
-	e, ok := lookup[*event](d, uintptr(eh))
-	if !ok {
-		return driver.ErrorInvalidHandle
-	}
+	e := live[*event](d, uintptr(eh))
 	if flags != 0 {
 		return driver.ErrorInvalidValue
 	}

@@ -13,10 +13,14 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"runtime"
+	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
+	"unicode"
 
 	"github.com/streambridge/streambridge/internal/driver"
 )
@@ -201,6 +205,46 @@ func lookup[T any](d *Driver, h uintptr) (T, bool) {
 	obj, ok := d.objects[h].(T)
 	return obj, ok
 }
+
+// live is the object of kind T at h, for a call that uses it. The real driver reads the
+// object a handle points to: one that names none (destroyed, never made, or another kind
+// of object) kills the process (SIGSEGV, on an H100). So the software driver kills it too
+// (gone), where a bare CUDA_ERROR_INVALID_HANDLE would let a CPU test pass that crashes on
+// a GPU. Only the handle checks (StreamCheck, EventCheck) may be given any handle. Caller
+// holds d.mu.
+func live[T any](d *Driver, h uintptr) T {
+	obj, ok := d.objects[h].(T)
+	if !ok {
+		gone(h)
+	}
+	return obj
+}
+
+// gone ends the process, as the real driver would, naming the entry point that was given
+// handle h, which names no live object of the kind it takes, and the stack that called it.
+func gone(h uintptr) {
+	call := "a driver call"
+	pcs := make([]uintptr, 16)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs)])
+	for {
+		f, more := frames.Next()
+		if name, ok := strings.CutPrefix(f.Function, "github.com/streambridge/streambridge/internal/sim.(*Driver)."); ok &&
+			name != "" && unicode.IsUpper(rune(name[0])) {
+			call = "cu" + name
+			break
+		}
+		if !more {
+			break
+		}
+	}
+	fmt.Fprintf(os.Stderr, "streambridge software driver: %s was given %#x, which is no live object of the kind it "+
+		"takes (destroyed, never made, or another kind): the real driver would crash here. The process ends.\n%s",
+		call, h, debug.Stack())
+	os.Exit(GoneExitCode)
+}
+
+// GoneExitCode is the exit status of a process the software driver ended (see live).
+const GoneExitCode = 86
 
 func (d *Driver) DriverGetVersion() (int, driver.Result) { return Version, driver.Success }
 

@@ -56,10 +56,7 @@ func (d *Driver) UserObjectRelease(h uintptr, count int) driver.Result {
 func (d *Driver) GraphRetainUserObject(gh driver.Graph, h uintptr, count int, flags uint32) driver.Result {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	g, ok := lookup[*graph](d, uintptr(gh))
-	if !ok {
-		return driver.ErrorInvalidHandle
-	}
+	g := live[*graph](d, uintptr(gh))
 	o, ok := lookup[*userObject](d, h)
 	if !ok || count < 1 || flags > graphUserObjectMove || (flags == graphUserObjectMove && count > o.refs) {
 		return driver.ErrorInvalidValue

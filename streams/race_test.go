@@ -1,0 +1,267 @@
+package streams
+
+import (
+	"errors"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/streambridge/streambridge/internal/driver"
+	"github.com/streambridge/streambridge/internal/sim"
+)
+
+// Close racing a call on another goroutine. On the real driver a destroyed handle that
+// reaches a call kills the process (SIGSEGV); the software driver ends it too (sim.live),
+// so these tests fail on either driver if a Close can slip under a call.
+
+// raceObjects are what one round of a race works on: a stream that is closed, and the
+// stream, event and graph the calls use with it.
+type raceObjects struct {
+	s, other *Stream
+	e, end   *Event
+	exec     *GraphExec
+}
+
+// raceCalls are every call on a stream, an event or an executable graph, each taking the
+// objects of one round; which object the round closes is the table's second column.
+var raceCalls = []struct {
+	name   string
+	closes func(o *raceObjects) func() error
+	call   func(o *raceObjects) error
+}{
+	{"Stream.Query", closesStream, func(o *raceObjects) error { _, err := o.s.Query(); return err }},
+	{"Stream.Synchronize", closesStream, func(o *raceObjects) error { return o.s.Synchronize() }},
+	{"Stream.Record", closesStream, func(o *raceObjects) error { return o.s.Record(o.e) }},
+	{"Stream.WaitEvent", closesStream, func(o *raceObjects) error { return o.s.WaitEvent(o.e) }},
+	{"Stream.WaitStream", closesStream, func(o *raceObjects) error { return o.other.WaitStream(o.s) }},
+	{"Stream.WaitStream (waiter)", closesStream, func(o *raceObjects) error { return o.s.WaitStream(o.other) }},
+	{"Stream.LaunchHostFunc", closesStream, func(o *raceObjects) error { return o.s.LaunchHostFunc(func() {}) }},
+	{"Stream.Priority", closesStream, func(o *raceObjects) error { _, err := o.s.Priority(); return err }},
+	{"Stream.ID", closesStream, func(o *raceObjects) error { _, err := o.s.ID(); return err }},
+	{"Stream.CaptureInfo", closesStream, func(o *raceObjects) error { _, _, err := o.s.CaptureInfo(); return err }},
+	{"GraphExec.Launch (stream)", closesStream, func(o *raceObjects) error { return o.exec.Launch(o.s) }},
+	{"Event.Record", closesEvent, func(o *raceObjects) error { return o.e.Record(o.other) }},
+	{"Event.Query", closesEvent, func(o *raceObjects) error { _, err := o.e.Query(); return err }},
+	{"Event.Synchronize", closesEvent, func(o *raceObjects) error { return o.e.Synchronize() }},
+	{"Event.ElapsedTime", closesEvent, func(o *raceObjects) error {
+		if _, err := o.end.ElapsedTime(o.e); !errors.Is(err, ErrNotReady) {
+			return err
+		}
+		return nil // a record still running: the events were used, not destroyed
+	}},
+	{"Stream.WaitEvent (event)", closesEvent, func(o *raceObjects) error { return o.other.WaitEvent(o.e) }},
+	{"GraphExec.Launch", closesExec, func(o *raceObjects) error { return o.exec.Launch(o.other) }},
+	{"GraphExec.Upload", closesExec, func(o *raceObjects) error { return o.exec.Upload(o.other) }},
+}
+
+func closesStream(o *raceObjects) func() error { return o.s.Close }
+func closesEvent(o *raceObjects) func() error  { return o.e.Close }
+func closesExec(o *raceObjects) func() error   { return o.exec.Close }
+
+// newRaceObjects makes one round's objects; the test closes those the round did not.
+func newRaceObjects(t *testing.T, c *Context) *raceObjects {
+	t.Helper()
+	o := &raceObjects{other: newStream(t, c, StreamOptions{}), end: newEvent(t, c, EventOptions{})}
+	var err error
+	o.s, err = c.NewStream(StreamOptions{})
+	require.NoError(t, err)
+	o.e, err = c.NewEvent(EventOptions{})
+	require.NoError(t, err)
+	require.NoError(t, o.s.Record(o.e))
+	require.NoError(t, o.other.Record(o.end))
+	require.NoError(t, o.other.BeginCapture(CaptureRelaxed))
+	require.NoError(t, o.other.LaunchHostFunc(func() {}))
+	g, err := o.other.EndCapture()
+	require.NoError(t, err)
+	o.exec, err = g.Instantiate()
+	require.NoError(t, err)
+	require.NoError(t, g.Close())
+	t.Cleanup(func() {
+		for _, closer := range []func() error{o.s.Close, o.e.Close, o.exec.Close} {
+			assert.NoError(t, closer())
+		}
+	})
+	return o
+}
+
+// Every call, from several goroutines, while another goroutine closes the object: each
+// call either runs on the live object or fails with ErrClosed, and the last one out
+// destroys the handle. Nothing else may happen.
+func TestCloseRacingEveryCall(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		c := primary(t, d, 0)
+		for _, tc := range raceCalls {
+			t.Run(tc.name, func(t *testing.T) {
+				for round := range 20 {
+					o := newRaceObjects(t, c)
+					const callers = 4
+					var wg sync.WaitGroup
+					errs := make(chan error, callers)
+					start := make(chan struct{})
+					for range callers {
+						wg.Add(1)
+						go func() {
+							defer wg.Done()
+							<-start
+							for {
+								if err := tc.call(o); err != nil {
+									errs <- err
+									return
+								}
+							}
+						}()
+					}
+					close(start)
+					time.Sleep(time.Duration(round%5) * 50 * time.Microsecond)
+					require.NoError(t, tc.closes(o)())
+					wg.Wait()
+					close(errs)
+					for err := range errs {
+						require.ErrorIs(t, err, ErrClosed, "round %d", round)
+					}
+				}
+			})
+		}
+	})
+}
+
+// A Close does not wait for a call in flight, and that call keeps the handle until it
+// returns: a host function that closes the stream whose Synchronize waits for it must not
+// deadlock, and the destroy must come after the Synchronize.
+func TestCloseDuringSynchronizeDefersTheDestroy(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		c := primary(t, d, 0)
+		s, err := c.NewStream(StreamOptions{})
+		require.NoError(t, err)
+		g := blockStream(t, s)
+		synced := make(chan error, 1)
+		go func() { synced <- s.Synchronize() }()
+		time.Sleep(20 * time.Millisecond) // the Synchronize is in the driver
+		require.NoError(t, s.Close())     // returns at once, the Synchronize still in flight
+		_, _, r := d.api.StreamCheck(s.handle)
+		assert.Equal(t, driver.Success, r, "the stream was destroyed under a Synchronize in flight")
+		_, err = s.Query()
+		assert.ErrorIs(t, err, ErrClosed, "a call begun after Close")
+		g.open()
+		require.NoError(t, <-synced)
+		_, _, r = d.api.StreamCheck(s.handle)
+		assert.NotEqual(t, driver.Success, r, "the last call out did not destroy the stream")
+	})
+}
+
+// A host function closes the stream it runs on while a Synchronize waits for it.
+func TestHostFunctionClosesItsStreamDuringSynchronize(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		c := primary(t, d, 0)
+		s, err := c.NewStream(StreamOptions{})
+		require.NoError(t, err)
+		closed := make(chan error, 1)
+		require.NoError(t, s.LaunchHostFunc(func() { closed <- s.Close() }))
+		require.NoError(t, s.Synchronize())
+		require.NoError(t, <-closed)
+		_, err = s.Query()
+		require.ErrorIs(t, err, ErrClosed)
+	})
+}
+
+// soakDuration is how long TestSoakRandomCallsWithCloses runs: STREAMBRIDGE_SOAK (a Go
+// duration, e.g. 5m on the GPU machine), else a second, which keeps CI quick.
+func soakDuration(t *testing.T) time.Duration {
+	v := os.Getenv("STREAMBRIDGE_SOAK")
+	if v == "" {
+		return time.Second
+	}
+	d, err := time.ParseDuration(v)
+	require.NoError(t, err, "STREAMBRIDGE_SOAK")
+	return d
+}
+
+// Eight goroutines doing random calls on shared streams, events and graphs, closing and
+// remaking them now and then: every call succeeds or fails with ErrClosed, and the process
+// lives (a destroyed handle reaching either driver ends it).
+func TestSoakRandomCallsWithCloses(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		c := primary(t, d, 0)
+		const slots, workers = 4, 8
+		var objs [slots]atomic.Pointer[raceObjects]
+		var mu sync.Mutex // newRaceObjects registers cleanups on t: one goroutine at a time
+		remake := func(i int) {
+			mu.Lock()
+			defer mu.Unlock()
+			objs[i].Store(newRaceObjects(t, c))
+		}
+		for i := range slots {
+			remake(i)
+		}
+		deadline := time.Now().Add(soakDuration(t))
+		var calls, refused atomic.Int64
+		errs := make(chan error, workers)
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rng := rand.New(rand.NewPCG(uint64(w), 7))
+				for time.Now().Before(deadline) {
+					i := rng.IntN(slots)
+					o := objs[i].Load()
+					tc := raceCalls[rng.IntN(len(raceCalls))]
+					var err error
+					if rng.IntN(200) == 0 {
+						err = tc.closes(o)()
+						remake(i)
+					} else {
+						err = tc.call(o)
+					}
+					calls.Add(1)
+					if errors.Is(err, ErrClosed) {
+						refused.Add(1)
+					} else if err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			require.NoError(t, err)
+		}
+		t.Logf("%d calls, %d refused as closed", calls.Load(), refused.Load())
+		for i := range slots { // what the workers left running finishes before the cleanups
+			require.NoError(t, objs[i].Load().other.Synchronize())
+		}
+	})
+}
+
+// The software driver ends the process when a destroyed handle reaches a call, as the real
+// one crashes: the child process below uses a destroyed stream.
+func TestSimEndsTheProcessOnADestroyedHandle(t *testing.T) {
+	if os.Getenv("STREAMBRIDGE_TEST_GONE") == "1" {
+		d := Sim()
+		c := primary(t, d, 0)
+		s, err := c.NewStream(StreamOptions{})
+		require.NoError(t, err)
+		h := s.handle
+		require.NoError(t, s.Close())
+		d.api.StreamQuery(0, h)
+		t.Fatal("the software driver answered a call on a destroyed stream")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSimEndsTheProcessOnADestroyedHandle$")
+	cmd.Env = append(os.Environ(), "STREAMBRIDGE_TEST_GONE=1")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "%s", out)
+	assert.Equal(t, sim.GoneExitCode, exit.ExitCode(), "%s", out)
+	assert.Contains(t, string(out), "cuStreamQuery was given 0x")
+	assert.Contains(t, string(out), "the real driver would crash here")
+	assert.Contains(t, string(out), "goroutine ") // the stack that made the call follows
+}
