@@ -223,6 +223,8 @@ typedef struct {
     long long key;            /* its Go stream's key, for the calls that go through Go; 0 until needed */
     char open;                /* usable: made, and not closed */
     char owned;               /* made by the core (cuStreamCreateWithPriority): destroyed on close */
+    char closing;             /* closed while busy: the last call out releases (see hold) */
+    int busy;                 /* calls on it in flight with the GIL let go (see hold) */
     PyObject *owner;          /* what a borrowed stream came from, kept alive with it; or NULL */
 } StreamCore;
 
@@ -237,6 +239,8 @@ typedef struct {
     char timing;             /* made without CU_EVENT_DISABLE_TIMING */
     char interprocess;       /* made with CU_EVENT_INTERPROCESS, or opened from another process */
     char recorded;           /* recorded by streambridge at least once (what elapsed_time's error says) */
+    char closing;            /* closed while busy: the last call out destroys it (see hold) */
+    int busy;                /* calls on it in flight with the GIL let go (see hold) */
 } EventCore;
 
 typedef struct {
@@ -446,6 +450,45 @@ static int event_usable(EventCore *e) {
 /* The checks of a call on a stream and an event. */
 static int both_usable(StreamCore *s, EventCore *e) { return gate() && stream_usable(s) && event_usable(e); }
 
+/* ---- Holds: no close under a call in flight ----
+ * A call that lets the GIL go while the driver has a handle of an object's (a synchronize,
+ * an enqueue behind a waiting host callback, a call into Go under the stream's key) holds
+ * the object first and lets go after it took the GIL back. A close on another thread meets
+ * a held object: it marks it closed, so no new call begins, and the last call out does the
+ * release (stream_release, event_release), after cuda.core's resource handles: while a
+ * call has the handle, it is valid. A close never waits for a call (a host callback that
+ * closes the stream whose synchronize waits for it would deadlock). Counts change only
+ * with the GIL held: the calls that keep it, the frequent ones, pay nothing. */
+static int stream_release(StreamCore *s, int made);
+static int event_release(EventCore *e);
+
+static void stream_hold(StreamCore *s) { s->busy++; }
+
+static void stream_let_go(StreamCore *s) {
+    if (--s->busy > 0 || !s->closing)
+        return;
+    int made = s->closing == 2;
+    s->closing = 0;
+    PyObject *type, *value, *tb; /* the call's own result or error stands; the release's has no caller */
+    PyErr_Fetch(&type, &value, &tb);
+    if (stream_release(s, made) < 0)
+        PyErr_WriteUnraisable((PyObject *)s);
+    PyErr_Restore(type, value, tb);
+}
+
+static void event_hold(EventCore *e) { e->busy++; }
+
+static void event_let_go(EventCore *e) {
+    if (--e->busy > 0 || !e->closing)
+        return;
+    e->closing = 0;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    if (event_release(e) < 0)
+        PyErr_WriteUnraisable((PyObject *)e);
+    PyErr_Restore(type, value, tb);
+}
+
 /* Python host callbacks that may be waiting for the GIL: those launched (host_call_on) that
  * have not yet taken it, and those captured into a graph that is alive (any replay may run
  * them, whoever launches it). */
@@ -455,14 +498,17 @@ static atomic_long host_calls_waiting;
  * while the stream's queue is full. With no Python host callback waiting for the GIL, it is
  * called with the GIL held, as CuPy calls cuEventRecord and cuStreamWaitEvent (releasing and
  * taking back the GIL would cost more than the call); with one waiting, the GIL is released
- * first, for a full queue may drain only once that callback ran. */
-#define ENQUEUE(r, expr)                                                                   \
+ * first, for a full queue may drain only once that callback ran, and the objects the call
+ * uses are held meanwhile (hold; let_go: see Holds). */
+#define ENQUEUE(r, expr, hold, let_go)                                                      \
     do {                                                                                   \
         if (atomic_load_explicit(&host_calls_waiting, memory_order_acquire) == 0) {        \
             r = (expr);                                                                    \
         } else {                                                                           \
+            hold;                                                                          \
             Py_BEGIN_ALLOW_THREADS r = (expr);                                             \
             Py_END_ALLOW_THREADS                                                           \
+            let_go;                                                                        \
         }                                                                                  \
     } while (0)
 
@@ -500,7 +546,7 @@ static PyObject *do_record(EventCore *e, StreamCore *s) {
         return NULL;
     }
     int r;
-    ENQUEUE(r, record_in(s, e->eptr));
+    ENQUEUE(r, record_in(s, e->eptr), (stream_hold(s), event_hold(e)), (stream_let_go(s), event_let_go(e)));
     if (r != 0)
         return raise_result("cuEventRecord", r);
     e->recorded = 1;
@@ -512,7 +558,7 @@ static PyObject *do_wait(StreamCore *s, EventCore *e) {
     if (!both_usable(s, e))
         return NULL;
     int r;
-    ENQUEUE(r, wait_in(s, e->eptr));
+    ENQUEUE(r, wait_in(s, e->eptr), (stream_hold(s), event_hold(e)), (stream_let_go(s), event_let_go(e)));
     return r == 0 ? Py_NewRef(Py_None) : raise_result("cuStreamWaitEvent", r);
 }
 
@@ -594,11 +640,15 @@ static PyObject *stream_wait_stream(PyObject *self, PyObject *other_obj) {
     if (o->fence == 0 && !make_fence(o)) /* made once per stream, in Go (a setup call) */
         return NULL;
     int second = 0, r;
-    ENQUEUE(r, record_in(o, o->fence));
+    stream_hold(s); /* across both enqueues: o's fence is o's until o is released */
+    stream_hold(o);
+    ENQUEUE(r, record_in(o, o->fence), (void)0, (void)0);
     if (r == 0) {
         second = 1;
-        ENQUEUE(r, wait_in(s, o->fence));
+        ENQUEUE(r, wait_in(s, o->fence), (void)0, (void)0);
     }
+    stream_let_go(o);
+    stream_let_go(s);
     return r == 0 ? Py_NewRef(Py_None) : raise_result(second ? "cuStreamWaitEvent" : "cuEventRecord", r);
 }
 
@@ -836,6 +886,7 @@ static PyObject *host_call_on(StreamCore *s, PyObject *fn, PyObject *args) {
     const char *call;
     ctx_scope sc;
     atomic_fetch_add_explicit(&host_calls_waiting, 1, memory_order_acq_rel); /* before it can run */
+    stream_hold(s);
     Py_BEGIN_ALLOW_THREADS
     r = ctx_enter(s->ctx, &sc);
     if (r == 0)
@@ -844,6 +895,7 @@ static PyObject *host_call_on(StreamCore *s, PyObject *fn, PyObject *args) {
         call = "cuCtxSetCurrent";
     ctx_leave(&sc);
     Py_END_ALLOW_THREADS
+    stream_let_go(s);
     if (r == 0)
         Py_RETURN_NONE;
     if (owned) { /* it will never run */
@@ -921,10 +973,13 @@ static PyObject *stream_close_method(PyObject *self, PyObject *unused) {
 }
 
 static PyObject *stream_verify(PyObject *self, PyObject *unused);
+static PyObject *stream_use(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 static PyObject *stream_fill(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
 static PyMethodDef stream_core_methods[] = {
     {"_verify", stream_verify, METH_NOARGS, "raises what any operation on the stream would (gate, closed, identity)"},
+    {"_use", (PyCFunction)(void (*)(void))stream_use, METH_FASTCALL,
+     "_use(fn, *args): fn(key, *args) under the stream's Go key, the stream held until it returns (see Holds)"},
     {"_fill", (PyCFunction)(void (*)(void))stream_fill, METH_FASTCALL,
      "_fill(ptr, device): makes a new ExternalStream of ptr on device (-1: the handle's); see fill_external"},
     {"query", stream_query, METH_NOARGS,
@@ -974,6 +1029,37 @@ static PyMemberDef stream_core_members[] = {
     {"_owner", T_OBJECT, offsetof(StreamCore, owner), 0, "what a borrowed stream came from, kept alive with it"},
     {NULL, 0, 0, 0, NULL},
 };
+
+/* _use(fn, *args): fn(key, *args), a call into Go under the stream's Go key that lets the
+ * GIL go (synchronize, capture, a graph launch on it), with the stream held meanwhile (see
+ * Holds): a close on another thread waits with the release until it returns. */
+static PyObject *stream_use(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    StreamCore *s = (StreamCore *)self;
+    if (nargs < 1) {
+        PyErr_SetString(PyExc_TypeError, "_use takes (fn, *args)");
+        return NULL;
+    }
+    if (!gate() || !stream_usable(s)) /* before the key: a closed stream's key lives on while it is held */
+        return NULL;
+    long long key = stream_key(s);
+    if (key == 0)
+        return NULL;
+    PyObject *small[8], **call = nargs <= 8 ? small : PyMem_Malloc(nargs * sizeof(PyObject *));
+    if (call == NULL)
+        return PyErr_NoMemory();
+    call[0] = PyLong_FromLongLong(key);
+    PyObject *r = NULL;
+    if (call[0] != NULL) {
+        memcpy(call + 1, args + 1, (nargs - 1) * sizeof(PyObject *));
+        stream_hold(s);
+        r = PyObject_Vectorcall(args[0], call, (size_t)nargs, NULL);
+        stream_let_go(s);
+        Py_DECREF(call[0]);
+    }
+    if (call != small)
+        PyMem_Free(call);
+    return r;
+}
 
 static PyObject *stream_get_key(PyObject *self, void *unused) {
     long long key = stream_key((StreamCore *)self);
@@ -1035,9 +1121,11 @@ static PyObject *event_synchronize(PyObject *self, PyObject *unused) {
     if (!gate() || !event_usable(e))
         return NULL;
     int r;
+    event_hold(e);
     Py_BEGIN_ALLOW_THREADS
     r = CALL(cuEventSynchronize, event_fn)(e->eptr);
     Py_END_ALLOW_THREADS
+    event_let_go(e);
     return r == 0 ? Py_NewRef(Py_None) : raise_result("cuEventSynchronize", r);
 }
 
@@ -1178,10 +1266,20 @@ static int release(int what, unsigned long long h, long long kind) {
     return release_now(what, h, kind);
 }
 
+/* The one close of every event: closed from now on; destroyed, if the core owns it, now
+ * or, while a call on another thread holds it, by the last one out (see Holds). */
 static int event_destroy(EventCore *e) {
     if (!e->open)
         return 0;
     e->open = 0;
+    if (e->busy > 0) {
+        e->closing = 1;
+        return 0;
+    }
+    return event_release(e);
+}
+
+static int event_release(EventCore *e) {
     if (e->id != 0)
         return 0; /* borrowed: its owner destroys it */
     live_events--;
@@ -1622,10 +1720,18 @@ static int fill_default(StreamCore *s, unsigned long long ptr, long long device)
 /* The one close of every stream: its Go stream's key released, and, made here, the stream
  * destroyed (both deferred inside host callbacks, forgotten after fork: see release). */
 static int stream_close(StreamCore *s) {
-    long long key = s->key;
     int made = s->open && s->owned;
-    s->key = 0;
     s->open = 0;
+    if (s->busy > 0) { /* a call on another thread has the handle: the last one out releases it */
+        s->closing = s->closing ? s->closing : 1 + made;
+        return 0;
+    }
+    return stream_release(s, made);
+}
+
+static int stream_release(StreamCore *s, int made) {
+    long long key = s->key;
+    s->key = 0;
     int r = key != 0 ? release(RELEASE_KEY, (unsigned long long)key, SB_OBJECT_STREAM) : 0;
     if (!made)
         return r;
@@ -1650,7 +1756,7 @@ static int owned_core_init(PyObject *self, PyObject *args, PyObject *kwargs) {
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OOOO$O:Stream", stream_keywords, &null, &non_blocking, &ptds,
                                      &priority, &device))
         return -1;
-    if (s->open || s->key != 0) {
+    if (s->open || s->key != 0 || s->busy > 0) {
         PyErr_SetString(PyExc_TypeError, "Stream.__init__ was called on a stream already made");
         return -1;
     }
@@ -1765,7 +1871,7 @@ static PyObject *stream_verify(PyObject *self, PyObject *unused) {
  * device's default streams (device 0 if none is stated: fill_default). 0 with the typed
  * error set. */
 static int fill_external(StreamCore *s, unsigned long long ptr, long long device) {
-    if (s->open || s->key != 0) {
+    if (s->open || s->key != 0 || s->busy > 0) {
         PyErr_SetString(PyExc_TypeError, "ExternalStream was already made");
         return 0;
     }
@@ -1960,7 +2066,7 @@ static PyObject *do_launch(KernelCore *k, StreamCore *s, const unsigned dims[6],
         return NULL;
     }
     int r;
-    ENQUEUE(r, launch_in(k, s, dims, shared, params));
+    ENQUEUE(r, launch_in(k, s, dims, shared, params), stream_hold(s), stream_let_go(s));
     return r == 0 ? Py_NewRef(Py_None) : raise_result("cuLaunchKernel", r);
 }
 

@@ -30,11 +30,11 @@ class Graph:
     def launch(self, stream: Any = None) -> None:
         """Run the graph on ``stream`` (the current streambridge stream, else the device's
         legacy default stream, if None) after the work already there (cuGraphLaunch)."""
-        _core.graph_launch(self._key, _c.resolve(stream, self._device)._key)
+        _c.resolve(stream, self._device)._use(lambda stream_key: _core.graph_launch(self._key, stream_key))
 
     def upload(self, stream: Any = None) -> None:
         """Prepare the graph's device resources ahead of its first launch (cuGraphUpload)."""
-        _core.graph_upload(self._key, _c.resolve(stream, self._device)._key)
+        _c.resolve(stream, self._device)._use(lambda stream_key: _core.graph_upload(self._key, stream_key))
 
     def close(self) -> None:
         """Destroy the executable graph (cuGraphExecDestroy); launches in flight finish."""
@@ -51,6 +51,6 @@ class Graph:
             pass
 
 
-def end_capture(stream_key: int, device: int) -> Graph:
-    """The graph the capture of the Go stream ``stream_key`` made (Stream.end_capture)."""
-    return Graph._made(_core.stream_end_capture(stream_key), device)
+def end_capture(stream: Any) -> Graph:
+    """The graph the capture of ``stream`` made (Stream.end_capture)."""
+    return Graph._made(stream._use(_core.stream_end_capture), stream.device_id)

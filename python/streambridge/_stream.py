@@ -96,7 +96,7 @@ class _BaseStream(_c.StreamCore):
     def synchronize(self) -> None:
         """Wait for all work submitted so far (cuStreamSynchronize); other Python threads run
         meanwhile. Refused while capturing (CaptureError): it would invalidate the capture."""
-        _core.stream_synchronize(self._key)
+        self._use(_core.stream_synchronize)
 
     sync = synchronize
 
@@ -124,12 +124,12 @@ class _BaseStream(_c.StreamCore):
         modes = {None: 2, "global": 0, "thread_local": 1, "relaxed": 2, 0: 0, 1: 1, 2: 2}
         if type(mode) not in (int, str, type(None)) or mode not in modes:
             raise ValueError(f"capture mode must be one of 'global', 'thread_local', 'relaxed' (0, 1, 2), not {mode!r}")
-        _core.stream_begin_capture(self._key, modes[mode])
+        self._use(_core.stream_begin_capture, modes[mode])
 
     def end_capture(self) -> Graph:
         """End the capture and return the executable :class:`Graph` (cuStreamEndCapture,
         cuGraphInstantiateWithFlags). A capture invalidated by a forbidden call raises."""
-        return end_capture(self._key, self.device_id)
+        return end_capture(self)
 
     def wait(self, event_or_stream: Any) -> None:
         """cuda.core's spelling: wait for an Event, or for the work submitted so far to any

@@ -1,0 +1,205 @@
+"""Threads: a close() on one thread racing a call on another never lets a destroyed handle
+reach the driver. The real driver crashes on one (SIGSEGV); the software driver ends the
+process too (exit 86, naming the call), so these fail on either driver if a close slips
+under a call.
+
+The soak is also a command of its own, for the GPU machine:
+``python3 python/tests/test_threads.py --soak SECONDS``."""
+
+import os
+import random
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+import streambridge as sb
+
+CLOSED_OR_OK = (sb.ClosedError,)
+
+
+def _objects():
+    """One round's objects: a stream and an event that get closed, the stream, event and
+    graph the calls use with them."""
+    s, other = sb.Stream(non_blocking=True), sb.Stream(non_blocking=True)
+    e, end = sb.Event(), sb.Event()
+    s.record(e)
+    other.record(end)
+    other.begin_capture()
+    other.record()  # an event record node: no host callback, which the blocked one would hold up
+    g = other.end_capture()
+    other.synchronize()
+    return {"s": s, "other": other, "e": e, "end": end, "g": g}
+
+
+# Every call that has a stream's or an event's handle, and which object the round closes.
+CALLS = [
+    ("s", "query", lambda o: o["s"].query()),
+    ("s", "synchronize", lambda o: o["s"].synchronize()),
+    ("s", "record", lambda o: o["s"].record(o["e"])),
+    ("s", "wait_event", lambda o: o["s"].wait_event(o["e"])),
+    ("s", "wait_stream", lambda o: o["other"].wait_stream(o["s"])),
+    ("s", "wait_stream (waiter)", lambda o: o["s"].wait_stream(o["other"])),
+    ("s", "launch_host_func", lambda o: o["s"].launch_host_func(lambda _: None, None)),
+    ("s", "is_capturing", lambda o: o["s"].is_capturing()),
+    ("s", "graph launch", lambda o: o["g"].launch(o["s"])),
+    ("e", "Event.query", lambda o: o["e"].query()),
+    ("e", "Event.synchronize", lambda o: o["e"].synchronize()),
+    ("e", "Event.record", lambda o: o["e"].record(o["other"])),
+    ("e", "wait_event (event)", lambda o: o["other"].wait_event(o["e"])),
+    ("g", "graph launch (graph)", lambda o: o["g"].launch(o["other"])),
+]
+
+
+def _close_all(o):
+    for v in o.values():
+        v.close()
+
+
+@pytest.fixture
+def host_callback_waiting():
+    """A host callback blocked on a stream of its own: while one waits for the GIL, the
+    core lets the GIL go around every enqueue too, which is where a close can meet it."""
+    s = sb.Stream(non_blocking=True)
+    gate = threading.Event()
+    s.launch_host_func(lambda _: gate.wait(30), None)
+    yield
+    gate.set()
+    s.synchronize()
+    s.close()
+
+
+@pytest.mark.parametrize("closes,name,call", CALLS, ids=[c[1] for c in CALLS])
+def test_close_racing_a_call_on_other_threads(closes, name, call, host_callback_waiting):
+    for _ in range(10):
+        o = _objects()
+        errors = []
+        start = threading.Barrier(4)
+
+        def use():
+            start.wait()
+            try:
+                while True:
+                    call(o)
+            except CLOSED_OR_OK:
+                pass
+            except BaseException as e:  # reported below, on the test's thread
+                errors.append(e)
+
+        threads = [threading.Thread(target=use) for _ in range(3)]
+        for t in threads:
+            t.start()
+        start.wait()
+        time.sleep(random.random() * 0.002)
+        o[closes].close()
+        for t in threads:
+            t.join(30)
+        assert not any(t.is_alive() for t in threads), f"{name}: a call did not return after close"
+        assert errors == []
+        o["other"].synchronize()
+        _close_all(o)
+
+
+def test_close_during_synchronize_returns_at_once_and_destroys_after():
+    s = sb.Stream(non_blocking=True)
+    gate = threading.Event()
+    s.launch_host_func(lambda _: gate.wait(30), None)
+    synced = []
+    t = threading.Thread(target=lambda: synced.append(s.synchronize()))
+    t.start()
+    time.sleep(0.05)  # the synchronize is in the driver, the stream held
+    s.close()  # returns at once: it does not wait for the synchronize
+    with pytest.raises(sb.ClosedError):
+        s.query()
+    gate.set()
+    t.join(10)
+    assert synced == [None]
+    with pytest.raises(sb.ClosedError):
+        s.synchronize()
+
+
+def test_a_callback_closes_the_stream_whose_synchronize_waits_for_it():
+    s = sb.Stream(non_blocking=True)
+    s.launch_host_func(lambda _: s.close(), None)  # a close inside a callback is deferred, never a deadlock
+    s.synchronize()
+    sb.Stream().close()  # the deferred close is done by the next close outside a callback
+    with pytest.raises(sb.ClosedError):
+        s.query()
+
+
+def test_event_closed_while_another_thread_synchronizes_on_it():
+    s = sb.Stream(non_blocking=True)
+    gate = threading.Event()
+    s.launch_host_func(lambda _: gate.wait(30), None)
+    e = s.record()
+    done = []
+    t = threading.Thread(target=lambda: done.append(e.synchronize()))
+    t.start()
+    time.sleep(0.05)
+    e.close()
+    with pytest.raises(sb.ClosedError):
+        e.query()
+    gate.set()
+    t.join(10)
+    assert done == [None]
+    s.synchronize()
+    s.close()
+
+
+def soak(seconds, threads=8, seed=0):
+    """Eight threads doing random calls on shared objects, closing and remaking them now
+    and then; returns (calls, refused as closed). Any other error is raised."""
+    slots = [_objects() for _ in range(4)]
+    lock = threading.Lock()
+    deadline = time.monotonic() + seconds
+    counts = [0, 0]
+    errors = []
+
+    def work(n):
+        rng = random.Random(seed * 100 + n)
+        while time.monotonic() < deadline and not errors:
+            i = rng.randrange(len(slots))
+            o = slots[i]
+            closes, _, call = rng.choice(CALLS)
+            try:
+                if rng.randrange(200) == 0:
+                    o[closes].close()
+                    with lock:
+                        slots[i] = _objects()
+                else:
+                    call(o)
+                counts[0] += 1
+            except CLOSED_OR_OK:
+                counts[1] += 1
+            except BaseException as e:
+                errors.append(e)
+
+    ts = [threading.Thread(target=work, args=(n,)) for n in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    if errors:
+        raise errors[0]
+    for o in slots:
+        o["other"].synchronize()
+    return counts
+
+
+def test_soak_in_a_child_process():
+    """The soak, in a child: a destroyed handle reaching the driver ends that process, and
+    this test says how (exit 86 on the software driver, SIGSEGV on a GPU)."""
+    r = subprocess.run([sys.executable, __file__, "--soak", os.environ.get("STREAMBRIDGE_SOAK_SECONDS", "2")],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, f"exit {r.returncode}\n{r.stdout}\n{r.stderr[-4000:]}"
+    assert "soak:" in r.stdout
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--soak":
+        calls, refused = soak(float(sys.argv[2]))
+        print(f"soak: {calls} calls, {refused} refused as closed, 8 threads, driver {sb.driver()}")
+    else:
+        sys.exit("usage: test_threads.py --soak SECONDS")
