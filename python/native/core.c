@@ -462,6 +462,17 @@ static int both_usable(StreamCore *s, EventCore *e) { return gate() && stream_us
 static int stream_release(StreamCore *s, int made);
 static int event_release(EventCore *e);
 
+/* release, run where a call's own result or error stands: the release's error has no caller
+ * and goes to sys.unraisablehook, as a failed close in a destructor's does. */
+#define RELEASE_QUIETLY(obj, release)                                                      \
+    do {                                                                                   \
+        PyObject *type_, *value_, *tb_;                                                    \
+        PyErr_Fetch(&type_, &value_, &tb_);                                                \
+        if ((release) < 0)                                                                 \
+            PyErr_WriteUnraisable((PyObject *)(obj));                                      \
+        PyErr_Restore(type_, value_, tb_);                                                 \
+    } while (0)
+
 static void stream_hold(StreamCore *s) { s->busy++; }
 
 static void stream_let_go(StreamCore *s) {
@@ -469,11 +480,7 @@ static void stream_let_go(StreamCore *s) {
         return;
     int made = s->closing == 2;
     s->closing = 0;
-    PyObject *type, *value, *tb; /* the call's own result or error stands; the release's has no caller */
-    PyErr_Fetch(&type, &value, &tb);
-    if (stream_release(s, made) < 0)
-        PyErr_WriteUnraisable((PyObject *)s);
-    PyErr_Restore(type, value, tb);
+    RELEASE_QUIETLY(s, stream_release(s, made));
 }
 
 static void event_hold(EventCore *e) { e->busy++; }
@@ -482,11 +489,7 @@ static void event_let_go(EventCore *e) {
     if (--e->busy > 0 || !e->closing)
         return;
     e->closing = 0;
-    PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb);
-    if (event_release(e) < 0)
-        PyErr_WriteUnraisable((PyObject *)e);
-    PyErr_Restore(type, value, tb);
+    RELEASE_QUIETLY(e, event_release(e));
 }
 
 /* Python host callbacks that may be waiting for the GIL: those launched (host_call_on) that
@@ -1738,11 +1741,7 @@ static int stream_release(StreamCore *s, int made) {
     live_streams--;
     if (r == 0)
         return release(SB_cuStreamDestroy, s->ptr, 0);
-    PyObject *type, *value, *tb; /* the release's error is the one raised; the stream is still destroyed */
-    PyErr_Fetch(&type, &value, &tb);
-    if (release(SB_cuStreamDestroy, s->ptr, 0) < 0)
-        PyErr_WriteUnraisable((PyObject *)s);
-    PyErr_Restore(type, value, tb);
+    RELEASE_QUIETLY(s, release(SB_cuStreamDestroy, s->ptr, 0)); /* the key's error is the one raised */
     return r;
 }
 
