@@ -23,12 +23,18 @@ func (d *Device) Driver() *Driver { return d.drv }
 
 // Name is cuDeviceGetName.
 func (d *Device) Name() (string, error) {
+	if err := outsideHostFunc(); err != nil {
+		return "", err
+	}
 	s, r := d.drv.api.DeviceGetName(d.dev)
 	return s, d.drv.check("cuDeviceGetName", r)
 }
 
 // ComputeCapability reads CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR and _MINOR.
 func (d *Device) ComputeCapability() (major, minor int, err error) {
+	if err := outsideHostFunc(); err != nil {
+		return 0, 0, err
+	}
 	major, r := d.drv.api.DeviceGetAttribute(driver.AttrComputeCapabilityMajor, d.dev)
 	if err := d.drv.check("cuDeviceGetAttribute", r); err != nil {
 		return 0, 0, err
@@ -39,12 +45,18 @@ func (d *Device) ComputeCapability() (major, minor int, err error) {
 
 // PCIBusID is cuDeviceGetPCIBusId, such as "0000:18:00.0".
 func (d *Device) PCIBusID() (string, error) {
+	if err := outsideHostFunc(); err != nil {
+		return "", err
+	}
 	s, r := d.drv.api.DeviceGetPCIBusId(d.dev)
 	return s, d.drv.check("cuDeviceGetPCIBusId", r)
 }
 
 // UUID is cuDeviceGetUuid, formatted as nvidia-smi prints it: "GPU-xxxxxxxx-xxxx-...".
 func (d *Device) UUID() (string, error) {
+	if err := outsideHostFunc(); err != nil {
+		return "", err
+	}
 	u, r := d.drv.api.DeviceGetUuid(d.dev)
 	if err := d.drv.check("cuDeviceGetUuid", r); err != nil {
 		return "", err
@@ -55,6 +67,9 @@ func (d *Device) UUID() (string, error) {
 // PrimaryContext retains the device's primary context (cuDevicePrimaryCtxRetain), the one
 // the CUDA runtime and so PyTorch, CuPy and cuda.core use. Close releases the retain.
 func (d *Device) PrimaryContext() (*Context, error) {
+	if err := outsideHostFunc(); err != nil {
+		return nil, err
+	}
 	h, r := d.drv.api.DevicePrimaryCtxRetain(d.dev)
 	if err := d.drv.check("cuDevicePrimaryCtxRetain", r); err != nil {
 		return nil, err
@@ -118,8 +133,12 @@ func (c *Context) putFence(e *Event) error {
 	return nil
 }
 
-// acquire counts a new object made in c; ErrClosed once c is closed.
+// acquire counts a new object made in c; ErrClosed once c is closed, ErrInHostFunc
+// inside a host function (where CUDA forbids CUDA calls).
 func (c *Context) acquire() error {
+	if err := outsideHostFunc(); err != nil {
+		return err
+	}
 	if !c.primary {
 		return nil
 	}
@@ -163,6 +182,9 @@ func (c *Context) Driver() *Driver { return c.drv }
 // objects made in it are open, when the last of them closes. Nothing new can be made in it
 // after. It is idempotent, and does nothing for a borrowed context.
 func (c *Context) Close() error {
+	if err := outsideHostFunc(); err != nil {
+		return err
+	}
 	if !c.primary {
 		return nil
 	}
@@ -190,6 +212,9 @@ func (c *Context) Close() error {
 // current context afterwards. Use it to call other CUDA code that relies on the current
 // context.
 func (c *Context) Do(fn func() error) error {
+	if err := outsideHostFunc(); err != nil {
+		return err
+	}
 	var err error
 	if e := c.drv.check("cuCtxSetCurrent", c.do(func() driver.Result {
 		err = fn()
@@ -221,6 +246,9 @@ func (c *Context) do(fn func() driver.Result) driver.Result {
 // StreamPriorityRange is cuCtxGetStreamPriorityRange: numerically lower is higher
 // priority, so greatest <= least.
 func (c *Context) StreamPriorityRange() (least, greatest int, err error) {
+	if err := outsideHostFunc(); err != nil {
+		return 0, 0, err
+	}
 	r := c.do(func() (r driver.Result) {
 		least, greatest, r = c.api.CtxGetStreamPriorityRange()
 		return r

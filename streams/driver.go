@@ -94,18 +94,27 @@ func (d *Driver) Name() string { return d.api.Name() }
 
 // Version is cuDriverGetVersion: 1000*major + 10*minor.
 func (d *Driver) Version() (int, error) {
+	if err := outsideHostFunc(); err != nil {
+		return 0, err
+	}
 	v, r := d.api.DriverGetVersion()
 	return v, d.check("cuDriverGetVersion", r)
 }
 
 // DeviceCount is cuDeviceGetCount.
 func (d *Driver) DeviceCount() (int, error) {
+	if err := outsideHostFunc(); err != nil {
+		return 0, err
+	}
 	n, r := d.api.DeviceGetCount()
 	return n, d.check("cuDeviceGetCount", r)
 }
 
 // Device returns the device with the given ordinal (cuDeviceGet).
 func (d *Driver) Device(ordinal int) (*Device, error) {
+	if err := outsideHostFunc(); err != nil {
+		return nil, err
+	}
 	dev, r := d.api.DeviceGet(ordinal)
 	if err := d.check("cuDeviceGet", r); err != nil {
 		return nil, err
@@ -116,6 +125,9 @@ func (d *Driver) Device(ordinal int) (*Device, error) {
 // borrowedContext returns the Context for a context handle some other code made, so that
 // streams wrapped from that context share one.
 func (d *Driver) borrowedContext(h driver.Context) (*Context, error) {
+	if err := outsideHostFunc(); err != nil {
+		return nil, err
+	}
 	if c, ok := (*d.contexts.Load())[h]; ok {
 		return c, nil
 	}

@@ -42,10 +42,21 @@ var ErrNoDriver = cuda.ErrNoDriver
 // ErrClosed is returned by a method called on an object after its Close.
 var ErrClosed = errors.New("streambridge: object is closed")
 
-// ErrInHostFunc is returned by a call that would block (a synchronize, a synchronous
-// copy) made from inside a host function: the driver runs host functions one at a time,
-// so such a wait for work queued behind a host function would never return.
-var ErrInHostFunc = errors.New("streambridge: a blocking call from inside a host function would deadlock: the driver runs host functions one at a time")
+// ErrInHostFunc is returned by every call that would reach the driver made from inside a
+// host function, where CUDA forbids CUDA calls: the driver runs host functions one at a
+// time, so a wait there for work queued behind a host function never returns. A Close
+// there is taken, and its destroy runs on a goroutine of its own.
+var ErrInHostFunc = errors.New("streambridge: a call into the CUDA driver from inside a host function, which CUDA forbids (the driver runs host functions one at a time, so a wait there would never return): do the work after the stream's work instead")
+
+// outsideHostFunc is ErrInHostFunc inside a host function, else nil: the first check of
+// every call that reaches the driver and takes no use of an object (uses.enter makes it
+// for those that do).
+func outsideHostFunc() error {
+	if driver.InHostFunc() {
+		return ErrInHostFunc
+	}
+	return nil
+}
 
 // ErrNil is returned when a nil object is passed where one is needed.
 var ErrNil = errors.New("streambridge: nil object")
@@ -79,6 +90,11 @@ func (e *CallError) Unwrap() error { return e.Result }
 // go doc does not list them): Value any is what was passed to panic, Stack []byte the
 // panicking goroutine's stack. Its Error() string says the value.
 type HostFuncPanic = driver.HostFuncPanic
+
+// ErrHostFuncGoexit is the Value of the [HostFuncPanic] reported when a host function ends
+// its goroutine with runtime.Goexit (t.FailNow, t.Fatal and t.SkipNow do). Host functions
+// run on goroutines of this package's, not on the driver's thread, so the stream goes on.
+var ErrHostFuncGoexit = driver.ErrGoexit
 
 // SetHostFuncPanicHandler sets what receives panics recovered from host functions (nil:
 // print them to standard error). A panic never unwinds into the driver's thread.

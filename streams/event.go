@@ -144,8 +144,8 @@ func (e *Event) use() error {
 	if e == nil {
 		return ErrNil
 	}
-	if !e.uses.enter(e) {
-		return ErrClosed
+	if err := e.uses.enter(e); err != nil {
+		return err
 	}
 	if e.id != 0 {
 		if err := e.ctx.drv.VerifyEvent(uintptr(e.handle), e.id); err != nil {
@@ -191,9 +191,6 @@ func (e *Event) Synchronize() error {
 		return err
 	}
 	defer e.done()
-	if driver.InHostFunc() {
-		return ErrInHostFunc
-	}
 	return e.ctx.drv.check("cuEventSynchronize", e.api.EventSynchronize(e.handle))
 }
 

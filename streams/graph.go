@@ -153,8 +153,8 @@ func (g *Graph) use() error {
 	if g == nil {
 		return ErrNil
 	}
-	if !g.uses.enter(g) {
-		return ErrClosed
+	if err := g.uses.enter(g); err != nil {
+		return err
 	}
 	return nil
 }
@@ -193,8 +193,8 @@ func (e *GraphExec) use(s *Stream) error {
 	if e == nil {
 		return ErrNil
 	}
-	if !e.uses.enter(e) {
-		return ErrClosed
+	if err := e.uses.enter(e); err != nil {
+		return err
 	}
 	if err := s.useWith(e.graph.api); err != nil {
 		e.uses.leave(e)

@@ -2,6 +2,7 @@ package streams
 
 import (
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -94,18 +95,52 @@ func TestMillionHostFuncs(t *testing.T) {
 	})
 }
 
-// A host function that synchronizes a stream (its own, or another with a host function
-// queued behind this one) would wait forever for the driver's one host-function thread; it
-// gets ErrInHostFunc instead, and the streams go on.
-func TestBlockingCallsFromAHostFunctionFail(t *testing.T) {
+// CUDA forbids CUDA calls in a host function: the driver runs host functions one at a
+// time, so one that synchronizes a stream (its own, or another with a host function
+// queued behind this one) would wait forever. Every call that would reach the driver gets
+// ErrInHostFunc instead, and the streams go on. A Close is taken: its destroy runs later,
+// off the driver's thread.
+func TestEveryDriverCallFromAHostFunctionFails(t *testing.T) {
 	eachDriver(t, func(t *testing.T, d *Driver) {
 		c := primary(t, d, 0)
 		s := newStream(t, c, StreamOptions{NonBlocking: true})
 		other := newStream(t, c, StreamOptions{NonBlocking: true})
+		doomed := newStream(t, c, StreamOptions{NonBlocking: true})
 		e := newEvent(t, c, EventOptions{DisableTiming: true})
-		got := make(chan []error, 1)
+		dev := c.Device()
+		calls := map[string]func() error{
+			"Stream.Synchronize":          s.Synchronize,
+			"other.Synchronize":           other.Synchronize,
+			"Event.Synchronize":           e.Synchronize,
+			"Stream.Query":                func() error { _, err := other.Query(); return err },
+			"Stream.Record":               func() error { return other.Record(e) },
+			"Stream.WaitEvent":            func() error { return other.WaitEvent(e) },
+			"Stream.WaitStream":           func() error { return other.WaitStream(s) },
+			"Stream.LaunchHostFunc":       func() error { return other.LaunchHostFunc(func() {}) },
+			"Stream.Priority":             func() error { _, err := other.Priority(); return err },
+			"Stream.BeginCapture":         func() error { return other.BeginCapture(CaptureRelaxed) },
+			"Event.Query":                 func() error { _, err := e.Query(); return err },
+			"Context.NewStream":           func() error { _, err := c.NewStream(StreamOptions{}); return err },
+			"Context.NewEvent":            func() error { _, err := c.NewEvent(EventOptions{}); return err },
+			"Context.WrapStream":          func() error { _, err := c.WrapStream(PerThreadStream); return err },
+			"Context.Alloc":               func() error { _, err := c.Alloc(64); return err },
+			"Context.Do":                  func() error { return c.Do(func() error { return nil }) },
+			"Context.StreamPriorityRange": func() error { _, _, err := c.StreamPriorityRange(); return err },
+			"Driver.WrapStream":           func() error { _, err := d.WrapStream(other.Handle()); return err },
+			"Driver.DeviceCount":          func() error { _, err := d.DeviceCount(); return err },
+			"Driver.Version":              func() error { _, err := d.Version(); return err },
+			"Device.Name":                 func() error { _, err := dev.Name(); return err },
+			"Device.PrimaryContext":       func() error { _, err := dev.PrimaryContext(); return err },
+		}
+		got := make(chan map[string]error, 1)
+		closed := make(chan error, 1)
 		require.NoError(t, s.LaunchHostFunc(func() {
-			got <- []error{s.Synchronize(), other.Synchronize(), e.Synchronize()}
+			errs := map[string]error{}
+			for name, call := range calls {
+				errs[name] = call()
+			}
+			got <- errs
+			closed <- doomed.Close()
 		}))
 		require.NoError(t, other.WaitStream(s)) // other's host function waits for the one above
 		ran := make(chan struct{})
@@ -113,13 +148,67 @@ func TestBlockingCallsFromAHostFunctionFail(t *testing.T) {
 		require.NoError(t, other.Record(e))
 		select {
 		case errs := <-got:
-			for i, err := range errs {
-				assert.ErrorIs(t, err, ErrInHostFunc, "call %d", i)
+			require.Len(t, errs, len(calls))
+			for name, err := range errs {
+				assert.ErrorIs(t, err, ErrInHostFunc, name)
 			}
 		case <-time.After(5 * time.Second):
-			t.Fatal("a blocking call inside a host function hung")
+			t.Fatal("a call inside a host function hung")
 		}
+		require.NoError(t, <-closed, "a Close inside a host function is taken")
 		require.NoError(t, other.Synchronize(), "outside a host function it works")
 		<-ran
+		_, err := doomed.Query()
+		assert.ErrorIs(t, err, ErrClosed)
+	})
+}
+
+// While a host function runs, calls from other goroutines are not in it.
+func TestCallsBesideARunningHostFunctionWork(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		c := primary(t, d, 0)
+		s := newStream(t, c, StreamOptions{NonBlocking: true})
+		other := newStream(t, c, StreamOptions{NonBlocking: true})
+		inside, release := make(chan struct{}), make(chan struct{})
+		require.NoError(t, s.LaunchHostFunc(func() { close(inside); <-release }))
+		<-inside
+		for range 100 {
+			_, err := other.Query()
+			require.NoError(t, err)
+			require.NoError(t, other.Synchronize())
+		}
+		close(release)
+		require.NoError(t, s.Synchronize())
+	})
+}
+
+// A host function that ends its goroutine (runtime.Goexit; t.FailNow and t.Fatal do) does
+// not take the driver's thread with it: the stream goes on, and the handler hears of it.
+func TestHostFunctionGoexitDoesNotHangTheStream(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		panics := capturePanics(t)
+		c := primary(t, d, 0)
+		s := newStream(t, c, StreamOptions{NonBlocking: true})
+		var j journal
+		for range 3 {
+			require.NoError(t, s.LaunchHostFunc(func() { runtime.Goexit() }))
+			require.NoError(t, s.LaunchHostFunc(j.add("after")))
+		}
+		synced := make(chan error, 1)
+		go func() { synced <- s.Synchronize() }()
+		select {
+		case err := <-synced:
+			require.NoError(t, err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("Synchronize hung behind a host function that called runtime.Goexit")
+		}
+		assert.Equal(t, []string{"after", "after", "after"}, j.get())
+		got := panics()
+		require.Len(t, got, 3)
+		for _, err := range got {
+			var p *HostFuncPanic
+			require.True(t, errors.As(err, &p))
+			assert.Equal(t, ErrHostFuncGoexit, p.Value)
+		}
 	})
 }

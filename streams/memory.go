@@ -69,8 +69,8 @@ func hostSpan[T any](b *Buffer, host []T) (unsafe.Pointer, uint64, error) {
 	if n > b.size {
 		return nil, 0, fmt.Errorf("streambridge: copy of %d bytes into a buffer of %d", n, b.size)
 	}
-	if !b.uses.enter(b) {
-		return nil, 0, ErrClosed
+	if err := b.uses.enter(b); err != nil {
+		return nil, 0, err
 	}
 	if n == 0 {
 		return nil, 0, nil
@@ -81,9 +81,6 @@ func hostSpan[T any](b *Buffer, host []T) (unsafe.Pointer, uint64, error) {
 // CopyToDevice copies src to the start of b and returns when the copy is done
 // (cuMemcpyHtoD).
 func CopyToDevice[T any](b *Buffer, src []T) error {
-	if driver.InHostFunc() {
-		return ErrInHostFunc
-	}
 	p, n, err := hostSpan(b, src)
 	if err != nil {
 		return err
@@ -100,9 +97,6 @@ func CopyToDevice[T any](b *Buffer, src []T) error {
 // CopyFromDevice copies the start of b into dst and returns when the copy is done
 // (cuMemcpyDtoH).
 func CopyFromDevice[T any](dst []T, b *Buffer) error {
-	if driver.InHostFunc() {
-		return ErrInHostFunc
-	}
 	p, n, err := hostSpan(b, dst)
 	if err != nil {
 		return err

@@ -69,8 +69,8 @@ func (m *Module) Function(name string) (*Function, error) {
 	if m == nil {
 		return nil, ErrNil
 	}
-	if !m.uses.enter(m) {
-		return nil, ErrClosed
+	if err := m.uses.enter(m); err != nil {
+		return nil, err
 	}
 	defer m.uses.leave(m)
 	symbol := name
@@ -185,8 +185,8 @@ func (f *Function) Launch(s *Stream, cfg LaunchConfig, args *Args) error {
 		return ErrNil
 	}
 	m := f.module
-	if !m.uses.enter(m) {
-		return ErrClosed
+	if err := m.uses.enter(m); err != nil {
+		return err
 	}
 	defer m.uses.leave(m)
 	c := m.ctx

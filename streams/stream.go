@@ -249,8 +249,8 @@ func (s *Stream) use() error {
 	if s == nil {
 		return ErrNil
 	}
-	if !s.uses.enter(s) {
-		return ErrClosed
+	if err := s.uses.enter(s); err != nil {
+		return err
 	}
 	if s.id != 0 {
 		if err := s.ctx.drv.VerifyStream(uintptr(s.handle), s.id); err != nil {
@@ -320,9 +320,6 @@ func (s *Stream) Synchronize() error {
 		return err
 	}
 	defer s.done()
-	if driver.InHostFunc() {
-		return ErrInHostFunc
-	}
 	return s.ctx.drv.check("cuStreamSynchronize", s.api.StreamSynchronize(s.callCtx(), s.handle))
 }
 

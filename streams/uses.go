@@ -1,6 +1,10 @@
 package streams
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/streambridge/streambridge/internal/driver"
+)
 
 // uses is an object's open state and its calls in flight, in one word, after cuda.core's
 // resource handles: while a call holds the object, its driver handle is valid. Every method
@@ -23,14 +27,18 @@ const (
 	usesOne       = 4 // one call in flight
 )
 
-// enter takes a use of o; false once o is closed (the caller reports ErrClosed and gives
-// nothing back).
-func (u *uses) enter(o destroyer) bool {
+// enter takes a use of o for a call into the driver: ErrInHostFunc inside a host
+// function, where CUDA forbids every CUDA call, and ErrClosed once o is closed; the
+// caller gives back only a use it got.
+func (u *uses) enter(o destroyer) error {
+	if err := outsideHostFunc(); err != nil {
+		return err
+	}
 	if u.word.Add(usesOne)&usesClosed == 0 {
-		return true
+		return nil
 	}
 	u.leave(o) // Close may have seen this use and left the destroy to it
-	return false
+	return ErrClosed
 }
 
 // leave gives a use of o back, destroying o where it was the last use of a closed o. The
@@ -42,13 +50,19 @@ func (u *uses) leave(o destroyer) {
 }
 
 // close marks o closed and destroys it where no call is in flight (else the last to leave
-// does). It reports whether this was the first close, and the destroy's error.
+// does). It reports whether this was the first close, and the destroy's error. Inside a
+// host function, where CUDA forbids CUDA calls, the destroy runs on a goroutine of its
+// own, its error lost.
 func (u *uses) close(o destroyer) (bool, error) {
 	w := u.word.Or(usesClosed)
 	if w&usesClosed != 0 {
 		return false, nil
 	}
 	if w == 0 && u.word.CompareAndSwap(usesClosed, usesClosed|usesDestroyed) {
+		if driver.InHostFunc() {
+			go o.destroy()
+			return true, nil
+		}
 		return true, o.destroy()
 	}
 	return true, nil

@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"runtime/debug"
@@ -93,9 +94,12 @@ func LiveHostFuncs() int {
 	return n
 }
 
-// RunHostFunc runs the function stored under key, on whatever thread the driver calls
-// from. A panic is recovered and handed to the panic handler: it must not unwind into the
-// driver's thread.
+// RunHostFunc runs the function stored under key and returns when it has ended, however
+// it ends: a panic is recovered and handed to the panic handler (it must not unwind into
+// the driver's thread), and a runtime.Goexit (t.FailNow, say) is reported there too. The
+// function runs on a worker goroutine, locked to a thread of its own, not on the
+// driver's: a goroutine that exits never returns to its caller, and the driver's thread,
+// with the stream behind it, would wait for it forever.
 func RunHostFunc(key uintptr) {
 	hostFuncs.Lock()
 	var fn func()
@@ -111,44 +115,122 @@ func RunHostFunc(key uintptr) {
 		reportPanic(&HostFuncPanic{Value: fmt.Sprintf("no host function under key %d", key)})
 		return
 	}
-	runtime.LockOSThread() // the thread is how InHostFunc knows it
-	defer runtime.UnlockOSThread()
-	tid := syscall.Gettid()
-	running.Lock()
-	running.tids[tid]++
-	running.Unlock()
-	running.n.Add(1)
-	defer func() {
-		running.n.Add(-1)
-		running.Lock()
-		if running.tids[tid]--; running.tids[tid] == 0 {
-			delete(running.tids, tid)
+	w := workers.take()
+	w.fn <- fn
+	if <-w.ended {
+		workers.put(w)
+	}
+}
+
+// worker runs host functions, one at a time, on a goroutine of its own, locked to its
+// thread while one runs (which is how InHostFunc knows it). ended says whether the
+// worker lives on: false when the function called runtime.Goexit, which ends the
+// worker's goroutine.
+type worker struct {
+	fn    chan func()
+	ended chan bool
+}
+
+// workers are the idle workers: a driver runs host functions one at a time per stream,
+// so there are about as many as streams with a host function running at once.
+var workers pool
+
+type pool struct {
+	sync.Mutex
+	idle []*worker
+}
+
+// take is an idle worker, or a new one.
+func (p *pool) take() *worker {
+	p.Lock()
+	if n := len(p.idle); n > 0 {
+		w := p.idle[n-1]
+		p.idle = p.idle[:n-1]
+		p.Unlock()
+		return w
+	}
+	p.Unlock()
+	w := &worker{fn: make(chan func()), ended: make(chan bool)}
+	go w.loop()
+	return w
+}
+
+func (p *pool) put(w *worker) {
+	p.Lock()
+	p.idle = append(p.idle, w)
+	p.Unlock()
+}
+
+// ErrGoexit is reported to the panic handler when a host function ends its goroutine
+// with runtime.Goexit (t.FailNow, t.Fatal and t.SkipNow do): the stream carries on.
+var ErrGoexit = errors.New("streambridge: host function called runtime.Goexit; the stream went on")
+
+func (w *worker) loop() {
+	for fn := range w.fn {
+		if !w.run(fn) {
+			return
 		}
-		running.Unlock()
+		w.ended <- true
+	}
+}
+
+// run calls fn, reporting a panic; false where fn called runtime.Goexit, after telling
+// RunHostFunc (the goroutine ends once run's deferred calls have).
+func (w *worker) run(fn func()) (returned bool) {
+	runtime.LockOSThread()
+	tid := int32(syscall.Gettid())
+	enterHostFunc(tid)
+	defer func() {
+		leaveHostFunc(tid)
+		runtime.UnlockOSThread()
 		if v := recover(); v != nil {
 			reportPanic(&HostFuncPanic{Value: v, Stack: debug.Stack()})
+			returned = true
+			return
+		}
+		if !returned {
+			reportPanic(&HostFuncPanic{Value: ErrGoexit, Stack: debug.Stack()})
+			w.ended <- false
 		}
 	}()
 	fn()
+	return true
 }
 
 // running knows the threads that are inside a host function now.
 var running = struct {
 	sync.Mutex
-	tids map[int]int
+	tids map[int32]int
 	n    atomic.Int64 // how many run now: 0 answers InHostFunc without a system call
-}{tids: map[int]int{}}
+}{tids: map[int32]int{}}
 
-// InHostFunc reports whether the calling goroutine runs inside a host function. Such code
-// must not block on a stream or event: the driver runs host functions one at a time, so
-// waiting there for work behind another host function (or behind itself) never returns.
+func enterHostFunc(tid int32) {
+	running.Lock()
+	running.tids[tid]++
+	running.Unlock()
+	running.n.Add(1)
+}
+
+func leaveHostFunc(tid int32) {
+	running.n.Add(-1)
+	running.Lock()
+	if running.tids[tid]--; running.tids[tid] == 0 {
+		delete(running.tids, tid)
+	}
+	running.Unlock()
+}
+
+// InHostFunc reports whether the calling goroutine runs inside a host function, where
+// CUDA forbids every CUDA call: the driver runs host functions one at a time, so a wait
+// there for work behind another host function (or behind itself) never returns. While no
+// host function runs anywhere it costs one atomic load.
 func InHostFunc() bool {
 	if running.n.Load() == 0 {
 		return false
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	tid := syscall.Gettid()
+	tid := int32(syscall.Gettid())
 	running.Lock()
 	defer running.Unlock()
 	return running.tids[tid] > 0
