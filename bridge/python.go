@@ -50,6 +50,8 @@ func DescribeForPython(err error) PythonError {
 		return PythonError{Kind: boundary.KindDeviceMismatch}
 	case errors.Is(err, ErrCapture):
 		return PythonError{Kind: boundary.KindCapture}
+	case errors.Is(err, streams.ErrCaptureWrongThread): // refused, and the capture goes on
+		return PythonError{Kind: boundary.KindCapture, Code: int(streams.ErrCaptureWrongThread), Name: streams.ErrCaptureWrongThread.Name()}
 	case errors.Is(err, streams.ErrInHostFunc):
 		return PythonError{Kind: boundary.KindInCallback}
 	case errors.Is(err, ErrAmbiguousHandle), errors.Is(err, ErrValue), errors.Is(err, streams.ErrSetting),

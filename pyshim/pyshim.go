@@ -23,6 +23,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"unsafe"
 
 	"github.com/streambridge/streambridge/bridge"
@@ -37,10 +38,14 @@ var (
 	nextKey int64
 )
 
-// keyed is an object under a key, with the kind the key was made for.
+// keyed is an object under a key, with the kind the key was made for. A key of the
+// per-thread default stream (handle 2) means, to Python as to CUDA, the calling thread's:
+// a Go wrapper of 2 is one thread's (streams.Context.WrapStream), so the key keeps one
+// for each Python thread that used it (perThread), all closed with the key.
 type keyed struct {
-	kind boundary.ObjectKind
-	obj  any
+	kind    boundary.ObjectKind
+	obj     any
+	threads map[int32]*streams.Stream
 }
 
 // driver is the process's bridge, shared with Go packages built into the same extension.
@@ -55,7 +60,7 @@ func store(kind boundary.ObjectKind, obj any) int64 {
 	mu.Lock()
 	defer mu.Unlock()
 	nextKey++
-	table[nextKey] = keyed{kind, obj}
+	table[nextKey] = keyed{kind: kind, obj: obj}
 	return nextKey
 }
 
@@ -88,7 +93,44 @@ func find[T any](key int64) (T, error) {
 	if !ok {
 		return zero, fmt.Errorf("%w: key %d is a %s, not a %s", bridge.ErrType, key, k.kind.Name(), kindOf(zero).Name())
 	}
+	if s, ok := k.obj.(*streams.Stream); ok && s.Handle() == streams.PerThreadStream {
+		t, err := perThread(key, s)
+		if err != nil {
+			return zero, err
+		}
+		return any(t).(T), nil
+	}
 	return obj, nil
+}
+
+// perThread is key's wrapper of the per-thread default stream for the calling thread (a
+// Python thread: a call from Python runs on it, locked there), made on the thread's first
+// use of the key.
+func perThread(key int64, s *streams.Stream) (*streams.Stream, error) {
+	tid := int32(syscall.Gettid())
+	mu.RLock()
+	t := table[key].threads[tid]
+	mu.RUnlock()
+	if t != nil {
+		return t, nil
+	}
+	t, err := s.Context().WrapStream(streams.PerThreadStream)
+	if err != nil {
+		return nil, err
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	k, ok := table[key]
+	if !ok { // closed meanwhile
+		t.Close()
+		return nil, fmt.Errorf("%w: this stream", streams.ErrClosed)
+	}
+	if k.threads == nil {
+		k.threads = map[int32]*streams.Stream{}
+		table[key] = k
+	}
+	k.threads[tid] = t
+	return t, nil
 }
 
 // call1 is the one shape of a call on one object: fn on the object under key. Method
@@ -387,6 +429,9 @@ func Close(key int64, kind int) (bool, error) {
 	mu.Unlock()
 	if !ok {
 		return false, nil
+	}
+	for _, t := range k.threads {
+		t.Close() // wrappers of the per-thread stream: nothing to destroy
 	}
 	if c, ok := k.obj.(interface{ Close() error }); ok {
 		return done(c.Close())

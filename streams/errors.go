@@ -33,6 +33,7 @@ const (
 	ErrCaptureUnjoined    Result = driver.ErrorCaptureUnjoined
 	ErrCaptureIsolation   Result = driver.ErrorCaptureIsolation
 	ErrCapturedEvent      Result = driver.ErrorCapturedEvent
+	ErrCaptureWrongThread Result = driver.ErrorCaptureWrongThread
 )
 
 // ErrNoDriver is matched (errors.Is) by every error that comes from there being no usable
@@ -57,6 +58,11 @@ func outsideHostFunc() error {
 	}
 	return nil
 }
+
+// ErrWrongThread is returned by a call on a wrapper of the per-thread default stream
+// (handle 2) from an OS thread other than the one it was wrapped on: that thread's
+// per-thread stream is another stream, and work on it would not be ordered with the rest.
+var ErrWrongThread = errors.New("streambridge: per-thread default stream used from another OS thread")
 
 // ErrNil is returned when a nil object is passed where one is needed.
 var ErrNil = errors.New("streambridge: nil object")

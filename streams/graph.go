@@ -1,8 +1,10 @@
 package streams
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/streambridge/streambridge/internal/driver"
 )
@@ -30,28 +32,51 @@ const (
 // BeginCapture starts capturing the work submitted to the stream into a graph instead of
 // running it (cuStreamBeginCapture). Any stream can be captured, including one another
 // library created, except the legacy default stream.
+//
+// CUDA wants a capture in global or thread-local mode ended on the OS thread that began
+// it, and a goroutine moves between threads: in those modes BeginCapture locks the calling
+// goroutine to its thread (runtime.LockOSThread) until [Stream.EndCapture], which must be
+// called from the same goroutine (from another, it fails with [ErrCaptureWrongThread] and
+// the capture goes on). A relaxed capture may be ended from anywhere and locks nothing.
 func (s *Stream) BeginCapture(mode CaptureMode) error {
 	if err := s.use(); err != nil {
 		return err
 	}
 	defer s.done()
-	return s.ctx.drv.check("cuStreamBeginCapture",
-		s.run(func() driver.Result { return s.api.StreamBeginCapture(s.handle, mode) }))
+	runtime.LockOSThread()
+	r := s.run(func() driver.Result { return s.api.StreamBeginCapture(s.handle, mode) })
+	if r != driver.Success || mode == CaptureRelaxed {
+		runtime.UnlockOSThread()
+	} else {
+		s.capturer.Store(int32(syscall.Gettid())) // the lock stays until EndCapture
+	}
+	return s.ctx.drv.check("cuStreamBeginCapture", r)
 }
 
 // EndCapture ends the capture begun on this stream and returns the graph
-// (cuStreamEndCapture). A capture that an illegal operation invalidated fails with
-// [ErrCaptureInvalidated].
+// (cuStreamEndCapture), and unlocks the goroutine BeginCapture locked. A capture that an
+// illegal operation invalidated fails with [ErrCaptureInvalidated]; one ended from another
+// thread than the one that began it (in global or thread-local mode) with
+// [ErrCaptureWrongThread], and goes on.
 func (s *Stream) EndCapture() (*Graph, error) {
 	if err := s.use(); err != nil {
 		return nil, err
 	}
 	defer s.done()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	var g driver.Graph
 	var id uint64
 	_, id, r := s.api.StreamGetCaptureInfo(s.ctx.handle, s.handle)
 	if r == driver.Success {
 		r = s.run(func() (r driver.Result) { g, r = s.api.StreamEndCapture(s.handle); return r })
+	}
+	if r == driver.ErrorCaptureWrongThread {
+		return nil, &CallError{Call: "cuStreamEndCapture", Result: r,
+			Hint: "the capture was begun on another OS thread; call EndCapture from the goroutine that called BeginCapture, which stays locked to that thread until then; the capture goes on"}
+	}
+	if s.capturer.CompareAndSwap(int32(syscall.Gettid()), 0) {
+		runtime.UnlockOSThread() // BeginCapture's
 	}
 	d := s.ctx.drv
 	d.mu.Lock()

@@ -3,8 +3,10 @@ package streams
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/streambridge/streambridge/internal/boundary"
 	"github.com/streambridge/streambridge/internal/driver"
@@ -36,6 +38,12 @@ type Stream struct {
 	handle driver.Stream
 	owned  bool
 	uses   uses // open, and the calls in flight: Close's destroy waits for the last (uses.go)
+	// thread is, for a wrapper of the per-thread default stream (handle 2), the OS thread it
+	// was wrapped on, whose per-thread stream it means; every use must come from there.
+	thread int32
+	// capturer is the OS thread that began a capture in global or thread-local mode, which
+	// BeginCapture keeps its goroutine locked to until EndCapture; 0 when none.
+	capturer atomic.Int32
 	// id is a borrowed stream object's cuStreamGetId when it was wrapped: its identity. A
 	// destroyed stream's address can come back as a new stream's; every use checks that
 	// the handle is still a live stream with this id (see Driver.VerifyStream). 0 for
@@ -79,8 +87,11 @@ func (c *Context) NewStream(opts StreamOptions) (*Stream, error) {
 }
 
 // WrapStream borrows a stream handle that belongs to c. The special handles 0, 1 and 2
-// mean c's legacy default stream, CU_STREAM_LEGACY and c's per-thread default stream. Any
-// other handle must be a live stream of c; anything else (a garbage integer, a destroyed
+// mean c's legacy default stream, CU_STREAM_LEGACY and c's per-thread default stream. The
+// per-thread stream is an OS thread's, and a goroutine moves between threads: a wrapper of
+// 2 means the per-thread stream of the thread it was wrapped on, and a call on it from any
+// other thread fails with [ErrWrongThread] (lock the goroutine first with
+// runtime.LockOSThread, and keep it locked while you use the wrapper). Any other handle must be a live stream of c; anything else (a garbage integer, a destroyed
 // stream, another kind of handle) fails with [ErrInvalidHandle] before the driver, which
 // would crash on it, sees it.
 func (c *Context) WrapStream(handle uintptr) (*Stream, error) {
@@ -96,6 +107,9 @@ func (c *Context) WrapStream(handle uintptr) (*Stream, error) {
 
 func (c *Context) wrapStream(handle uintptr) (*Stream, error) {
 	s := &Stream{ctx: c, api: c.api, handle: driver.Stream(handle)}
+	if s.handle == driver.StreamPerThread {
+		s.thread = int32(syscall.Gettid())
+	}
 	if s.handle.IsSpecial() {
 		return s, nil
 	}
@@ -252,6 +266,15 @@ func (s *Stream) use() error {
 	if err := s.uses.enter(s); err != nil {
 		return err
 	}
+	if s.thread != 0 {
+		runtime.LockOSThread() // the call's driver calls stay on the thread checked here
+		if tid := int32(syscall.Gettid()); tid != s.thread {
+			s.done()
+			return fmt.Errorf("%w: the per-thread default stream wrapped on OS thread %d was used from thread %d, whose per-thread stream is another; "+
+				"lock the goroutine to its thread (runtime.LockOSThread) before wrapping handle 2 and while using it, or make a stream of your own",
+				ErrWrongThread, s.thread, tid)
+		}
+	}
 	if s.id != 0 {
 		if err := s.ctx.drv.VerifyStream(uintptr(s.handle), s.id); err != nil {
 			s.done()
@@ -262,7 +285,12 @@ func (s *Stream) use() error {
 }
 
 // done gives back a use taken by use.
-func (s *Stream) done() { s.uses.leave(s) }
+func (s *Stream) done() {
+	if s.thread != 0 {
+		runtime.UnlockOSThread()
+	}
+	s.uses.leave(s)
+}
 
 // useWith takes a use of s, which must belong to the driver behind api, so that an object
 // of api's can be used on it.

@@ -2,7 +2,11 @@ package sim
 
 // Stream capture into graphs, and graph launches.
 
-import "github.com/streambridge/streambridge/internal/driver"
+import (
+	"syscall"
+
+	"github.com/streambridge/streambridge/internal/driver"
+)
 
 func (d *Driver) StreamBeginCapture(h driver.Stream, mode driver.CaptureMode) driver.Result {
 	d.mu.Lock()
@@ -23,7 +27,7 @@ func (d *Driver) StreamBeginCapture(h driver.Stream, mode driver.CaptureMode) dr
 	d.nextID++
 	g := &graph{owns: owned{}, capturing: true}
 	g.handle = driver.Graph(d.newHandle(g))
-	s.capture = &capture{id: d.nextID, mode: mode, origin: s, graph: g, streams: map[*stream]struct{}{s: {}}}
+	s.capture = &capture{id: d.nextID, mode: mode, thread: syscall.Gettid(), origin: s, graph: g, streams: map[*stream]struct{}{s: {}}}
 	s.frontier = nil
 	return driver.Success
 }
@@ -41,6 +45,9 @@ func (d *Driver) StreamEndCapture(h driver.Stream) (driver.Graph, driver.Result)
 	}
 	if c.origin != s {
 		return 0, driver.ErrorCaptureUnmatched
+	}
+	if c.mode != driver.CaptureModeRelaxed && c.thread != syscall.Gettid() {
+		return 0, driver.ErrorCaptureWrongThread // the capture goes on
 	}
 	joined := ancestors(s.frontier)
 	unjoined := false

@@ -45,7 +45,7 @@ func (d *Driver) streamIn(ch driver.Context, h driver.Stream) (*stream, driver.R
 			return nil, driver.ErrorInvalidContext
 		}
 		if h == driver.StreamPerThread {
-			return c.ptds, driver.Success
+			return d.perThread(c), driver.Success
 		}
 		return c.legacy, driver.Success
 	}

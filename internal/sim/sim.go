@@ -52,7 +52,7 @@ type context struct {
 	handle driver.Context
 	dev    *device
 	legacy *stream
-	ptds   *stream
+	ptds   map[int]*stream // each OS thread's per-thread default stream, made on its first use
 	// blocking streams synchronize with the legacy stream
 	blocking map[*stream]struct{}
 	// hostFuncs serializes host functions, as the real driver runs them on one thread:
@@ -100,6 +100,7 @@ type capturedRecord struct {
 type capture struct {
 	id      uint64
 	mode    driver.CaptureMode
+	thread  int // the OS thread that began it: the only one that may end it, but in relaxed mode
 	origin  *stream
 	graph   *graph // what is captured, as cuStreamGetCaptureInfo names it; ended, the result
 	invalid bool
@@ -312,8 +313,7 @@ func (d *Driver) DevicePrimaryCtxRetain(dev driver.Device) (driver.Context, driv
 		c := &context{dev: v, blocking: map[*stream]struct{}{}}
 		c.handle = driver.Context(d.newHandle(c))
 		c.legacy = &stream{ctx: c, legacy: true, id: d.streamID()}
-		c.ptds = &stream{ctx: c, id: d.streamID()}
-		c.blocking[c.ptds] = struct{}{}
+		c.ptds = map[int]*stream{}
 		v.ctx = c
 	}
 	v.retains++
@@ -366,8 +366,8 @@ func (d *Driver) resetContext(c *context) {
 		}
 	}
 	c.legacy = &stream{ctx: c, legacy: true, id: d.streamID()}
-	c.ptds = &stream{ctx: c, id: d.streamID()}
-	c.blocking = map[*stream]struct{}{c.ptds: {}}
+	c.ptds = map[int]*stream{}
+	c.blocking = map[*stream]struct{}{}
 }
 
 func (d *Driver) streamID() uint64 {
@@ -376,6 +376,20 @@ func (d *Driver) streamID() uint64 {
 }
 
 func (d *Driver) currentCtx() *context { return d.current[syscall.Gettid()] }
+
+// perThread is the calling OS thread's per-thread default stream of c (CU_STREAM_PER_THREAD),
+// made on the thread's first use: a goroutine that moves between threads meets another one,
+// as on the real driver. Caller holds d.mu.
+func (d *Driver) perThread(c *context) *stream {
+	tid := syscall.Gettid()
+	s := c.ptds[tid]
+	if s == nil {
+		s = &stream{ctx: c, id: d.streamID()}
+		c.ptds[tid] = s
+		c.blocking[s] = struct{}{}
+	}
+	return s
+}
 
 func (d *Driver) CtxGetCurrent() (driver.Context, driver.Result) {
 	d.mu.Lock()

@@ -203,3 +203,58 @@ if __name__ == "__main__":
         print(f"soak: {calls} calls, {refused} refused as closed, 8 threads, driver {sb.driver()}")
     else:
         sys.exit("usage: test_threads.py --soak SECONDS")
+
+
+def test_end_capture_from_another_thread_is_a_capture_error():
+    """CUDA wants a global or thread-local capture ended on the thread that began it: from
+    another it is refused (CaptureError), and the capture goes on for its own thread."""
+    for mode in ("global", "thread_local"):
+        s = sb.Stream(non_blocking=True)
+        s.begin_capture(mode)
+        s.record()
+        got = []
+
+        def end_elsewhere():
+            try:
+                s.end_capture()
+            except Exception as e:  # noqa: BLE001 - the test reads what it is
+                got.append(e)
+
+        t = threading.Thread(target=end_elsewhere)
+        t.start()
+        t.join()
+        assert len(got) == 1 and isinstance(got[0], sb.CaptureError), (mode, got)
+        assert "thread" in str(got[0])
+        assert s.is_capturing()
+        g = s.end_capture()
+        g.launch(s)
+        s.synchronize()
+        g.close()
+        s.close()
+
+
+def test_per_thread_stream_is_each_calling_threads():
+    """A per-thread default stream object means, on each Python thread, that thread's
+    (as CuPy's and torch's do): the calls that go through Go (synchronize, priority, the
+    stream's id) work from every thread, and no two threads' ids are the same."""
+    from streambridge import _core
+    s = sb.Stream(ptds=True)
+    ids, errors = {}, []
+
+    def use(i):
+        try:
+            s.launch_host_func(lambda _: None, None)
+            s.synchronize()
+            assert s.priority == 0
+            ids[i] = _core.stream_id(s._key)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=use, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(set(ids.values())) == 4, ids
+    s.close()

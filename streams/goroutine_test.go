@@ -1,0 +1,193 @@
+package streams
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Goroutines move between OS threads; CUDA's per-thread default stream and its rule for
+// ending a capture are the thread's. These tests keep the scheduler busy so that an
+// unlocked goroutine does move, as it does in a real program.
+
+// busyScheduler keeps other goroutines runnable for the test's length, so that a goroutine
+// that blocks (a sleep, a host function's wait) comes back on another thread.
+func busyScheduler(t *testing.T) {
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for range 2 * runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				runtime.Gosched()
+			}
+		}()
+	}
+	t.Cleanup(func() { stop.Store(true); wg.Wait() })
+}
+
+// lockedThread is a goroutine locked to an OS thread of its own for the test's length;
+// the returned func runs fn there and waits for it. Two of them are two threads.
+func lockedThread(t *testing.T) func(fn func()) {
+	jobs := make(chan func())
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		for fn := range jobs {
+			fn()
+		}
+	}()
+	t.Cleanup(func() { close(jobs) })
+	return func(fn func()) {
+		done := make(chan struct{})
+		jobs <- func() { defer close(done); fn() }
+		<-done
+	}
+}
+
+// A wrapper of the per-thread default stream is the wrapping thread's: work on it is in
+// order from a goroutine locked there, another thread's per-thread stream is another
+// stream (not held up by this one's work), and a call from another thread is refused.
+func TestPerThreadStreamIsTheWrappingThreads(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		c := primary(t, d, 0)
+		var mine *Stream
+		var ended atomic.Bool
+		release := make(chan struct{})
+		first, second := lockedThread(t), lockedThread(t)
+		first(func() {
+			var err error
+			mine, err = c.WrapStream(PerThreadStream)
+			require.NoError(t, err)
+			require.NoError(t, mine.LaunchHostFunc(func() { <-release; ended.Store(true) }))
+		})
+		t.Cleanup(func() { mine.Close() })
+		second(func() {
+			_, err := mine.Query()
+			require.ErrorIs(t, err, ErrWrongThread)
+			assert.ErrorContains(t, err, "runtime.LockOSThread")
+			theirs, err := c.WrapStream(PerThreadStream)
+			require.NoError(t, err)
+			defer theirs.Close()
+			ready, err := theirs.Query()
+			require.NoError(t, err)
+			assert.True(t, ready, "another thread's per-thread stream waits for nothing of this one's")
+		})
+		close(release)
+		first(func() { require.NoError(t, mine.Synchronize()) })
+		assert.True(t, ended.Load(), "Synchronize on the wrapping thread waited for its host function")
+		_, err := mine.Query() // from this goroutine, never on first's thread, which is locked
+		require.ErrorIs(t, err, ErrWrongThread)
+	})
+}
+
+// The case: a host function that sleeps on a wrapper of the per-thread stream,
+// other goroutines busy, then Synchronize on the same wrapper from the same, unlocked,
+// goroutine. It returned before the host function ended in 14 of 20 runs; now each run
+// either waits for it or is refused, never silently out of order.
+func TestPerThreadStreamNeverLosesOrderOnAMovingGoroutine(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		c := primary(t, d, 0)
+		busyScheduler(t)
+		var waited, refused int
+		for range 20 {
+			s, err := c.WrapStream(PerThreadStream)
+			require.NoError(t, err)
+			var ended atomic.Bool
+			err = s.LaunchHostFunc(func() { time.Sleep(20 * time.Millisecond); ended.Store(true) })
+			if err == nil {
+				time.Sleep(time.Millisecond)
+				err = s.Synchronize()
+				if err == nil {
+					require.True(t, ended.Load(), "Synchronize returned before the host function ended")
+					waited++
+				}
+			}
+			if err != nil {
+				require.ErrorIs(t, err, ErrWrongThread)
+				refused++
+			}
+			require.NoError(t, s.Close())
+		}
+		t.Logf("%d runs waited in order, %d were refused as from another thread", waited, refused)
+	})
+}
+
+// A capture in any mode, begun and ended by one ordinary goroutine while the scheduler is
+// busy: CUDA wants a global or thread-local one ended on the thread that began it, which
+// BeginCapture keeps the goroutine on (it failed in 19 of 20 runs, and 20 of 20).
+func TestCaptureFromAnOrdinaryGoroutineInEveryMode(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		c := primary(t, d, 0)
+		s := newStream(t, c, StreamOptions{NonBlocking: true})
+		e := newEvent(t, c, EventOptions{DisableTiming: true})
+		busyScheduler(t)
+		for _, mode := range []CaptureMode{CaptureGlobal, CaptureThreadLocal, CaptureRelaxed} {
+			for run := range 20 {
+				done := make(chan error, 1)
+				go func() {
+					done <- func() error {
+						if err := s.BeginCapture(mode); err != nil {
+							return err
+						}
+						if err := s.Record(e); err != nil {
+							return err
+						}
+						time.Sleep(time.Millisecond) // the goroutine blocks, and would come back elsewhere
+						runtime.Gosched()
+						g, err := s.EndCapture()
+						if err != nil {
+							return err
+						}
+						return g.Close()
+					}()
+				}()
+				require.NoError(t, <-done, "mode %d, run %d", mode, run)
+			}
+		}
+	})
+}
+
+// EndCapture from another thread than the capture's (global or thread-local) is refused,
+// and the capture goes on: the goroutine that began it ends it.
+func TestEndCaptureFromAnotherThreadIsRefused(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		c := primary(t, d, 0)
+		for _, mode := range []CaptureMode{CaptureGlobal, CaptureThreadLocal} {
+			t.Run(fmt.Sprint("mode ", mode), func(t *testing.T) {
+				s := newStream(t, c, StreamOptions{NonBlocking: true})
+				begun, tried := make(chan error), make(chan error)
+				ended := make(chan error)
+				go func() {
+					begun <- s.BeginCapture(mode)
+					<-tried
+					g, err := s.EndCapture()
+					if err == nil {
+						err = g.Close()
+					}
+					ended <- err
+				}()
+				require.NoError(t, <-begun)
+				lockedThread(t)(func() { // a thread of its own: not the capture's, which is locked
+					_, err := s.EndCapture()
+					require.ErrorIs(t, err, ErrCaptureWrongThread)
+					var ce *CallError
+					require.True(t, errors.As(err, &ce))
+					assert.Contains(t, ce.Hint, "BeginCapture")
+					st, _, err := s.CaptureInfo()
+					require.NoError(t, err)
+					assert.Equal(t, CaptureActive, st, "the capture goes on")
+				})
+				tried <- nil
+				require.NoError(t, <-ended)
+			})
+		}
+	})
+}
