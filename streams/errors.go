@@ -99,7 +99,8 @@ type HostFuncPanic = driver.HostFuncPanic
 
 // ErrHostFuncGoexit is the Value of the [HostFuncPanic] reported when a host function ends
 // its goroutine with runtime.Goexit (t.FailNow, t.Fatal and t.SkipNow do). Host functions
-// run on goroutines of this package's, not on the driver's thread, so the stream goes on.
+// run on the driver's thread, which such a function cannot give back: the host functions
+// behind it do not run. The report says why before that happens.
 var ErrHostFuncGoexit = driver.ErrGoexit
 
 // SetHostFuncPanicHandler sets what receives panics recovered from host functions (nil:

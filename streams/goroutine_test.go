@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/streambridge/streambridge/internal/driver"
 )
 
 // Goroutines move between OS threads; CUDA's per-thread default stream and its rule for
@@ -189,5 +191,32 @@ func TestEndCaptureFromAnotherThreadIsRefused(t *testing.T) {
 				require.NoError(t, <-ended)
 			})
 		}
+	})
+}
+
+// A global capture that other code began (here the driver API itself, as torch would) and
+// that is ended from another thread: the driver ends it, discarding it, and says
+// CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD (seen on the H100, driver 580); the software
+// driver does the same.
+func TestEndOfAForeignCaptureFromAnotherThreadDiscardsIt(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		c := primary(t, d, 0)
+		s := newStream(t, c, StreamOptions{NonBlocking: true})
+		begin, end := lockedThread(t), lockedThread(t)
+		begin(func() {
+			require.NoError(t, c.Do(func() error {
+				return d.check("cuStreamBeginCapture", d.api.StreamBeginCapture(driver.Stream(s.Handle()), CaptureGlobal))
+			}))
+		})
+		end(func() {
+			_, err := s.EndCapture()
+			require.ErrorIs(t, err, ErrCaptureWrongThread)
+		})
+		st, _, err := s.CaptureInfo()
+		require.NoError(t, err)
+		assert.Equal(t, CaptureNone, st, "the capture is over")
+		ready, err := s.Query()
+		require.NoError(t, err)
+		assert.True(t, ready)
 	})
 }

@@ -1,6 +1,7 @@
 package streams
 
 import (
+	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -55,9 +56,10 @@ func (s *Stream) BeginCapture(mode CaptureMode) error {
 
 // EndCapture ends the capture begun on this stream and returns the graph
 // (cuStreamEndCapture), and unlocks the goroutine BeginCapture locked. A capture that an
-// illegal operation invalidated fails with [ErrCaptureInvalidated]; one ended from another
-// thread than the one that began it (in global or thread-local mode) with
-// [ErrCaptureWrongThread], and goes on.
+// illegal operation invalidated fails with [ErrCaptureInvalidated]. One begun by
+// BeginCapture (global or thread-local) and ended from another thread fails with
+// [ErrCaptureWrongThread] before the driver sees it, and goes on; one that other code began
+// on another thread the driver ends, discarding it, with the same error.
 func (s *Stream) EndCapture() (*Graph, error) {
 	if err := s.use(); err != nil {
 		return nil, err
@@ -65,17 +67,20 @@ func (s *Stream) EndCapture() (*Graph, error) {
 	defer s.done()
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	tid := int32(syscall.Gettid())
+	if began := s.capturer.Load(); began != 0 && began != tid {
+		// the driver would end the capture, discarding it, and say so only afterwards
+		return nil, &CallError{Call: "cuStreamEndCapture", Result: driver.ErrorCaptureWrongThread,
+			Hint: fmt.Sprintf("the capture was begun on OS thread %d, and this is %d; call EndCapture from the goroutine that called BeginCapture, "+
+				"which stays locked to that thread until then; the capture goes on", began, tid)}
+	}
 	var g driver.Graph
 	var id uint64
 	_, id, r := s.api.StreamGetCaptureInfo(s.ctx.handle, s.handle)
 	if r == driver.Success {
 		r = s.run(func() (r driver.Result) { g, r = s.api.StreamEndCapture(s.handle); return r })
 	}
-	if r == driver.ErrorCaptureWrongThread {
-		return nil, &CallError{Call: "cuStreamEndCapture", Result: r,
-			Hint: "the capture was begun on another OS thread; call EndCapture from the goroutine that called BeginCapture, which stays locked to that thread until then; the capture goes on"}
-	}
-	if s.capturer.CompareAndSwap(int32(syscall.Gettid()), 0) {
+	if s.capturer.CompareAndSwap(tid, 0) {
 		runtime.UnlockOSThread() // BeginCapture's
 	}
 	d := s.ctx.drv

@@ -2,7 +2,6 @@ package streams
 
 import (
 	"errors"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -179,36 +178,5 @@ func TestCallsBesideARunningHostFunctionWork(t *testing.T) {
 		}
 		close(release)
 		require.NoError(t, s.Synchronize())
-	})
-}
-
-// A host function that ends its goroutine (runtime.Goexit; t.FailNow and t.Fatal do) does
-// not take the driver's thread with it: the stream goes on, and the handler hears of it.
-func TestHostFunctionGoexitDoesNotHangTheStream(t *testing.T) {
-	eachDriver(t, func(t *testing.T, d *Driver) {
-		panics := capturePanics(t)
-		c := primary(t, d, 0)
-		s := newStream(t, c, StreamOptions{NonBlocking: true})
-		var j journal
-		for range 3 {
-			require.NoError(t, s.LaunchHostFunc(func() { runtime.Goexit() }))
-			require.NoError(t, s.LaunchHostFunc(j.add("after")))
-		}
-		synced := make(chan error, 1)
-		go func() { synced <- s.Synchronize() }()
-		select {
-		case err := <-synced:
-			require.NoError(t, err)
-		case <-time.After(10 * time.Second):
-			t.Fatal("Synchronize hung behind a host function that called runtime.Goexit")
-		}
-		assert.Equal(t, []string{"after", "after", "after"}, j.get())
-		got := panics()
-		require.Len(t, got, 3)
-		for _, err := range got {
-			var p *HostFuncPanic
-			require.True(t, errors.As(err, &p))
-			assert.Equal(t, ErrHostFuncGoexit, p.Value)
-		}
 	})
 }

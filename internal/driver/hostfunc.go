@@ -94,12 +94,15 @@ func LiveHostFuncs() int {
 	return n
 }
 
-// RunHostFunc runs the function stored under key and returns when it has ended, however
-// it ends: a panic is recovered and handed to the panic handler (it must not unwind into
-// the driver's thread), and a runtime.Goexit (t.FailNow, say) is reported there too. The
-// function runs on a worker goroutine, locked to a thread of its own, not on the
-// driver's: a goroutine that exits never returns to its caller, and the driver's thread,
-// with the stream behind it, would wait for it forever.
+// RunHostFunc runs the function stored under key, on whatever thread the driver calls
+// from. A panic is recovered and handed to the panic handler: it must not unwind into the
+// driver's thread.
+//
+// A function that ends its goroutine (runtime.Goexit; t.FailNow, t.Fatal and t.SkipNow
+// do) cannot give the driver's thread back: Go ends or stops that thread, and the host
+// functions behind it never run. It is reported to the panic handler (ErrGoexit) before
+// that happens. Running each function on a goroutine of its own would survive it, but costs
+// two thread wakes per host function (13 us to 29 us on an H100, see bench/RESULTS.md).
 func RunHostFunc(key uintptr) {
 	hostFuncs.Lock()
 	var fn func()
@@ -115,87 +118,27 @@ func RunHostFunc(key uintptr) {
 		reportPanic(&HostFuncPanic{Value: fmt.Sprintf("no host function under key %d", key)})
 		return
 	}
-	w := workers.take()
-	w.fn <- fn
-	if <-w.ended {
-		workers.put(w)
-	}
-}
-
-// worker runs host functions, one at a time, on a goroutine of its own, locked to its
-// thread while one runs (which is how InHostFunc knows it). ended says whether the
-// worker lives on: false when the function called runtime.Goexit, which ends the
-// worker's goroutine.
-type worker struct {
-	fn    chan func()
-	ended chan bool
-}
-
-// workers are the idle workers: a driver runs host functions one at a time per stream,
-// so there are about as many as streams with a host function running at once.
-var workers pool
-
-type pool struct {
-	sync.Mutex
-	idle []*worker
-}
-
-// take is an idle worker, or a new one.
-func (p *pool) take() *worker {
-	p.Lock()
-	if n := len(p.idle); n > 0 {
-		w := p.idle[n-1]
-		p.idle = p.idle[:n-1]
-		p.Unlock()
-		return w
-	}
-	p.Unlock()
-	w := &worker{fn: make(chan func()), ended: make(chan bool)}
-	go w.loop()
-	return w
-}
-
-func (p *pool) put(w *worker) {
-	p.Lock()
-	p.idle = append(p.idle, w)
-	p.Unlock()
-}
-
-// ErrGoexit is reported to the panic handler when a host function ends its goroutine
-// with runtime.Goexit (t.FailNow, t.Fatal and t.SkipNow do): the stream carries on.
-var ErrGoexit = errors.New("streambridge: host function called runtime.Goexit; the stream went on")
-
-func (w *worker) loop() {
-	for fn := range w.fn {
-		if !w.run(fn) {
-			return
-		}
-		w.ended <- true
-	}
-}
-
-// run calls fn, reporting a panic; false where fn called runtime.Goexit, after telling
-// RunHostFunc (the goroutine ends once run's deferred calls have).
-func (w *worker) run(fn func()) (returned bool) {
-	runtime.LockOSThread()
+	runtime.LockOSThread() // the thread is how InHostFunc knows it
+	defer runtime.UnlockOSThread()
 	tid := int32(syscall.Gettid())
 	enterHostFunc(tid)
+	returned := false
 	defer func() {
 		leaveHostFunc(tid)
-		runtime.UnlockOSThread()
 		if v := recover(); v != nil {
 			reportPanic(&HostFuncPanic{Value: v, Stack: debug.Stack()})
-			returned = true
-			return
-		}
-		if !returned {
+		} else if !returned {
 			reportPanic(&HostFuncPanic{Value: ErrGoexit, Stack: debug.Stack()})
-			w.ended <- false
 		}
 	}()
 	fn()
-	return true
+	returned = true
 }
+
+// ErrGoexit is reported to the panic handler when a host function ends its goroutine with
+// runtime.Goexit (see RunHostFunc).
+var ErrGoexit = errors.New("streambridge: host function called runtime.Goexit (t.FailNow, t.Fatal and t.SkipNow do) on the driver's thread, " +
+	"which it cannot give back: the host functions behind it will not run")
 
 // running knows the threads that are inside a host function now.
 var running = struct {

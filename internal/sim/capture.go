@@ -46,9 +46,6 @@ func (d *Driver) StreamEndCapture(h driver.Stream) (driver.Graph, driver.Result)
 	if c.origin != s {
 		return 0, driver.ErrorCaptureUnmatched
 	}
-	if c.mode != driver.CaptureModeRelaxed && c.thread != syscall.Gettid() {
-		return 0, driver.ErrorCaptureWrongThread // the capture goes on
-	}
 	joined := ancestors(s.frontier)
 	unjoined := false
 	for t := range c.streams {
@@ -63,6 +60,8 @@ func (d *Driver) StreamEndCapture(h driver.Stream) (driver.Graph, driver.Result)
 	c.graph.capturing = false
 	r = driver.Success
 	switch {
+	case c.mode != driver.CaptureModeRelaxed && c.thread != syscall.Gettid():
+		r = driver.ErrorCaptureWrongThread // and the capture is over, as on the real driver (H100, 580)
 	case c.invalid:
 		r = driver.ErrorCaptureInvalidated
 	case unjoined:

@@ -122,7 +122,9 @@ def test_close_during_synchronize_returns_at_once_and_destroys_after():
 
 def test_a_callback_closes_the_stream_whose_synchronize_waits_for_it():
     s = sb.Stream(non_blocking=True)
-    s.launch_host_func(lambda _: s.close(), None)  # a close inside a callback is deferred, never a deadlock
+    gate = threading.Event()  # the callback closes s once synchronize() waits for it
+    s.launch_host_func(lambda _: (gate.wait(30), s.close()), None)  # deferred, never a deadlock
+    threading.Timer(0.05, gate.set).start()
     s.synchronize()
     sb.Stream().close()  # the deferred close is done by the next close outside a callback
     with pytest.raises(sb.ClosedError):
