@@ -24,6 +24,15 @@ type Driver struct {
 
 	mu       sync.Mutex
 	captures map[uint64][]uintptr // host functions captured per capture id
+
+	// captureMu makes each call that asks whether a stream captures and then acts on the
+	// answer (LaunchHostFunc, GraphExec.Launch of a graph with host functions) one step
+	// against BeginCapture and EndCapture: a capture begun between the question and the
+	// launch captured a one-shot host function whose key the replays then ran freed (or
+	// reused by another function); one ended there left a persistent key that nothing
+	// released. Held for a few driver calls. Captures other code begins or ends are not
+	// ordered by it.
+	captureMu sync.Mutex
 }
 
 func newDriver(api driver.API) *Driver {

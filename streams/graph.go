@@ -45,7 +45,9 @@ func (s *Stream) BeginCapture(mode CaptureMode) error {
 	}
 	defer s.done()
 	runtime.LockOSThread()
+	s.ctx.drv.captureMu.Lock()
 	r := s.run(func() driver.Result { return s.api.StreamBeginCapture(s.handle, mode) })
+	s.ctx.drv.captureMu.Unlock()
 	if r != driver.Success || mode == CaptureRelaxed {
 		runtime.UnlockOSThread()
 	} else {
@@ -76,18 +78,20 @@ func (s *Stream) EndCapture() (*Graph, error) {
 	}
 	var g driver.Graph
 	var id uint64
+	d := s.ctx.drv
+	d.captureMu.Lock()
 	_, id, r := s.api.StreamGetCaptureInfo(s.ctx.handle, s.handle)
 	if r == driver.Success {
 		r = s.run(func() (r driver.Result) { g, r = s.api.StreamEndCapture(s.handle); return r })
 	}
-	if s.capturer.CompareAndSwap(tid, 0) {
-		runtime.UnlockOSThread() // BeginCapture's
-	}
-	d := s.ctx.drv
 	d.mu.Lock()
 	keys := d.captures[id]
 	delete(d.captures, id)
 	d.mu.Unlock()
+	d.captureMu.Unlock()
+	if s.capturer.CompareAndSwap(tid, 0) {
+		runtime.UnlockOSThread() // BeginCapture's
+	}
 	if err := d.check("cuStreamEndCapture", r); err != nil {
 		for _, k := range keys {
 			driver.ReleaseHostFunc(k)
@@ -256,6 +260,8 @@ func (e *GraphExec) Launch(s *Stream) error {
 	if len(g.hostFuncs) == 0 {
 		return launch()
 	}
+	s.ctx.drv.captureMu.Lock()
+	defer s.ctx.drv.captureMu.Unlock()
 	status, _, r := s.api.StreamGetCaptureInfo(s.callCtx(), s.handle)
 	if err := s.ctx.drv.check("cuStreamGetCaptureInfo", r); err != nil {
 		return err

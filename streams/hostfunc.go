@@ -25,6 +25,9 @@ func (s *Stream) LaunchHostFunc(fn func()) error {
 	if fn == nil {
 		return errors.New("streambridge: LaunchHostFunc: nil function")
 	}
+	d := s.ctx.drv
+	d.captureMu.Lock()
+	defer d.captureMu.Unlock()
 	status, captureID, r := s.api.StreamGetCaptureInfo(s.callCtx(), s.handle)
 	if err := s.ctx.drv.check("cuStreamGetCaptureInfo", r); err != nil {
 		return err
@@ -37,7 +40,6 @@ func (s *Stream) LaunchHostFunc(fn func()) error {
 		return err
 	}
 	if capturing {
-		d := s.ctx.drv
 		d.mu.Lock()
 		d.captures[captureID] = append(d.captures[captureID], key)
 		d.mu.Unlock()

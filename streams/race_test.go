@@ -265,3 +265,58 @@ func TestSimEndsTheProcessOnADestroyedHandle(t *testing.T) {
 	assert.Contains(t, string(out), "the real driver would crash here")
 	assert.Contains(t, string(out), "goroutine ") // the stack that made the call follows
 }
+
+// One goroutine begins and ends captures on a stream (and replays and closes their graphs)
+// while two others launch host functions on it. A host function launched as a capture
+// begins or ends must be either captured and kept for the graph's replays, or run once and
+// freed: never captured as a one-shot function the replays would find freed (or another
+// function under its key), never kept forever. At the end every host function has been
+// given back.
+func TestCapturesRacingHostFunctions(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		panics := capturePanics(t)
+		c := primary(t, d, 0)
+		s := newStream(t, c, StreamOptions{NonBlocking: true})
+		before := LiveHostFuncs()
+		var stop atomic.Bool
+		var ran atomic.Int64
+		var wg sync.WaitGroup
+		errs := make(chan error, 3)
+		for range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for !stop.Load() {
+					if err := s.LaunchHostFunc(func() { ran.Add(1) }); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		captures := 0
+		for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); captures++ {
+			require.NoError(t, s.BeginCapture(CaptureRelaxed))
+			time.Sleep(100 * time.Microsecond)
+			g, err := s.EndCapture()
+			require.NoError(t, err)
+			exec, err := g.Instantiate()
+			require.NoError(t, err)
+			require.NoError(t, g.Close())
+			require.NoError(t, exec.Launch(s))
+			require.NoError(t, exec.Launch(s))
+			require.NoError(t, exec.Close())
+		}
+		stop.Store(true)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			require.NoError(t, err)
+		}
+		require.NoError(t, s.Synchronize())
+		assert.Empty(t, panics(), "a replay met a freed host function")
+		assert.Eventually(t, func() bool { return LiveHostFuncs() == before }, 5*time.Second, time.Millisecond,
+			"host functions kept after their graphs closed: %d, before %d", LiveHostFuncs(), before)
+		t.Logf("%d captures, %d host function runs", captures, ran.Load())
+	})
+}

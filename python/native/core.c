@@ -836,7 +836,24 @@ enum { CAPTURE_ACTIVE = 1, USER_OBJECT_NO_DESTRUCTOR_SYNC = 1, GRAPH_USER_OBJECT
 /* Launches hc on s (the GIL let go, in s's context): once, or, while s captures a graph,
  * kept by that graph (see above). *owned is cleared once hc is the graph's to free, even
  * where a later step fails; the call that failed is named in *call. */
+/* capture_mu makes a callback's launch (the capture's state read, the user object the
+ * capture's graph retains, the launch) one step against the begin and the end of a capture
+ * made through streambridge (StreamCore._capture), on any thread: an end between the read
+ * and the launch destroyed the graph the user object went to (a crash), and a begin there
+ * captured a callback that nothing keeps for the replays. Taken without the GIL, held for
+ * a few driver calls. A capture other code begins or ends is not ordered by it. */
+static pthread_mutex_t capture_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int launch_host_call_locked(StreamCore *s, host_call *hc, int *owned, const char **call);
+
 static int launch_host_call(StreamCore *s, host_call *hc, int *owned, const char **call) {
+    pthread_mutex_lock(&capture_mu);
+    int r = launch_host_call_locked(s, hc, owned, call);
+    pthread_mutex_unlock(&capture_mu);
+    return r;
+}
+
+static int launch_host_call_locked(StreamCore *s, host_call *hc, int *owned, const char **call) {
     int status, r;
     uintptr_t graph, obj = 0;
     *call = "cuStreamGetCaptureInfo";
@@ -977,12 +994,15 @@ static PyObject *stream_close_method(PyObject *self, PyObject *unused) {
 
 static PyObject *stream_verify(PyObject *self, PyObject *unused);
 static PyObject *stream_use(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+static PyObject *stream_capture(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 static PyObject *stream_fill(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
 static PyMethodDef stream_core_methods[] = {
     {"_verify", stream_verify, METH_NOARGS, "raises what any operation on the stream would (gate, closed, identity)"},
     {"_use", (PyCFunction)(void (*)(void))stream_use, METH_FASTCALL,
      "_use(fn, *args): fn(key, *args) under the stream's Go key, the stream held until it returns (see Holds)"},
+    {"_capture", (PyCFunction)(void (*)(void))stream_capture, METH_FASTCALL,
+     "_capture(fn, *args): _use for the begin and the end of a capture, ordered with callback launches (capture_mu)"},
     {"_fill", (PyCFunction)(void (*)(void))stream_fill, METH_FASTCALL,
      "_fill(ptr, device): makes a new ExternalStream of ptr on device (-1: the handle's); see fill_external"},
     {"query", stream_query, METH_NOARGS,
@@ -1034,12 +1054,22 @@ static PyMemberDef stream_core_members[] = {
 };
 
 /* _use(fn, *args): fn(key, *args), a call into Go under the stream's Go key that lets the
- * GIL go (synchronize, capture, a graph launch on it), with the stream held meanwhile (see
- * Holds): a close on another thread waits with the release until it returns. */
+ * GIL go (synchronize, a graph launch on it), with the stream held meanwhile (see Holds):
+ * a close on another thread waits with the release until it returns. _capture(fn, *args)
+ * is the same for the begin and the end of a capture, with capture_mu held too. */
+static PyObject *use_stream(StreamCore *s, PyObject *const *args, Py_ssize_t nargs, int capture);
+
 static PyObject *stream_use(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    StreamCore *s = (StreamCore *)self;
+    return use_stream((StreamCore *)self, args, nargs, 0);
+}
+
+static PyObject *stream_capture(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    return use_stream((StreamCore *)self, args, nargs, 1);
+}
+
+static PyObject *use_stream(StreamCore *s, PyObject *const *args, Py_ssize_t nargs, int capture) {
     if (nargs < 1) {
-        PyErr_SetString(PyExc_TypeError, "_use takes (fn, *args)");
+        PyErr_SetString(PyExc_TypeError, capture ? "_capture takes (fn, *args)" : "_use takes (fn, *args)");
         return NULL;
     }
     if (!gate() || !stream_usable(s)) /* before the key: a closed stream's key lives on while it is held */
@@ -1055,7 +1085,14 @@ static PyObject *stream_use(PyObject *self, PyObject *const *args, Py_ssize_t na
     if (call[0] != NULL) {
         memcpy(call + 1, args + 1, (nargs - 1) * sizeof(PyObject *));
         stream_hold(s);
+        if (capture) {
+            Py_BEGIN_ALLOW_THREADS
+            pthread_mutex_lock(&capture_mu);
+            Py_END_ALLOW_THREADS
+        }
         r = PyObject_Vectorcall(args[0], call, (size_t)nargs, NULL);
+        if (capture)
+            pthread_mutex_unlock(&capture_mu);
         stream_let_go(s);
         Py_DECREF(call[0]);
     }

@@ -53,4 +53,4 @@ class Graph:
 
 def end_capture(stream: Any) -> Graph:
     """The graph the capture of ``stream`` made (Stream.end_capture)."""
-    return Graph._made(stream._use(_core.stream_end_capture), stream.device_id)
+    return Graph._made(stream._capture(_core.stream_end_capture), stream.device_id)

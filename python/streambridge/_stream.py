@@ -124,7 +124,7 @@ class _BaseStream(_c.StreamCore):
         modes = {None: 2, "global": 0, "thread_local": 1, "relaxed": 2, 0: 0, 1: 1, 2: 2}
         if type(mode) not in (int, str, type(None)) or mode not in modes:
             raise ValueError(f"capture mode must be one of 'global', 'thread_local', 'relaxed' (0, 1, 2), not {mode!r}")
-        self._use(_core.stream_begin_capture, modes[mode])
+        self._capture(_core.stream_begin_capture, modes[mode])
 
     def end_capture(self) -> Graph:
         """End the capture and return the executable :class:`Graph` (cuStreamEndCapture,

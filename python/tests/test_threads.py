@@ -260,3 +260,46 @@ def test_per_thread_stream_is_each_calling_threads():
     assert errors == []
     assert len(set(ids.values())) == 4, ids
     s.close()
+
+
+def test_captures_racing_callbacks():
+    """One thread begins and ends captures on a stream, replays and closes their graphs,
+    while two others launch host callbacks on it: each callback is captured and kept for
+    the replays, or runs once; none is lost or run freed (this crashed both drivers when a
+    capture ended between a launch's look at the capture and its launch)."""
+    s = sb.Stream(non_blocking=True)
+    stop = threading.Event()
+    errors, ran = [], [0]
+
+    def count(_):
+        ran[0] += 1
+
+    def launcher():
+        try:
+            while not stop.is_set():
+                s.launch_host_func(count, None)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=launcher) for _ in range(2)]
+    for t in threads:
+        t.start()
+    captures, deadline = 0, time.monotonic() + 1.0
+    try:
+        while time.monotonic() < deadline:
+            s.begin_capture("relaxed")
+            time.sleep(0.0002)
+            g = s.end_capture()
+            g.launch(s)
+            g.launch(s)
+            g.close()
+            captures += 1
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    s.synchronize()
+    assert errors == []
+    assert sb.callback_errors() == []
+    assert captures > 0 and ran[0] > 0
+    s.close()
