@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -318,5 +319,28 @@ func TestCapturesRacingHostFunctions(t *testing.T) {
 		assert.Eventually(t, func() bool { return LiveHostFuncs() == before }, 5*time.Second, time.Millisecond,
 			"host functions kept after their graphs closed: %d, before %d", LiveHostFuncs(), before)
 		t.Logf("%d captures, %d host function runs", captures, ran.Load())
+	})
+}
+
+// A stream closed in the middle of a capture gives back the host functions captured so
+// far: the capture's graph, which holds them, is ended and destroyed with it.
+func TestStreamClosedMidCaptureGivesBackItsHostFunctions(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		c := primary(t, d, 0)
+		before := LiveHostFuncs()
+		for _, mode := range []CaptureMode{CaptureRelaxed, CaptureThreadLocal, CaptureGlobal} {
+			s, err := c.NewStream(StreamOptions{NonBlocking: true})
+			require.NoError(t, err)
+			require.NoError(t, s.BeginCapture(mode))
+			for range 10 {
+				require.NoError(t, s.LaunchHostFunc(func() {}))
+			}
+			assert.Equal(t, before+10, LiveHostFuncs())
+			require.NoError(t, s.Close())
+			assert.Equal(t, before, LiveHostFuncs(), "mode %d", mode)
+			if mode != CaptureRelaxed {
+				runtime.UnlockOSThread() // BeginCapture's: only EndCapture gives it back
+			}
+		}
 	})
 }

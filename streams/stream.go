@@ -495,6 +495,7 @@ func (s *Stream) destroy() error {
 		err = s.ctx.putFence(f)
 	}
 	if s.owned {
+		s.endLostCapture()
 		if e := s.ctx.drv.check("cuStreamDestroy", s.api.StreamDestroy(s.handle)); e != nil {
 			err = e
 		}
@@ -503,4 +504,29 @@ func (s *Stream) destroy() error {
 		err = e
 	}
 	return err
+}
+
+// endLostCapture ends a capture still going on on an owned stream about to be destroyed,
+// destroys its graph and gives back the host functions captured so far, which the
+// stream's destroy alone would leave registered for the life of the process. Its errors
+// are not Close's: the capture is lost either way. A goroutine BeginCapture locked stays
+// locked (only it can unlock itself).
+func (s *Stream) endLostCapture() {
+	d := s.ctx.drv
+	d.captureMu.Lock()
+	defer d.captureMu.Unlock()
+	status, id, r := s.api.StreamGetCaptureInfo(s.ctx.handle, s.handle)
+	if r != driver.Success || status == driver.CaptureStatusNone {
+		return
+	}
+	if g, r := s.api.StreamEndCapture(s.handle); r == driver.Success {
+		s.api.GraphDestroy(g)
+	}
+	d.mu.Lock()
+	keys := d.captures[id]
+	delete(d.captures, id)
+	d.mu.Unlock()
+	for _, k := range keys {
+		driver.ReleaseHostFunc(k)
+	}
 }

@@ -194,10 +194,13 @@ type EventMemory struct {
 // stream's priority is checked against), and the current-context pair the C core uses to
 // give a special handle (0, 1, 2) or a new event or stream its context, and what ties a
 // host callback captured into a graph to that graph's life (the capture's graph, and a
-// user object the graph holds, whose destructor frees the callback). The C core keeps
-// them in this order (internal/boundary generates its table).
+// user object the graph holds, whose destructor frees the callback), and the end of a
+// capture that an owned stream's destroy meets (the capture's graph, and the callbacks it
+// holds, would be lost with the stream). The C core keeps them in this order
+// (internal/boundary generates its table).
 var EntryNames = []string{"cuStreamQuery", "cuEventRecord", "cuStreamWaitEvent", "cuEventQuery",
 	"cuLaunchHostFunc", "cuLaunchKernel", "cuCtxGetCurrent", "cuCtxSetCurrent",
 	"cuEventCreate", "cuEventDestroy", "cuEventSynchronize", "cuEventElapsedTime", "cuIpcGetEventHandle",
 	"cuStreamCreateWithPriority", "cuStreamDestroy", "cuCtxGetStreamPriorityRange",
-	"cuStreamGetCaptureInfo", "cuUserObjectCreate", "cuUserObjectRelease", "cuGraphRetainUserObject"}
+	"cuStreamGetCaptureInfo", "cuUserObjectCreate", "cuUserObjectRelease", "cuGraphRetainUserObject",
+	"cuStreamEndCapture", "cuGraphDestroy"}

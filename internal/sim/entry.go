@@ -131,6 +131,16 @@ func (d *Driver) Entry(name string) uintptr {
 			"cuGraphRetainUserObject": purego.NewCallback(func(g, o, count, flags uintptr) uintptr {
 				return uintptr(entryDriver.Load().GraphRetainUserObject(driver.Graph(g), o, int(int32(count)), uint32(flags)))
 			}),
+			"cuStreamEndCapture": purego.NewCallback(func(s, out uintptr) uintptr {
+				g, r := entryDriver.Load().StreamEndCapture(driver.Stream(s))
+				if r == driver.Success {
+					*(*uintptr)(addr(out)) = uintptr(g)
+				}
+				return uintptr(r)
+			}),
+			"cuGraphDestroy": purego.NewCallback(func(g uintptr) uintptr {
+				return uintptr(entryDriver.Load().GraphDestroy(driver.Graph(g)))
+			}),
 		}
 	})
 	return entries[name]

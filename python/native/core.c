@@ -62,6 +62,8 @@ typedef int (*user_object_create_fn)(uintptr_t *, void *, void (*)(void *), unsi
                                      unsigned int);                     /* cuUserObjectCreate */
 typedef int (*user_object_release_fn)(uintptr_t, unsigned int);        /* cuUserObjectRelease */
 typedef int (*graph_retain_fn)(uintptr_t, uintptr_t, unsigned int, unsigned int); /* cuGraphRetainUserObject */
+typedef int (*end_capture_fn)(uintptr_t, uintptr_t *);                 /* cuStreamEndCapture */
+typedef int (*graph_destroy_fn)(uintptr_t);                             /* cuGraphDestroy */
 
 static void *entry[SB_ENTRY_COUNT];
 #define CALL(name, type) ((type)entry[SB_##name])
@@ -1265,11 +1267,33 @@ static PyObject *deferred; /* (what, handle or key, kind) closed inside host cal
 extern char pyshim_Close(long long key, long long kind);
 
 /* Gives back now; -1 with the error set. */
+/* A capture still going on on a stream about to be destroyed is ended first and its graph
+ * destroyed: the graph holds the callbacks captured so far (user objects), which the
+ * stream's destroy alone leaves behind for the life of the process. Its errors are not the
+ * close's (the capture is lost either way); an end from another thread than a global or
+ * thread-local capture's began it still ends it. Called with the GIL, which it lets go
+ * while it holds capture_mu (see there). */
+static void end_lost_capture(uintptr_t h) {
+    int status = 0;
+    uintptr_t graph = 0;
+    if (CALL(cuStreamGetCaptureInfo, capture_info_fn)(h, &status, NULL, &graph, NULL, NULL) != 0 || status == 0)
+        return;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&capture_mu);
+    graph = 0;
+    if (CALL(cuStreamEndCapture, end_capture_fn)(h, &graph) == 0 && graph != 0)
+        CALL(cuGraphDestroy, graph_destroy_fn)(graph);
+    pthread_mutex_unlock(&capture_mu);
+    Py_END_ALLOW_THREADS
+}
+
 static int release_now(int what, unsigned long long h, long long kind) {
     if (what == RELEASE_KEY) {
         pyshim_Close((long long)h, kind);
         return PyErr_Occurred() ? -1 : 0;
     }
+    if (what == SB_cuStreamDestroy)
+        end_lost_capture((uintptr_t)h);
     int r = ((event_fn)entry[what])((uintptr_t)h);
     if (r != 0) {
         raise_result(what == SB_cuEventDestroy ? "cuEventDestroy" : "cuStreamDestroy", r);

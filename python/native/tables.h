@@ -41,7 +41,9 @@ enum sb_entry {
     SB_cuUserObjectCreate = 17,
     SB_cuUserObjectRelease = 18,
     SB_cuGraphRetainUserObject = 19,
-    SB_ENTRY_COUNT = 20
+    SB_cuStreamEndCapture = 20,
+    SB_cuGraphDestroy = 21,
+    SB_ENTRY_COUNT = 22
 };
 
 /* The CUresults the core tells apart. */

@@ -38,6 +38,8 @@ ENTRY_NAMES = (
     "cuUserObjectCreate",
     "cuUserObjectRelease",
     "cuGraphRetainUserObject",
+    "cuStreamEndCapture",
+    "cuGraphDestroy",
 )
 
 # The environment settings the Go core reads, handed over from os.environ.

@@ -196,3 +196,22 @@ def test_a_graph_releases_its_callbacks_where_cuda_may_be_called():
     while not where and time.monotonic() < deadline:
         time.sleep(0.005)
     assert where == [(True, True)]
+
+
+@pytest.mark.parametrize("mode", ["relaxed", "thread_local", "global"])
+@pytest.mark.parametrize("how", ["closed", "collected"])
+def test_a_stream_that_dies_mid_capture_releases_its_callbacks(released, mode, how):
+    """The capture's graph holds the callbacks captured so far; a stream closed or
+    collected in the middle of a capture ends it and destroys that graph, so they and their
+    arguments are released (they were kept for the life of the process)."""
+    s = sb.Stream(non_blocking=True)
+    arg = Arg()
+    s.begin_capture(mode)
+    s.launch_host_func(lambda a: None, arg)
+    ref = weakref.ref(arg)
+    del arg
+    if how == "closed":
+        s.close()
+    else:
+        del s
+    assert released(ref)
