@@ -28,7 +28,7 @@ var ErrValue = errors.New("invalid argument")
 var ErrType = errors.New("wrong type")
 
 // ErrCapture marks a call refused because its stream is capturing: Python's CaptureError.
-var ErrCapture = errors.New("not allowed during capture")
+var ErrCapture = streams.ErrCapturing
 
 // DescribeForPython classifies err for Python.
 func DescribeForPython(err error) PythonError {

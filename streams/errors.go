@@ -59,6 +59,11 @@ func outsideHostFunc() error {
 	return nil
 }
 
+// ErrCapturing is matched (errors.Is) by a call refused because its stream is capturing,
+// before the driver, which would refuse it too and invalidate the capture (a graph launch
+// on a capturing stream). The capture goes on.
+var ErrCapturing = errors.New("not allowed during capture")
+
 // ErrWrongThread is returned by a call on a wrapper of the per-thread default stream
 // (handle 2) from an OS thread other than the one it was wrapped on: that thread's
 // per-thread stream is another stream, and work on it would not be ordered with the rest.

@@ -242,41 +242,41 @@ func (e *GraphExec) done(s *Stream) {
 	e.uses.leave(e)
 }
 
-// Launch runs the graph on s (cuGraphLaunch). Where the graph has host functions, the
-// launch holds them until it has run (a host function of this package's behind it gives
-// them back), however soon the executable, the graph or s is closed: closing a stream
-// does not cancel its work. A launch captured into another graph may run at any replay of
-// that one, so it holds them for the life of the process.
+// Launch runs the graph on s (cuGraphLaunch). A stream that is capturing is refused with
+// [ErrCapturing] before the driver, which refuses a graph launched into a capture and
+// invalidates the capture. Where the graph has host functions, the launch holds them until
+// it has run (a host function of this package's behind it gives them back), however soon
+// the executable, the graph or s is closed: closing a stream does not cancel its work.
 func (e *GraphExec) Launch(s *Stream) error {
 	if err := e.use(s); err != nil {
 		return err
 	}
 	defer e.done(s)
 	g := e.graph
-	launch := func() error {
-		return s.ctx.drv.check("cuGraphLaunch",
-			s.run(func() driver.Result { return s.api.GraphLaunch(e.handle, s.handle) }))
-	}
-	if len(g.hostFuncs) == 0 {
-		return launch()
-	}
-	s.ctx.drv.captureMu.Lock()
-	defer s.ctx.drv.captureMu.Unlock()
+	d := s.ctx.drv
+	d.captureMu.Lock() // no capture begins between the question and the launch
+	defer d.captureMu.Unlock()
 	status, _, r := s.api.StreamGetCaptureInfo(s.callCtx(), s.handle)
-	if err := s.ctx.drv.check("cuStreamGetCaptureInfo", r); err != nil {
-		return err
-	}
-	g.refs.Add(1)
-	if err := launch(); err != nil {
-		g.unref()
+	if err := d.check("cuStreamGetCaptureInfo", r); err != nil {
 		return err
 	}
 	if status != driver.CaptureStatusNone {
-		return nil
+		return fmt.Errorf("streambridge: launch of a graph on a capturing stream: %w (the driver refuses it and would invalidate the capture; launch it after EndCapture)", ErrCapturing)
 	}
-	key := driver.RegisterHostFunc(g.unref, false)
-	if r := s.api.LaunchHostFunc(s.callCtx(), s.handle, key); r != driver.Success {
-		driver.ReleaseHostFunc(key) // the launch is enqueued: its count stays, as a captured one's
+	if len(g.hostFuncs) > 0 {
+		g.refs.Add(1)
+	}
+	if err := d.check("cuGraphLaunch", s.run(func() driver.Result { return s.api.GraphLaunch(e.handle, s.handle) })); err != nil {
+		if len(g.hostFuncs) > 0 {
+			g.unref()
+		}
+		return err
+	}
+	if len(g.hostFuncs) > 0 {
+		key := driver.RegisterHostFunc(g.unref, false)
+		if r := s.api.LaunchHostFunc(s.callCtx(), s.handle, key); r != driver.Success {
+			driver.ReleaseHostFunc(key) // the launch is enqueued: its count stays for the process's life
+		}
 	}
 	return nil
 }

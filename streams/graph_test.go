@@ -185,3 +185,42 @@ func TestWrapAStreamAnotherLibraryIsCapturing(t *testing.T) {
 		})
 	}
 }
+
+// A graph launched into a capture: the driver refuses it in every mode and invalidates
+// the capture (H100, driver 580; the software driver does the same), so Launch refuses it
+// first, with ErrCapturing, and the capture goes on.
+func TestGraphLaunchIntoACaptureIsRefusedFirst(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		c := primary(t, d, 0)
+		s := newStream(t, c, StreamOptions{NonBlocking: true})
+		capturing := newStream(t, c, StreamOptions{NonBlocking: true})
+		e := newEvent(t, c, EventOptions{DisableTiming: true})
+		require.NoError(t, s.BeginCapture(CaptureRelaxed))
+		require.NoError(t, s.Record(e))
+		g, err := s.EndCapture()
+		require.NoError(t, err)
+		defer g.Close()
+		exec, err := g.Instantiate()
+		require.NoError(t, err)
+		defer exec.Close()
+
+		require.NoError(t, capturing.BeginCapture(CaptureRelaxed))
+		require.ErrorIs(t, exec.Launch(capturing), ErrCapturing)
+		st, _, err := capturing.CaptureInfo()
+		require.NoError(t, err)
+		assert.Equal(t, CaptureActive, st, "the capture goes on")
+		outer, err := capturing.EndCapture()
+		require.NoError(t, err)
+		require.NoError(t, outer.Close())
+
+		// what the driver itself does with it
+		require.NoError(t, capturing.BeginCapture(CaptureRelaxed))
+		r := d.api.GraphLaunch(driver.GraphExec(exec.Handle()), driver.Stream(capturing.Handle()))
+		assert.Equal(t, driver.ErrorCaptureUnsupported, r)
+		st, _, err = capturing.CaptureInfo()
+		require.NoError(t, err)
+		assert.Equal(t, CaptureInvalidated, st)
+		_, err = capturing.EndCapture()
+		require.ErrorIs(t, err, ErrCaptureInvalidated)
+	})
+}

@@ -151,22 +151,22 @@ func (d *Driver) GraphLaunch(h driver.GraphExec, sh driver.Stream) driver.Result
 	if r != driver.Success {
 		return r
 	}
-	nodes := e.nodes
-	counted := s.capture == nil // a launch captured into another graph runs at its replays
-	if counted {
-		e.inFlight++
+	if s.capture != nil {
+		// the real driver refuses a graph launched into a capture, in every mode, and the
+		// capture is invalidated (H100, driver 580)
+		return uncapturable(s)
 	}
+	nodes := e.nodes
+	e.inFlight++
 	run := func() {
 		for _, n := range nodes {
 			n.run()
 		}
-		if counted {
-			d.mu.Lock()
-			if e.inFlight--; e.inFlight == 0 && e.closed {
-				d.releaseAll(e.owns)
-			}
-			d.mu.Unlock()
+		d.mu.Lock()
+		if e.inFlight--; e.inFlight == 0 && e.closed {
+			d.releaseAll(e.owns)
 		}
+		d.mu.Unlock()
 	}
 	d.submit(s, run)
 	return driver.Success

@@ -191,7 +191,11 @@ def test_a_callbacks_argument_is_released_where_cuda_may_be_called(released):
 
     class CallsCUDAWhenReleased:
         def __del__(self):
-            where.append((threading.current_thread() is threading.main_thread(), s.query()))
+            try:  # the stream may or may not be done by then: what counts is that CUDA answers
+                answer = type(s.query()).__name__
+            except Exception as e:  # noqa: BLE001 - recorded for the assert below
+                answer = repr(e)
+            where.append((threading.current_thread() is threading.main_thread(), answer))
 
     arg = CallsCUDAWhenReleased()
     ref = weakref.ref(arg)
@@ -199,4 +203,4 @@ def test_a_callbacks_argument_is_released_where_cuda_may_be_called(released):
     del arg
     s.synchronize()
     assert released(ref)
-    assert where == [(True, True)]
+    assert where == [(True, "bool")]

@@ -67,3 +67,22 @@ def test_a_stream_capturing_elsewhere_can_be_wrapped_and_used(mode):
     owner.synchronize()
     borrowed.close()
     owner.close()
+
+
+def test_a_graph_launched_into_a_capture_is_a_capture_error():
+    """The driver refuses a graph launched into a capture, in every mode, and invalidates
+    the capture: it is refused first (CaptureError), and the capture goes on."""
+    s, t = streambridge.Stream(non_blocking=True), streambridge.Stream(non_blocking=True)
+    s.begin_capture()
+    s.launch_host_func(lambda _: None, None)
+    g = s.end_capture()
+    for mode in ("global", "thread_local", "relaxed"):
+        t.begin_capture(mode)
+        with pytest.raises(streambridge.CaptureError):
+            g.launch(t)
+        assert t.is_capturing()
+        t.record()
+        t.end_capture().close()
+    g.launch(t)
+    t.synchronize()
+    g.close()
