@@ -1,6 +1,8 @@
 """Kernels compiled with NVRTC and launched from Python on PyTorch, CuPy and cuda.core data
 and streams; the CUDA Array Interface's stream honoured against a slow producer."""
 
+import time
+
 import numpy
 import pytest
 from _interop import SPIN, OnlyDLPack, framework
@@ -191,3 +193,54 @@ def test_scalar_launches_on_our_streams_run_in_c_and_agree_with_python(module, m
     s.close()
     with pytest.raises(streambridge.ClosedError):
         kernel(1, 1, (out.data_ptr(), 1, 1.0, 1), stream=s)
+
+
+def test_a_module_closed_while_other_threads_launch_its_kernels():
+    """A launch that lets the GIL go (it does while a host callback waits, see ENQUEUE) holds
+    its kernel's module: a close on another thread meanwhile marks the module closed, the
+    launch in flight still has a loaded function, and the last one out unloads it. Each
+    launch runs or raises ClosedError; none reaches the driver with an unloaded function."""
+    import threading
+
+    source = 'extern "C" __global__ void nothing(long long x) {}'
+    gate = threading.Event()
+    held = streambridge.Stream(non_blocking=True)
+    held.launch_host_func(lambda _: gate.wait(60), None)
+    held.launch_host_func(lambda _: None, None)  # waits behind the first: launches let the GIL go
+    counts = {"ran": 0, "closed": 0}
+    try:
+        for _ in range(20):
+            m = streambridge.Module(source)
+            k = m.get_kernel("nothing")
+            stop = threading.Event()
+            errors = []
+
+            def launch():
+                s = streambridge.Stream(non_blocking=True)
+                try:
+                    while not stop.is_set():
+                        try:
+                            k((1,), (1,), (7,), stream=s)
+                            counts["ran"] += 1
+                        except streambridge.ClosedError:
+                            counts["closed"] += 1
+                            return
+                    s.synchronize()
+                except Exception as e:  # noqa: BLE001 - reported below
+                    errors.append(e)
+
+            threads = [threading.Thread(target=launch) for _ in range(4)]
+            for t in threads:
+                t.start()
+            time.sleep(0.02)
+            m.close()
+            stop.set()
+            for t in threads:
+                t.join()
+            assert errors == []
+            with pytest.raises(streambridge.ClosedError):
+                k((1,), (1,), (7,))
+    finally:
+        gate.set()
+        held.synchronize()
+    assert counts["ran"] > 0 and counts["closed"] > 0, counts

@@ -245,15 +245,25 @@ typedef struct {
     int busy;                /* calls on it in flight with the GIL let go (see hold) */
 } EventCore;
 
+/* A module compiled and loaded by Go, under its key. A launch that lets the GIL go holds
+ * it (busy), as a stream is held (see Holds): a close meanwhile marks it closed, and the
+ * last launch out releases the key, which unloads it. */
+typedef struct {
+    PyObject_HEAD
+    long long key; /* the Go module's key; 0 once released */
+    int busy;      /* launches of its kernels in flight with the GIL let go */
+    char closed;
+} ModuleCore;
+
 typedef struct {
     PyObject_HEAD
     unsigned long long fn;  /* the CUfunction */
     unsigned long long ctx; /* its module's context: a launch needs it current on the thread */
     long long device;       /* its module's device */
-    char live;              /* the module is loaded */
+    PyObject *module;       /* the ModuleCore that owns fn, kept alive by the kernel */
 } KernelCore;
 
-static PyTypeObject StreamCoreType, ExternalCoreType, OwnedCoreType, EventCoreType, KernelCoreType;
+static PyTypeObject StreamCoreType, ExternalCoreType, OwnedCoreType, EventCoreType, KernelCoreType, ModuleCoreType;
 static PyObject *name_record, *name_wait, *name_call, *name_stream, *name_shared_mem,
     *name_cuda_stream;
 
@@ -2111,10 +2121,25 @@ static int launch_in(KernelCore *k, StreamCore *s, const unsigned dims[6], unsig
     return r;
 }
 
+static int module_release(ModuleCore *m);
+
+/* A launch that lets the GIL go holds its stream and its kernel's module (see Holds). */
+static void launch_hold(StreamCore *s, ModuleCore *m) {
+    stream_hold(s);
+    m->busy++;
+}
+
+static void launch_let_go(StreamCore *s, ModuleCore *m) {
+    if (--m->busy == 0 && m->closed)
+        RELEASE_QUIETLY(m, module_release(m));
+    stream_let_go(s);
+}
+
 static PyObject *do_launch(KernelCore *k, StreamCore *s, const unsigned dims[6], unsigned shared, void **params) {
     if (!gate() || !stream_usable(s))
         return NULL;
-    if (!k->live) {
+    ModuleCore *m = (ModuleCore *)k->module;
+    if (m == NULL || !PyObject_TypeCheck(m, &ModuleCoreType) || m->closed || m->key == 0) {
         sb_raise(SB_KIND_CLOSED, 0, "", "the kernel's module was closed", "");
         return NULL;
     }
@@ -2126,7 +2151,7 @@ static PyObject *do_launch(KernelCore *k, StreamCore *s, const unsigned dims[6],
         return NULL;
     }
     int r;
-    ENQUEUE(r, launch_in(k, s, dims, shared, params), stream_hold(s), stream_let_go(s));
+    ENQUEUE(r, launch_in(k, s, dims, shared, params), launch_hold(s, m), launch_let_go(s, m));
     return r == 0 ? Py_NewRef(Py_None) : raise_result("cuLaunchKernel", r);
 }
 
@@ -2268,9 +2293,14 @@ static PyMemberDef kernel_core_members[] = {
     {"_fn", T_ULONGLONG, offsetof(KernelCore, fn), 0, "the CUfunction"},
     {"_ctx", T_ULONGLONG, offsetof(KernelCore, ctx), 0, "its module's context"},
     {"_device", T_LONGLONG, offsetof(KernelCore, device), 0, "its module's device"},
-    {"_live", T_BOOL, offsetof(KernelCore, live), 0, "the module is loaded"},
+    {"_module", T_OBJECT, offsetof(KernelCore, module), 0, "the ModuleCore that owns the function"},
     {NULL, 0, 0, 0, NULL},
 };
+
+static void kernel_core_dealloc(KernelCore *k) {
+    Py_CLEAR(k->module);
+    Py_TYPE(k)->tp_free((PyObject *)k);
+}
 
 static PyTypeObject KernelCoreType = {
     PyVarObject_HEAD_INIT(NULL, 0)
@@ -2279,9 +2309,65 @@ static PyTypeObject KernelCoreType = {
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
     .tp_doc = "The C core of streambridge's kernels (see core.c).",
     .tp_new = PyType_GenericNew,
+    .tp_dealloc = (destructor)kernel_core_dealloc,
     .tp_call = kernel_call,
     .tp_methods = kernel_core_methods,
     .tp_members = kernel_core_members,
+};
+
+/* -- ModuleCore type -- */
+
+/* The one release of a module's key, once no launch holds it; -1 with the error set. */
+static int module_release(ModuleCore *m) {
+    long long key = m->key;
+    m->key = 0;
+    return key != 0 ? release(RELEASE_KEY, (unsigned long long)key, SB_OBJECT_MODULE) : 0;
+}
+
+/* The one close of every module: closed from now on (its kernels refuse to launch);
+ * unloaded now or, while a launch on another thread holds it, by the last one out. */
+static int module_close(ModuleCore *m) {
+    if (m->closed)
+        return 0;
+    m->closed = 1;
+    return m->busy > 0 ? 0 : module_release(m);
+}
+
+static PyObject *module_core_close(PyObject *self, PyObject *unused) {
+    if (!forked && !in_callback && ((ModuleCore *)self)->key != 0 && !gate())
+        return NULL;
+    return module_close((ModuleCore *)self) < 0 ? NULL : Py_NewRef(Py_None);
+}
+
+static void module_core_dealloc(ModuleCore *m) {
+    if (!m->closed) /* no launch holds it: a launch keeps its kernel, which keeps it */
+        RELEASE_QUIETLY(m, module_close(m));
+    Py_TYPE(m)->tp_free((PyObject *)m);
+}
+
+static PyMethodDef module_core_methods[] = {
+    {"close", module_core_close, METH_NOARGS,
+     "close($self, /)\n--\n\nUnload the module (cuModuleUnload): now, or once launches in flight on other "
+     "threads are enqueued; its kernels can no longer be launched."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef module_core_members[] = {
+    {"_key", T_LONGLONG, offsetof(ModuleCore, key), 0, "the Go module's key; 0 once released"},
+    {"_closed", T_BOOL, offsetof(ModuleCore, closed), READONLY, "closed: its kernels can no longer be launched"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject ModuleCoreType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "streambridge._native.ModuleCore",
+    .tp_basicsize = sizeof(ModuleCore),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "The C core of streambridge's modules (see core.c).",
+    .tp_new = PyType_GenericNew,
+    .tp_dealloc = (destructor)module_core_dealloc,
+    .tp_methods = module_core_methods,
+    .tp_members = module_core_members,
 };
 
 /* ---- The module ---- */
@@ -2389,14 +2475,16 @@ __attribute__((visibility("default"))) PyObject *sb_core_module(void) {
             name_wait == NULL || name_cuda_stream == NULL || name_call == NULL ||
             name_stream == NULL || name_shared_mem == NULL || PyType_Ready(&StreamCoreType) < 0 ||
             PyType_Ready(&ExternalCoreType) < 0 || PyType_Ready(&OwnedCoreType) < 0 ||
-            PyType_Ready(&EventCoreType) < 0 || PyType_Ready(&KernelCoreType) < 0)
+            PyType_Ready(&EventCoreType) < 0 || PyType_Ready(&KernelCoreType) < 0 ||
+            PyType_Ready(&ModuleCoreType) < 0)
             return NULL;
         m = PyModule_Create(&module);
         if (m == NULL || PyModule_AddObjectRef(m, "StreamCore", (PyObject *)&StreamCoreType) < 0 ||
             PyModule_AddObjectRef(m, "ExternalCore", (PyObject *)&ExternalCoreType) < 0 ||
             PyModule_AddObjectRef(m, "OwnedCore", (PyObject *)&OwnedCoreType) < 0 ||
             PyModule_AddObjectRef(m, "EventCore", (PyObject *)&EventCoreType) < 0 ||
-            PyModule_AddObjectRef(m, "KernelCore", (PyObject *)&KernelCoreType) < 0) {
+            PyModule_AddObjectRef(m, "KernelCore", (PyObject *)&KernelCoreType) < 0 ||
+            PyModule_AddObjectRef(m, "ModuleCore", (PyObject *)&ModuleCoreType) < 0) {
             Py_CLEAR(m);
             return NULL;
         }

@@ -82,11 +82,16 @@ class EventCore:
     def ipc_handle(self) -> bytes: ...
     def close(self) -> None: ...
 
+class ModuleCore:
+    _key: int
+    _closed: bool
+    def close(self) -> None: ...
+
 class KernelCore:
     _fn: int
     _ctx: int
     _device: int
-    _live: bool
+    _module: ModuleCore
     def __call__(self, grid: _Dim, block: _Dim, args: Sequence[Any], *, shared_mem: int = 0,
                  stream: Any = None) -> None: ...
     def _launch(self, stream: _BaseStream, grid: Tuple[int, int, int], block: Tuple[int, int, int], shared: int,

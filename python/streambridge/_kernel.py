@@ -11,20 +11,19 @@ In the spirit of ``cupy.RawModule`` / ``cupy.RawKernel`` and ``cuda.core.launch`
 from __future__ import annotations
 
 import struct
-import weakref
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import _core, _handover
 from ._array import array_info
 from ._core import core as _c
 from ._device import device_index
+from ._errors import ClosedError
 from ._stream import ExternalStream, _BaseStream, resolve
-from ._tables import OBJECT_MODULE
 
 Dim = Union[int, Sequence[int]]
 
 
-class Module:
+class Module(_c.ModuleCore):
     """CUDA C++ compiled with NVRTC for a device (its architecture unless ``arch`` is given)
     and loaded there. ``options`` are nvcc-style (``"-std=c++17"``); ``include_paths`` and
     ``defines`` become ``-I`` and ``-D``; ``name_expressions`` (``"scale<float>"``) are the
@@ -44,23 +43,14 @@ class Module:
             if "\n" in item:
                 raise ValueError(f"an option or name expression has a newline: {item!r}")
         self._device = max(device_index(device), 0)
-        self._kernels: "weakref.WeakSet[Kernel]" = weakref.WeakSet()  # told when the module closes
         self._key = _core.compile_module(self._device, code, name, arch, "\n".join(opts),
                                          "\n".join(name_expressions), bool(ptx))
 
     def get_kernel(self, name: str) -> "Kernel":
         """The kernel ``name`` (an ``extern "C"`` name, a mangled one, or a name expression)."""
-        return Kernel(self, name)  # a closed module's key (0) is refused in Go: ClosedError
+        return Kernel(self, name)
 
     get_function = get_kernel  # CuPy's name
-
-    def close(self) -> None:
-        """Unload the module (cuModuleUnload); its kernels can no longer be launched."""
-        key, self._key = self._key, 0
-        for k in list(self._kernels):
-            k._live = False
-        if key:
-            _core.release(key, OBJECT_MODULE)
 
     def __enter__(self) -> "Module":
         return self
@@ -75,21 +65,21 @@ class Kernel(_c.KernelCore):
     streambridge stream, else the device's legacy default stream, if None) after the streams
     of the array arguments' producers (cuLaunchKernel).
 
-    The C core (core.c) holds ``_fn`` (the CUfunction), ``_device`` and ``_live`` (the
-    module loaded), reads the common case itself (ints for grid, block and shared_mem,
-    Python ints and floats as arguments, a streambridge stream) and launches every call
-    (``_launch``, which checks the module, the stream and their devices). Everything else
-    is read by :meth:`_call`."""
+    The C core (core.c) holds ``_fn`` (the CUfunction), ``_device`` and ``_module`` (whose
+    close it checks, and which a launch that lets the GIL go holds open), reads the common
+    case itself (ints for grid, block and shared_mem, Python ints and floats as arguments, a
+    streambridge stream) and launches every call (``_launch``, which checks the module, the
+    stream and their devices). Everything else is read by :meth:`_call`."""
 
     def __init__(self, module: Module, name: str) -> None:
-        self._module = module  # kept alive: it owns the function
+        if module._closed:  # its key may live on while a launch holds it
+            raise ClosedError("the module was closed")
         self.name = name
         self._key = _core.module_function(module._key, name)
         self._fn = _core.function_handle(self._key)
         self._ctx = _core.module_context(module._key)
         self._device = module._device
-        self._live = True
-        module._kernels.add(self)
+        self._module = module  # kept alive: it owns the function; a launch checks it is open
 
     def _call(self, grid: Dim, block: Dim, args: Sequence[Any], *, shared_mem: int = 0,
               stream: Any = None) -> None:
