@@ -33,6 +33,12 @@ type Driver struct {
 	// released. Held for a few driver calls. Captures other code begins or ends are not
 	// ordered by it.
 	captureMu sync.Mutex
+
+	// capturing counts the streams on which a capture begun by BeginCapture may still be
+	// going on (Stream.counted): while any, Query and Synchronize first ask whether their
+	// stream captures, and refuse (the driver would invalidate the capture). While none, the
+	// question costs one atomic load.
+	capturing atomic.Int32
 }
 
 func newDriver(api driver.API) *Driver {

@@ -53,6 +53,9 @@ func (s *Stream) BeginCapture(mode CaptureMode) error {
 	} else {
 		s.capturer.Store(int32(syscall.Gettid())) // the lock stays until EndCapture
 	}
+	if r == driver.Success {
+		s.count(true)
+	}
 	return s.ctx.drv.check("cuStreamBeginCapture", r)
 }
 
@@ -89,6 +92,9 @@ func (s *Stream) EndCapture() (*Graph, error) {
 	delete(d.captures, id)
 	d.mu.Unlock()
 	d.captureMu.Unlock()
+	if st, _, r := s.api.StreamGetCaptureInfo(s.ctx.handle, s.handle); r == driver.Success && st == driver.CaptureStatusNone {
+		s.count(false)
+	}
 	if s.capturer.CompareAndSwap(tid, 0) {
 		runtime.UnlockOSThread() // BeginCapture's
 	}

@@ -62,14 +62,36 @@ func TestCaptureOnForeignStreamAndReplay(t *testing.T) {
 	})
 }
 
-func TestCaptureInvalidatedBySynchronize(t *testing.T) {
+// A query or a synchronize of a capturing stream: the driver refuses them and invalidates
+// the capture, so while a capture BeginCapture began may be going on they are refused first
+// (ErrCapturing), and the capture goes on.
+func TestQueryAndSynchronizeOfACapturingStreamAreRefusedFirst(t *testing.T) {
 	eachDriver(t, func(t *testing.T, d *Driver) {
 		c := primary(t, d, 0)
 		s := newStream(t, c, StreamOptions{NonBlocking: true})
+		other := newStream(t, c, StreamOptions{NonBlocking: true})
 		require.NoError(t, s.BeginCapture(CaptureRelaxed))
 		require.NoError(t, s.LaunchHostFunc(func() {}))
-		assert.ErrorIs(t, s.Synchronize(), ErrCaptureUnsupported)
+		assert.ErrorIs(t, s.Synchronize(), ErrCapturing)
+		_, err := s.Query()
+		assert.ErrorIs(t, err, ErrCapturing)
+		ready, err := other.Query()
+		require.NoError(t, err, "a stream that does not capture answers")
+		assert.True(t, ready)
+		require.NoError(t, other.Synchronize())
 		st, _, err := s.CaptureInfo()
+		require.NoError(t, err)
+		assert.Equal(t, CaptureActive, st, "the capture goes on")
+		g, err := s.EndCapture()
+		require.NoError(t, err)
+		require.NoError(t, g.Close())
+		_, err = s.Query()
+		require.NoError(t, err, "after the capture")
+
+		// what the driver itself does
+		require.NoError(t, s.BeginCapture(CaptureRelaxed))
+		assert.Equal(t, driver.ErrorCaptureUnsupported, d.api.StreamSynchronize(0, driver.Stream(s.Handle())))
+		st, _, err = s.CaptureInfo()
 		require.NoError(t, err)
 		assert.Equal(t, CaptureInvalidated, st)
 		_, err = s.EndCapture()

@@ -41,6 +41,8 @@ type Stream struct {
 	// thread is, for a wrapper of the per-thread default stream (handle 2), the OS thread it
 	// was wrapped on, whose per-thread stream it means; every use must come from there.
 	thread int32
+	// counted: a capture BeginCapture began here may be going on (see Driver.capturing).
+	counted atomic.Bool
 	// capturer is the OS thread that began a capture in global or thread-local mode, which
 	// BeginCapture keeps its goroutine locked to until EndCapture; 0 when none.
 	capturer atomic.Int32
@@ -325,12 +327,17 @@ func (s *Stream) doneWithEvent(e *Event) {
 }
 
 // Query reports whether all work submitted to the stream has completed (cuStreamQuery).
-// Work still running is not an error.
+// Work still running is not an error. While a capture that BeginCapture began may be going
+// on anywhere, a capturing stream is refused with [ErrCapturing], before the driver, which
+// would invalidate the capture.
 func (s *Stream) Query() (bool, error) {
 	if err := s.use(); err != nil {
 		return false, err
 	}
 	defer s.done()
+	if err := s.notCapturing("a query"); err != nil {
+		return false, err
+	}
 	switch r := s.api.StreamQuery(s.callCtx(), s.handle); r {
 	case driver.Success:
 		return true, nil
@@ -342,12 +349,16 @@ func (s *Stream) Query() (bool, error) {
 }
 
 // Synchronize waits until all work submitted to the stream has completed
-// (cuStreamSynchronize). From inside a host function it fails with [ErrInHostFunc].
+// (cuStreamSynchronize). From inside a host function it fails with [ErrInHostFunc]; a
+// capturing stream as Query's.
 func (s *Stream) Synchronize() error {
 	if err := s.use(); err != nil {
 		return err
 	}
 	defer s.done()
+	if err := s.notCapturing("a synchronize"); err != nil {
+		return err
+	}
 	return s.ctx.drv.check("cuStreamSynchronize", s.api.StreamSynchronize(s.callCtx(), s.handle))
 }
 
@@ -490,6 +501,7 @@ func (s *Stream) Close() error {
 // destroy gives back what s holds: its fence, an owned stream, its context's count. The
 // last use of a closed s calls it, once (see uses).
 func (s *Stream) destroy() error {
+	s.count(false)
 	var err error
 	if f := s.fence.Load(); f != nil {
 		err = s.ctx.putFence(f)
@@ -528,5 +540,35 @@ func (s *Stream) endLostCapture() {
 	d.mu.Unlock()
 	for _, k := range keys {
 		driver.ReleaseHostFunc(k)
+	}
+}
+
+// notCapturing is ErrCapturing where s captures, asked only while a capture BeginCapture
+// began may be going on (Driver.capturing): what (a query, a synchronize) the driver
+// refuses on a capturing stream, invalidating the capture.
+func (s *Stream) notCapturing(what string) error {
+	d := s.ctx.drv
+	if d.capturing.Load() == 0 {
+		return nil
+	}
+	status, _, r := s.api.StreamGetCaptureInfo(s.callCtx(), s.handle)
+	if err := d.check("cuStreamGetCaptureInfo", r); err != nil {
+		return err
+	}
+	if status == driver.CaptureStatusNone {
+		s.count(false) // ended elsewhere
+		return nil
+	}
+	return fmt.Errorf("streambridge: %s of a capturing stream: %w (the driver would invalidate the capture)", what, ErrCapturing)
+}
+
+// count records whether a capture BeginCapture began on s may be going on.
+func (s *Stream) count(capturing bool) {
+	if s.counted.CompareAndSwap(!capturing, capturing) {
+		if capturing {
+			s.ctx.drv.capturing.Add(1)
+		} else {
+			s.ctx.drv.capturing.Add(-1)
+		}
 	}
 }

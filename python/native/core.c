@@ -226,6 +226,7 @@ typedef struct {
     char open;                /* usable: made, and not closed */
     char owned;               /* made by the core (cuStreamCreateWithPriority): destroyed on close */
     char closing;             /* closed while busy: the last call out releases (see hold) */
+    char counted;             /* a capture begun here through streambridge may be going on (see captures) */
     int busy;                 /* calls on it in flight with the GIL let go (see hold) */
     PyObject *owner;          /* what a borrowed stream came from, kept alive with it; or NULL */
 } StreamCore;
@@ -605,15 +606,42 @@ static PyObject *only_arg(PyTypeObject *type, PyObject *const *args, Py_ssize_t 
 
 /* -- StreamCore methods -- */
 
+/* captures counts the streams on which a capture begun through streambridge (_capture) may
+ * be going on (StreamCore.counted), under the GIL: while any, a query first asks whether its
+ * stream captures and refuses (CaptureError), as the driver would refuse it too and
+ * invalidate the capture. While none, the question costs a load. */
+static int captures;
+
+static int capture_info(StreamCore *s, int *status, uintptr_t *graph);
+
+static void count_capture(StreamCore *s, int capturing) {
+    if (capturing && !s->counted)
+        captures++;
+    else if (!capturing && s->counted)
+        captures--;
+    s->counted = (char)capturing;
+}
+
 static PyObject *stream_query(PyObject *self, PyObject *unused) {
     StreamCore *s = (StreamCore *)self;
     if (!gate() || !stream_usable(s))
         return NULL;
     ctx_scope sc;
+    int status = 0;
     int r = ctx_enter(s->ctx, &sc); /* a query never blocks: the GIL stays */
-    if (r == 0)
+    if (r == 0 && captures > 0) {
+        uintptr_t graph;
+        r = capture_info(s, &status, &graph);
+        if (r == 0 && status == 0)
+            count_capture(s, 0); /* ended elsewhere */
+    }
+    if (r == 0 && status == 0)
         r = CALL(cuStreamQuery, stream_fn)(s->ptr);
     ctx_leave(&sc);
+    if (status != 0) {
+        sb_raise(SB_KIND_CAPTURE, 0, "", "the stream is capturing: a query would invalidate the capture", "");
+        return NULL;
+    }
     if (r == 0)
         Py_RETURN_TRUE;
     if (r == SB_CUDA_ERROR_NOT_READY)
@@ -1103,8 +1131,15 @@ static PyObject *use_stream(StreamCore *s, PyObject *const *args, Py_ssize_t nar
             Py_END_ALLOW_THREADS
         }
         r = PyObject_Vectorcall(args[0], call, (size_t)nargs, NULL);
-        if (capture)
+        if (capture) {
             pthread_mutex_unlock(&capture_mu);
+            int status = 0; /* begun, ended, or refused: count what is now (see captures) */
+            uintptr_t graph;
+            ctx_scope sc;
+            if (ctx_enter(s->ctx, &sc) == 0 && capture_info(s, &status, &graph) == 0)
+                count_capture(s, status != 0);
+            ctx_leave(&sc);
+        }
         stream_let_go(s);
         Py_DECREF(call[0]);
     }
@@ -1796,6 +1831,7 @@ static int fill_default(StreamCore *s, unsigned long long ptr, long long device)
 static int stream_close(StreamCore *s) {
     int made = s->open && s->owned;
     s->open = 0;
+    count_capture(s, 0);
     if (s->busy > 0) { /* a call on another thread has the handle: the last one out releases it */
         s->closing = s->closing ? s->closing : 1 + made;
         return 0;

@@ -86,3 +86,23 @@ def test_a_graph_launched_into_a_capture_is_a_capture_error():
     g.launch(t)
     t.synchronize()
     g.close()
+
+
+def test_a_query_of_a_capturing_stream_is_a_capture_error():
+    """The driver refuses a query of a capturing stream and invalidates the capture: while
+    a capture begun through streambridge may be going on, it is refused first
+    (CaptureError), `done` too, and the capture goes on; other streams answer."""
+    s, other = streambridge.Stream(non_blocking=True), streambridge.Stream(non_blocking=True)
+    for mode in ("global", "thread_local", "relaxed"):
+        s.begin_capture(mode)
+        s.launch_host_func(lambda _: None, None)
+        with pytest.raises(streambridge.CaptureError):
+            s.query()
+        with pytest.raises(streambridge.CaptureError):
+            s.done
+        assert s.is_capturing()
+        if mode == "relaxed":  # a global or thread-local capture forbids it on this thread
+            assert other.query() in (True, False)
+        s.end_capture().close()
+        assert s.query() in (True, False), "after the capture"
+    s.synchronize()
