@@ -110,6 +110,9 @@ func (d *Driver) VerifyEvent(handle uintptr, id uint64) error {
 // foreignEvent is the context and identity of an event handle some other code created,
 // proven live before the driver sees it.
 func (d *Driver) foreignEvent(handle uintptr) (*Context, uint64, error) {
+	if err := outsideHostFunc(); err != nil {
+		return nil, 0, err
+	}
 	ctx, id, r := d.api.EventCheck(driver.Event(handle))
 	h, id, err := checked("event", handle, ctx, id, r)
 	if err != nil {

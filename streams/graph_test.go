@@ -2,6 +2,7 @@ package streams
 
 import (
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -181,6 +182,9 @@ func TestWrapAStreamAnotherLibraryIsCapturing(t *testing.T) {
 	for _, mode := range []driver.CaptureMode{driver.CaptureModeGlobal, driver.CaptureModeThreadLocal, driver.CaptureModeRelaxed} {
 		t.Run(fmt.Sprint(mode), func(t *testing.T) {
 			eachDriver(t, func(t *testing.T, d *Driver) {
+				// the other library begins and ends its capture on one thread, as CUDA wants
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
 				c := primary(t, d, 0)
 				h := foreignStream(t, c, driver.StreamNonBlocking)
 				require.NoError(t, d.check("cuStreamBeginCapture", d.api.StreamBeginCapture(driver.Stream(h), mode)))

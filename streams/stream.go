@@ -181,6 +181,9 @@ func still(what, gone, reused string, handle uintptr, id uint64, ctx driver.Cont
 // foreignContext is the context and identity of a stream handle some other code created,
 // proven live before the driver sees it. Special handles (0, 1, 2) name no context.
 func (d *Driver) foreignContext(handle uintptr) (*Context, uint64, error) {
+	if err := outsideHostFunc(); err != nil {
+		return nil, 0, err
+	}
 	if driver.Stream(handle).IsSpecial() {
 		return nil, 0, fmt.Errorf("streambridge: stream handle %d is a per-context default stream and names no context; wrap it with Context.WrapStream", handle)
 	}

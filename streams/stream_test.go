@@ -73,7 +73,16 @@ func foreignStream(t testing.TB, c *Context, flags uint32) uintptr {
 	t.Helper()
 	h, r := c.api.StreamCreateWithPriority(c.handle, flags, 0)
 	require.NoError(t, c.drv.check("cuStreamCreateWithPriority", r))
-	t.Cleanup(func() { require.NoError(t, c.drv.check("cuStreamDestroy", c.api.StreamDestroy(h))) })
+	t.Cleanup(func() {
+		// a capture a failed test left going on ends here: a global one would refuse the
+		// calls of every test after it (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)
+		if st, _, r := c.api.StreamGetCaptureInfo(c.handle, h); r == driver.Success && st != driver.CaptureStatusNone {
+			if g, r := c.api.StreamEndCapture(h); r == driver.Success {
+				c.api.GraphDestroy(g)
+			}
+		}
+		require.NoError(t, c.drv.check("cuStreamDestroy", c.api.StreamDestroy(h)))
+	})
 	return uintptr(h)
 }
 

@@ -11,64 +11,65 @@ import (
 // the oldest CUDA version with that ABI, which is what cuGetProcAddress is asked for, the
 // way the CUDA runtime resolves them.
 var (
-	cuInit                      uintptr
-	cuDriverGetVersion          uintptr
-	cuGetErrorName              uintptr
-	cuGetErrorString            uintptr
-	cuDeviceGetCount            uintptr
-	cuDeviceGet                 uintptr
-	cuDeviceGetName             uintptr
-	cuDeviceGetAttribute        uintptr
-	cuDeviceGetPCIBusId         uintptr
-	cuDeviceGetUuid             uintptr
-	cuDevicePrimaryCtxRetain    uintptr
-	cuDevicePrimaryCtxRelease   uintptr
-	cuDevicePrimaryCtxGetState  uintptr
-	cuCtxGetCurrent             uintptr
-	cuCtxSetCurrent             uintptr
-	cuCtxGetDevice              uintptr
-	cuCtxGetStreamPriorityRange uintptr
-	cuStreamCreateWithPriority  uintptr
-	cuStreamDestroy             uintptr
-	cuStreamQuery               uintptr
-	cuStreamSynchronize         uintptr
-	cuStreamWaitEvent           uintptr
-	cuStreamGetPriority         uintptr
-	cuStreamGetFlags            uintptr
-	cuStreamGetCtx              uintptr
-	cuStreamGetId               uintptr
-	cuLaunchHostFunc            uintptr
-	cuStreamBeginCapture        uintptr
-	cuStreamEndCapture          uintptr
-	cuStreamIsCapturing         uintptr
-	cuStreamGetCaptureInfo      uintptr
-	cuGraphGetNodes             uintptr
-	cuGraphInstantiateWithFlags uintptr
-	cuGraphLaunch               uintptr
-	cuGraphUpload               uintptr
-	cuGraphExecDestroy          uintptr
-	cuGraphDestroy              uintptr
-	cuUserObjectCreate          uintptr
-	cuUserObjectRelease         uintptr
-	cuGraphRetainUserObject     uintptr
-	cuEventCreate               uintptr
-	cuEventDestroy              uintptr
-	cuEventRecord               uintptr
-	cuEventQuery                uintptr
-	cuEventSynchronize          uintptr
-	cuEventElapsedTime          uintptr
-	cuIpcGetEventHandle         uintptr
-	cuIpcOpenEventHandle        uintptr
-	cuModuleLoadData            uintptr
-	cuModuleUnload              uintptr
-	cuModuleGetFunction         uintptr
-	cuLaunchKernel              uintptr
-	cuMemAlloc                  uintptr
-	cuMemFree                   uintptr
-	cuMemcpyHtoD                uintptr
-	cuMemcpyDtoH                uintptr
-	cuMemcpyHtoDAsync           uintptr
-	cuMemcpyDtoHAsync           uintptr
+	cuInit                            uintptr
+	cuDriverGetVersion                uintptr
+	cuGetErrorName                    uintptr
+	cuGetErrorString                  uintptr
+	cuDeviceGetCount                  uintptr
+	cuDeviceGet                       uintptr
+	cuDeviceGetName                   uintptr
+	cuDeviceGetAttribute              uintptr
+	cuDeviceGetPCIBusId               uintptr
+	cuDeviceGetUuid                   uintptr
+	cuDevicePrimaryCtxRetain          uintptr
+	cuDevicePrimaryCtxRelease         uintptr
+	cuDevicePrimaryCtxGetState        uintptr
+	cuCtxGetCurrent                   uintptr
+	cuCtxSetCurrent                   uintptr
+	cuCtxGetDevice                    uintptr
+	cuCtxGetStreamPriorityRange       uintptr
+	cuStreamCreateWithPriority        uintptr
+	cuStreamDestroy                   uintptr
+	cuStreamQuery                     uintptr
+	cuStreamSynchronize               uintptr
+	cuStreamWaitEvent                 uintptr
+	cuStreamGetPriority               uintptr
+	cuStreamGetFlags                  uintptr
+	cuStreamGetCtx                    uintptr
+	cuStreamGetId                     uintptr
+	cuThreadExchangeStreamCaptureMode uintptr
+	cuLaunchHostFunc                  uintptr
+	cuStreamBeginCapture              uintptr
+	cuStreamEndCapture                uintptr
+	cuStreamIsCapturing               uintptr
+	cuStreamGetCaptureInfo            uintptr
+	cuGraphGetNodes                   uintptr
+	cuGraphInstantiateWithFlags       uintptr
+	cuGraphLaunch                     uintptr
+	cuGraphUpload                     uintptr
+	cuGraphExecDestroy                uintptr
+	cuGraphDestroy                    uintptr
+	cuUserObjectCreate                uintptr
+	cuUserObjectRelease               uintptr
+	cuGraphRetainUserObject           uintptr
+	cuEventCreate                     uintptr
+	cuEventDestroy                    uintptr
+	cuEventRecord                     uintptr
+	cuEventQuery                      uintptr
+	cuEventSynchronize                uintptr
+	cuEventElapsedTime                uintptr
+	cuIpcGetEventHandle               uintptr
+	cuIpcOpenEventHandle              uintptr
+	cuModuleLoadData                  uintptr
+	cuModuleUnload                    uintptr
+	cuModuleGetFunction               uintptr
+	cuLaunchKernel                    uintptr
+	cuMemAlloc                        uintptr
+	cuMemFree                         uintptr
+	cuMemcpyHtoD                      uintptr
+	cuMemcpyDtoH                      uintptr
+	cuMemcpyHtoDAsync                 uintptr
+	cuMemcpyDtoHAsync                 uintptr
 )
 
 type symbol struct {
@@ -105,6 +106,7 @@ var symbols = []symbol{
 	{"cuStreamGetFlags", "cuStreamGetFlags", 5050, &cuStreamGetFlags},
 	{"cuStreamGetCtx", "cuStreamGetCtx", 9020, &cuStreamGetCtx},
 	{"cuStreamGetId", "cuStreamGetId", 12000, &cuStreamGetId},
+	{"cuThreadExchangeStreamCaptureMode", "cuThreadExchangeStreamCaptureMode", 10010, &cuThreadExchangeStreamCaptureMode},
 	{"cuLaunchHostFunc", "cuLaunchHostFunc", 10000, &cuLaunchHostFunc},
 	{"cuStreamBeginCapture", "cuStreamBeginCapture_v2", 10010, &cuStreamBeginCapture},
 	{"cuStreamEndCapture", "cuStreamEndCapture", 10000, &cuStreamEndCapture},

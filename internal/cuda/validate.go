@@ -188,6 +188,27 @@ func (d *Driver) learnLayout() streamLayout {
 	return l
 }
 
+// relaxedCapture runs learn on a locked thread whose capture mode is relaxed
+// (cuThreadExchangeStreamCaptureMode), then restores the mode. Learning makes and destroys
+// streams and events once, at the first check of a foreign handle, and that may come while a
+// capture in global mode goes on anywhere in the process (torch's, inside torch.cuda.graph):
+// there such calls are refused and the capture invalidated, and the layout would stay
+// unlearned for the life of the process. Relaxed, this thread's calls are allowed and touch
+// no capture.
+func relaxedCapture(learn func()) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	mode := new(uint32) // the driver writes the thread's mode before back here
+	*mode = uint32(driver.CaptureModeRelaxed)
+	if driver.Result(call(cuThreadExchangeStreamCaptureMode, uintptr(unsafe.Pointer(mode)))) == driver.Success {
+		defer func() {
+			call(cuThreadExchangeStreamCaptureMode, uintptr(unsafe.Pointer(mode)))
+			runtime.KeepAlive(mode)
+		}()
+	}
+	learn()
+}
+
 // everywhere is a candidate set of word offsets that rules none out yet.
 func everywhere() []bool {
 	all := make([]bool, layoutSearchWords)
@@ -280,7 +301,7 @@ func (d *Driver) StreamCheck(h driver.Stream) (driver.Context, uint64, driver.Re
 	if uintptr(h) < 4096 || uintptr(h)%8 != 0 || uint64(h) >= 1<<47 {
 		return 0, 0, driver.ErrorInvalidHandle
 	}
-	layoutOnce.Do(func() { layout = d.learnLayout(); layoutLearned.Store(true) })
+	layoutOnce.Do(func() { relaxedCapture(func() { layout = d.learnLayout() }); layoutLearned.Store(true) })
 	if !layout.ok {
 		return 0, 0, driver.ErrorNotSupported
 	}
