@@ -220,3 +220,56 @@ func TestEndOfAForeignCaptureFromAnotherThreadDiscardsIt(t *testing.T) {
 		assert.True(t, ready)
 	})
 }
+
+// What a capture forbids other threads, as the driver has it (H100, driver 580; the
+// software driver models it): while one thread captures in global mode, another thread's
+// query of an unrelated stream or event, or synchronize, is refused with
+// CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the capture; a thread whose capture
+// mode is relaxed (cuThreadExchangeStreamCaptureMode) may; a thread-local or relaxed
+// capture forbids other threads nothing.
+func TestWhatACaptureForbidsOtherThreads(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		c := primary(t, d, 0)
+		other := newStream(t, c, StreamOptions{NonBlocking: true})
+		e := newEvent(t, c, EventOptions{DisableTiming: true})
+		capturer, bystander := lockedThread(t), lockedThread(t)
+		calls := map[string]func() driver.Result{
+			"cuStreamQuery":       func() driver.Result { return d.api.StreamQuery(0, driver.Stream(other.Handle())) },
+			"cuEventQuery":        func() driver.Result { return d.api.EventQuery(driver.Event(e.Handle())) },
+			"cuStreamSynchronize": func() driver.Result { return d.api.StreamSynchronize(0, driver.Stream(other.Handle())) },
+		}
+		for name, call := range calls {
+			for _, mode := range []CaptureMode{CaptureGlobal, CaptureThreadLocal, CaptureRelaxed} {
+				for _, relaxed := range []bool{false, true} {
+					s := newStream(t, c, StreamOptions{NonBlocking: true})
+					capturer(func() { require.NoError(t, s.BeginCapture(mode)) })
+					var got driver.Result
+					bystander(func() {
+						if relaxed {
+							before, r := d.api.ThreadExchangeStreamCaptureMode(CaptureRelaxed)
+							require.Equal(t, driver.Success, r)
+							defer d.api.ThreadExchangeStreamCaptureMode(before)
+						}
+						got = call()
+					})
+					st, _, err := s.CaptureInfo()
+					require.NoError(t, err)
+					capturer(func() {
+						g, err := s.EndCapture()
+						if err == nil {
+							require.NoError(t, g.Close())
+						}
+					})
+					what := fmt.Sprintf("%s from another thread (relaxed: %v) during a capture in mode %d", name, relaxed, mode)
+					if mode == CaptureGlobal && !relaxed {
+						assert.Equal(t, driver.ErrorCaptureUnsupported, got, what)
+						assert.Equal(t, CaptureInvalidated, st, what)
+					} else {
+						assert.Equal(t, driver.Success, got, what)
+						assert.Equal(t, CaptureActive, st, what)
+					}
+				}
+			}
+		}
+	})
+}

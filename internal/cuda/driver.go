@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"runtime"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -145,6 +146,14 @@ func (*Driver) StreamBeginCapture(s driver.Stream, mode driver.CaptureMode) driv
 func (*Driver) StreamEndCapture(s driver.Stream) (driver.Graph, driver.Result) {
 	r, g := callReentrant(cuStreamEndCapture, 1, uintptr(s), 0) // a failed capture's graph is destroyed
 	return driver.Graph(g), res(r)
+}
+
+func (*Driver) ThreadExchangeStreamCaptureMode(mode driver.CaptureMode) (driver.CaptureMode, driver.Result) {
+	m := new(uint32) // the driver writes the thread's mode before back here
+	*m = uint32(mode)
+	r := res(call(cuThreadExchangeStreamCaptureMode, uintptr(unsafe.Pointer(m))))
+	runtime.KeepAlive(m)
+	return driver.CaptureMode(*m), r
 }
 
 func (*Driver) StreamIsCapturing(s driver.Stream) (driver.CaptureStatus, driver.Result) {

@@ -195,16 +195,11 @@ func (d *Driver) learnLayout() streamLayout {
 // there such calls are refused and the capture invalidated, and the layout would stay
 // unlearned for the life of the process. Relaxed, this thread's calls are allowed and touch
 // no capture.
-func relaxedCapture(learn func()) {
+func (d *Driver) relaxedCapture(learn func()) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	mode := new(uint32) // the driver writes the thread's mode before back here
-	*mode = uint32(driver.CaptureModeRelaxed)
-	if driver.Result(call(cuThreadExchangeStreamCaptureMode, uintptr(unsafe.Pointer(mode)))) == driver.Success {
-		defer func() {
-			call(cuThreadExchangeStreamCaptureMode, uintptr(unsafe.Pointer(mode)))
-			runtime.KeepAlive(mode)
-		}()
+	if before, r := d.ThreadExchangeStreamCaptureMode(driver.CaptureModeRelaxed); r == driver.Success {
+		defer d.ThreadExchangeStreamCaptureMode(before)
 	}
 	learn()
 }
@@ -301,7 +296,7 @@ func (d *Driver) StreamCheck(h driver.Stream) (driver.Context, uint64, driver.Re
 	if uintptr(h) < 4096 || uintptr(h)%8 != 0 || uint64(h) >= 1<<47 {
 		return 0, 0, driver.ErrorInvalidHandle
 	}
-	layoutOnce.Do(func() { relaxedCapture(func() { layout = d.learnLayout() }); layoutLearned.Store(true) })
+	layoutOnce.Do(func() { d.relaxedCapture(func() { layout = d.learnLayout() }); layoutLearned.Store(true) })
 	if !layout.ok {
 		return 0, 0, driver.ErrorNotSupported
 	}

@@ -164,7 +164,7 @@ func (d *Driver) EventCheck(h driver.Event) (driver.Context, uint64, driver.Resu
 	if uintptr(h) < 4096 || uintptr(h)%8 != 0 || uint64(h) >= 1<<47 {
 		return 0, 0, driver.ErrorInvalidHandle
 	}
-	eventLayoutOnce.Do(func() { relaxedCapture(func() { evLayout = d.learnEventLayout() }); eventLayoutLearned.Store(true) })
+	eventLayoutOnce.Do(func() { d.relaxedCapture(func() { evLayout = d.learnEventLayout() }); eventLayoutLearned.Store(true) })
 	if !evLayout.ok {
 		return 0, 0, driver.ErrorNotSupported
 	}

@@ -129,6 +129,11 @@ type API interface {
 	StreamEndCapture(s Stream) (Graph, Result)
 	StreamIsCapturing(s Stream) (CaptureStatus, Result)
 	StreamGetCaptureInfo(c Context, s Stream) (CaptureStatus, uint64, Result)
+	// ThreadExchangeStreamCaptureMode sets the calling OS thread's capture interaction mode
+	// and returns the one it had (global until set): how a capture going on elsewhere
+	// treats this thread's potentially unsafe calls (a query, a synchronize). The caller
+	// keeps its goroutine locked to the thread while the mode matters.
+	ThreadExchangeStreamCaptureMode(mode CaptureMode) (CaptureMode, Result)
 	GraphGetNodes(g Graph) (int, Result)
 	GraphInstantiateWithFlags(g Graph, flags uint64) (GraphExec, Result)
 	GraphLaunch(e GraphExec, s Stream) Result

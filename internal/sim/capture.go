@@ -28,6 +28,7 @@ func (d *Driver) StreamBeginCapture(h driver.Stream, mode driver.CaptureMode) dr
 	g := &graph{owns: owned{}, capturing: true}
 	g.handle = driver.Graph(d.newHandle(g))
 	s.capture = &capture{id: d.nextID, mode: mode, thread: syscall.Gettid(), origin: s, graph: g, streams: map[*stream]struct{}{s: {}}}
+	d.ongoing[s.capture] = struct{}{}
 	s.frontier = nil
 	return driver.Success
 }
@@ -57,6 +58,7 @@ func (d *Driver) StreamEndCapture(h driver.Stream) (driver.Graph, driver.Result)
 		t.capture, t.frontier = nil, nil
 	}
 	c.ended = true
+	delete(d.ongoing, c)
 	c.graph.capturing = false
 	r = driver.Success
 	switch {
@@ -214,4 +216,50 @@ func (d *Driver) destroy(h uintptr, is func(any) bool) driver.Result {
 	}
 	d.forget(h)
 	return driver.Success
+}
+
+// ThreadExchangeStreamCaptureMode is cuThreadExchangeStreamCaptureMode: the calling OS
+// thread's capture interaction mode (global until set), which unsafeCall reads.
+func (d *Driver) ThreadExchangeStreamCaptureMode(mode driver.CaptureMode) (driver.CaptureMode, driver.Result) {
+	if mode > driver.CaptureModeRelaxed {
+		return 0, driver.ErrorInvalidValue
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	tid := syscall.Gettid()
+	before := d.modes[tid]
+	if mode == driver.CaptureModeGlobal {
+		delete(d.modes, tid)
+	} else {
+		d.modes[tid] = mode
+	}
+	return before, driver.Success
+}
+
+// unsafeCall is what a potentially unsafe call (a query, a synchronize: of any stream or
+// event) meets where captures go on, as the real driver has it (seen on the H100, driver
+// 580): a thread in global mode (the default) may not make one while any thread captures
+// in global mode, nor while it captures itself in global or thread-local mode; a thread in
+// thread-local mode only the latter; a relaxed thread always may. A refused call fails with
+// CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the captures that forbade it.
+// Caller holds d.mu.
+func (d *Driver) unsafeCall() driver.Result {
+	if len(d.ongoing) == 0 {
+		return driver.Success
+	}
+	tid := syscall.Gettid()
+	mode := d.modes[tid]
+	if mode == driver.CaptureModeRelaxed {
+		return driver.Success
+	}
+	r := driver.Success
+	for c := range d.ongoing {
+		mine := c.thread == tid && c.mode != driver.CaptureModeRelaxed
+		global := mode == driver.CaptureModeGlobal && c.mode == driver.CaptureModeGlobal
+		if mine || global {
+			c.invalid = true
+			r = driver.ErrorCaptureUnsupported
+		}
+	}
+	return r
 }

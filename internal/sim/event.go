@@ -89,6 +89,9 @@ func (d *Driver) EventQuery(h driver.Event) driver.Result {
 	if r != driver.Success {
 		return r
 	}
+	if r := d.unsafeCall(); r != driver.Success {
+		return r
+	}
 	if e.rec == nil || closed(e.rec.done) {
 		return driver.Success
 	}
@@ -99,6 +102,10 @@ func (d *Driver) EventSynchronize(h driver.Event) driver.Result {
 	d.mu.Lock()
 	e, r := d.event(h)
 	if r != driver.Success {
+		d.mu.Unlock()
+		return r
+	}
+	if r := d.unsafeCall(); r != driver.Success {
 		d.mu.Unlock()
 		return r
 	}

@@ -79,6 +79,9 @@ func (d *Driver) StreamDestroy(h driver.Stream) driver.Result {
 	}
 	if s.capture != nil {
 		s.capture.invalid = true
+		if s.capture.origin == s { // it can no longer be ended
+			delete(d.ongoing, s.capture)
+		}
 	}
 	d.forget(uintptr(h))
 	delete(s.ctx.blocking, s)
@@ -162,6 +165,9 @@ func (d *Driver) StreamQuery(ch driver.Context, h driver.Stream) driver.Result {
 	if s.capture != nil {
 		return uncapturable(s)
 	}
+	if r := d.unsafeCall(); r != driver.Success {
+		return r
+	}
 	if closed(s.tail) {
 		return driver.Success
 	}
@@ -177,6 +183,10 @@ func (d *Driver) StreamSynchronize(ch driver.Context, h driver.Stream) driver.Re
 	}
 	if s.capture != nil {
 		r := uncapturable(s)
+		d.mu.Unlock()
+		return r
+	}
+	if r := d.unsafeCall(); r != driver.Success {
 		d.mu.Unlock()
 		return r
 	}

@@ -37,9 +37,11 @@ type Driver struct {
 	nextAddr uintptr
 	nextID   uint64
 	devices  []*device
-	current  map[int]*context // by OS thread id
-	streams  slab[streamMem]  // streams' memory (memory_objects.go)
-	events   slab[eventMem]   // events' memory (memory_objects.go)
+	current  map[int]*context           // by OS thread id
+	modes    map[int]driver.CaptureMode // threads' capture interaction modes, where not global (capture.go)
+	ongoing  map[*capture]struct{}      // captures begun and not yet ended (capture.go)
+	streams  slab[streamMem]            // streams' memory (memory_objects.go)
+	events   slab[eventMem]             // events' memory (memory_objects.go)
 }
 
 type device struct {
@@ -164,6 +166,8 @@ func New() *Driver {
 		objects:  map[uintptr]any{},
 		nextAddr: 0x5b0000001000,
 		current:  map[int]*context{},
+		modes:    map[int]driver.CaptureMode{},
+		ongoing:  map[*capture]struct{}{},
 	}
 	for i := range n {
 		d.devices = append(d.devices, &device{ordinal: i})
@@ -363,6 +367,11 @@ func (d *Driver) resetContext(c *context) {
 		}
 		if in == c {
 			d.forget(h)
+		}
+	}
+	for cap := range d.ongoing {
+		if cap.origin.ctx == c { // its stream is gone with the context
+			delete(d.ongoing, cap)
 		}
 	}
 	c.legacy = &stream{ctx: c, legacy: true, id: d.streamID()}
