@@ -150,6 +150,8 @@ func (a Array) Contiguous() bool {
 // needs.
 func (a Array) Expect(dtype string, s *streams.Stream, write bool) error {
 	switch {
+	case s == nil:
+		return fmt.Errorf("%w: Expect needs the stream the array will be used on", streams.ErrNil)
 	case a.DType != dtype:
 		return fmt.Errorf("bridge: array is %s, not %s", a.DType, dtype)
 	case !a.Contiguous():

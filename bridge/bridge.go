@@ -123,13 +123,33 @@ func Default() (*Bridge, error) {
 }
 
 // Driver is the driver the bridge resolves handles for.
-func (b *Bridge) Driver() *streams.Driver { return b.drv }
+func (b *Bridge) Driver() *streams.Driver {
+	if b == nil {
+		return nil
+	}
+	return b.drv
+}
+
+// valid is streams.ErrNil for a nil Bridge or one made by New(nil): the first check of
+// each of its methods.
+func (b *Bridge) valid() error {
+	switch {
+	case b == nil:
+		return streams.ErrNil
+	case b.drv == nil || b.contexts == nil:
+		return fmt.Errorf("%w: a bridge with no driver (New(nil), or a zero Bridge)", streams.ErrNil)
+	}
+	return nil
+}
 
 // Stream resolves a handle to a borrowed stream: the stream object it names, found on its
 // own device, or the default stream a special value names under opts.Convention. A garbage
 // or destroyed handle fails with streams.ErrInvalidHandle, a stated device that disagrees
 // with the handle with *DeviceMismatchError.
 func (b *Bridge) Stream(handle uintptr, opts Options) (*streams.Stream, error) {
+	if err := b.valid(); err != nil {
+		return nil, err
+	}
 	if handle > streams.PerThreadStream {
 		s, err := b.drv.WrapStream(handle)
 		if err != nil {
@@ -149,6 +169,9 @@ func (b *Bridge) Stream(handle uintptr, opts Options) (*streams.Stream, error) {
 // is made, nothing is retained beyond what Stream retains. A caller that keeps the handle
 // checks it before each use with streams.Driver.VerifyStream.
 func (b *Bridge) Identity(handle uintptr, opts Options) (*streams.Device, uint64, error) {
+	if err := b.valid(); err != nil {
+		return nil, 0, err
+	}
 	if handle > streams.PerThreadStream {
 		dev, id, err := b.drv.StreamIdentity(handle)
 		if err != nil {
@@ -190,6 +213,9 @@ func (b *Bridge) special(handle uintptr, opts Options) (*streams.Context, error)
 // Streams made in it stay valid that long: releasing a primary context's last retain would
 // reset it and destroy them.
 func (b *Bridge) Context(device int) (*streams.Context, error) {
+	if err := b.valid(); err != nil {
+		return nil, err
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if c, ok := b.contexts[device]; ok {
@@ -211,12 +237,18 @@ func (b *Bridge) Context(device int) (*streams.Context, error) {
 // producer so far, whichever frameworks own them: one call into the driver for the record
 // and the wait.
 func (b *Bridge) Order(waiter, producer *streams.Stream) error {
+	if err := b.valid(); err != nil {
+		return err
+	}
 	return waiter.WaitStream(producer)
 }
 
 // Close releases the contexts the bridge retained. Streams it returned for special
 // handles should not be used after.
 func (b *Bridge) Close() error {
+	if err := b.valid(); err != nil {
+		return err
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var err error

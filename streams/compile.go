@@ -56,6 +56,9 @@ type Program struct {
 // LoweredName is the mangled name a name expression compiled to, or name itself where it
 // is not one of the program's name expressions.
 func (p *Program) LoweredName(name string) string {
+	if p == nil {
+		return name
+	}
 	if l, ok := p.lowered[name]; ok {
 		return l
 	}
@@ -147,6 +150,9 @@ func Compile(source string, opts CompileOptions) (*Program, error) {
 // for PTX). The software driver's devices run no device code and have none: an error
 // matching [ErrNotSupported], before NVRTC is asked for an architecture that is not one.
 func (d *Device) Arch(ptx bool) (string, error) {
+	if err := d.valid(); err != nil {
+		return "", err
+	}
 	major, minor, err := d.ComputeCapability()
 	if err != nil {
 		return "", err
@@ -164,6 +170,9 @@ func (d *Device) Arch(ptx bool) (string, error) {
 // Compile compiles source for c's device (unless opts.Arch says otherwise) and loads it
 // into c. The module's Function takes the program's name expressions as names.
 func (c *Context) Compile(source string, opts CompileOptions) (*Module, error) {
+	if err := c.valid(); err != nil {
+		return nil, err
+	}
 	if opts.Arch == "" {
 		arch, err := c.dev.Arch(opts.PTX)
 		if err != nil {

@@ -16,13 +16,38 @@ type Device struct {
 }
 
 // Ordinal is the device's index, as CUDA_VISIBLE_DEVICES numbers it.
-func (d *Device) Ordinal() int { return int(d.dev) }
+func (d *Device) Ordinal() int {
+	if d == nil {
+		return -1
+	}
+	return int(d.dev)
+}
 
 // Driver is the driver the device belongs to.
-func (d *Device) Driver() *Driver { return d.drv }
+func (d *Device) Driver() *Driver {
+	if d == nil {
+		return nil
+	}
+	return d.drv
+}
+
+// valid is ErrNil for a nil or zero Device: the first check of each of its methods that
+// reaches the driver.
+func (d *Device) valid() error {
+	switch {
+	case d == nil:
+		return ErrNil
+	case d.drv == nil:
+		return errZero("Device")
+	}
+	return nil
+}
 
 // Name is cuDeviceGetName.
 func (d *Device) Name() (string, error) {
+	if err := d.valid(); err != nil {
+		return "", err
+	}
 	if err := outsideHostFunc(); err != nil {
 		return "", err
 	}
@@ -32,6 +57,9 @@ func (d *Device) Name() (string, error) {
 
 // ComputeCapability reads CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR and _MINOR.
 func (d *Device) ComputeCapability() (major, minor int, err error) {
+	if err := d.valid(); err != nil {
+		return 0, 0, err
+	}
 	if err := outsideHostFunc(); err != nil {
 		return 0, 0, err
 	}
@@ -45,6 +73,9 @@ func (d *Device) ComputeCapability() (major, minor int, err error) {
 
 // PCIBusID is cuDeviceGetPCIBusId, such as "0000:18:00.0".
 func (d *Device) PCIBusID() (string, error) {
+	if err := d.valid(); err != nil {
+		return "", err
+	}
 	if err := outsideHostFunc(); err != nil {
 		return "", err
 	}
@@ -54,6 +85,9 @@ func (d *Device) PCIBusID() (string, error) {
 
 // UUID is cuDeviceGetUuid, formatted as nvidia-smi prints it: "GPU-xxxxxxxx-xxxx-...".
 func (d *Device) UUID() (string, error) {
+	if err := d.valid(); err != nil {
+		return "", err
+	}
 	if err := outsideHostFunc(); err != nil {
 		return "", err
 	}
@@ -67,6 +101,9 @@ func (d *Device) UUID() (string, error) {
 // PrimaryContext retains the device's primary context (cuDevicePrimaryCtxRetain), the one
 // the CUDA runtime and so PyTorch, CuPy and cuda.core use. Close releases the retain.
 func (d *Device) PrimaryContext() (*Context, error) {
+	if err := d.valid(); err != nil {
+		return nil, err
+	}
 	if err := outsideHostFunc(); err != nil {
 		return nil, err
 	}
@@ -136,6 +173,9 @@ func (c *Context) putFence(e *Event) error {
 // acquire counts a new object made in c; ErrClosed once c is closed, ErrInHostFunc
 // inside a host function (where CUDA forbids CUDA calls).
 func (c *Context) acquire() error {
+	if err := c.valid(); err != nil {
+		return err
+	}
 	if err := outsideHostFunc(); err != nil {
 		return err
 	}
@@ -170,18 +210,48 @@ func (c *Context) release() error {
 }
 
 // Handle is the CUcontext.
-func (c *Context) Handle() uintptr { return uintptr(c.handle) }
+func (c *Context) Handle() uintptr {
+	if c == nil {
+		return 0
+	}
+	return uintptr(c.handle)
+}
 
 // Device is the context's device.
-func (c *Context) Device() *Device { return c.dev }
+func (c *Context) Device() *Device {
+	if c == nil {
+		return nil
+	}
+	return c.dev
+}
 
 // Driver is the driver the context belongs to.
-func (c *Context) Driver() *Driver { return c.drv }
+func (c *Context) Driver() *Driver {
+	if c == nil {
+		return nil
+	}
+	return c.drv
+}
+
+// valid is ErrNil for a nil or zero Context: the first check of each of its methods that
+// reaches the driver.
+func (c *Context) valid() error {
+	switch {
+	case c == nil:
+		return ErrNil
+	case c.drv == nil:
+		return errZero("Context")
+	}
+	return nil
+}
 
 // Close releases a retained primary context (cuDevicePrimaryCtxRelease), at once or, while
 // objects made in it are open, when the last of them closes. Nothing new can be made in it
 // after. It is idempotent, and does nothing for a borrowed context.
 func (c *Context) Close() error {
+	if err := c.valid(); err != nil {
+		return err
+	}
 	if err := outsideHostFunc(); err != nil {
 		return err
 	}
@@ -212,6 +282,9 @@ func (c *Context) Close() error {
 // current context afterwards. Use it to call other CUDA code that relies on the current
 // context.
 func (c *Context) Do(fn func() error) error {
+	if err := c.valid(); err != nil {
+		return err
+	}
 	if err := outsideHostFunc(); err != nil {
 		return err
 	}
@@ -246,6 +319,9 @@ func (c *Context) do(fn func() driver.Result) driver.Result {
 // StreamPriorityRange is cuCtxGetStreamPriorityRange: numerically lower is higher
 // priority, so greatest <= least.
 func (c *Context) StreamPriorityRange() (least, greatest int, err error) {
+	if err := c.valid(); err != nil {
+		return 0, 0, err
+	}
 	if err := outsideHostFunc(); err != nil {
 		return 0, 0, err
 	}

@@ -105,10 +105,30 @@ func Default() (*Driver, error) {
 }
 
 // Name is "cuda" for the real driver and "sim" for the software one.
-func (d *Driver) Name() string { return d.api.Name() }
+func (d *Driver) Name() string {
+	if d.valid() != nil {
+		return ""
+	}
+	return d.api.Name()
+}
+
+// valid is ErrNil for a nil or zero Driver (one not from Default, Real or Sim): the first
+// check of each of its methods that reaches the driver.
+func (d *Driver) valid() error {
+	switch {
+	case d == nil:
+		return ErrNil
+	case d.api == nil:
+		return errZero("Driver")
+	}
+	return nil
+}
 
 // Version is cuDriverGetVersion: 1000*major + 10*minor.
 func (d *Driver) Version() (int, error) {
+	if err := d.valid(); err != nil {
+		return 0, err
+	}
 	if err := outsideHostFunc(); err != nil {
 		return 0, err
 	}
@@ -118,6 +138,9 @@ func (d *Driver) Version() (int, error) {
 
 // DeviceCount is cuDeviceGetCount.
 func (d *Driver) DeviceCount() (int, error) {
+	if err := d.valid(); err != nil {
+		return 0, err
+	}
 	if err := outsideHostFunc(); err != nil {
 		return 0, err
 	}
@@ -127,6 +150,9 @@ func (d *Driver) DeviceCount() (int, error) {
 
 // Device returns the device with the given ordinal (cuDeviceGet).
 func (d *Driver) Device(ordinal int) (*Device, error) {
+	if err := d.valid(); err != nil {
+		return nil, err
+	}
 	if err := outsideHostFunc(); err != nil {
 		return nil, err
 	}
@@ -173,13 +199,28 @@ func (d *Driver) borrowedContext(h driver.Context) (*Context, error) {
 // bindings that call the driver without a crossing into Go for their most frequent calls
 // (the Python package does). On the software driver these are callbacks into it. 0 for
 // any other name. Such callers must pass only handles this package has validated or made.
-func (d *Driver) Entry(name string) uintptr { return d.api.Entry(name) }
+func (d *Driver) Entry(name string) uintptr {
+	if d.valid() != nil {
+		return 0
+	}
+	return d.api.Entry(name)
+}
 
 // StreamMemory is where the driver's stream objects are and how they name themselves, for
 // code outside Go that verifies a borrowed stream before each use with plain loads, as
 // [Driver.VerifyStream] does (the Python core does so); not OK where it cannot be known.
-func (d *Driver) StreamMemory() driver.StreamMemory { return d.api.StreamMemory() }
+func (d *Driver) StreamMemory() driver.StreamMemory {
+	if d.valid() != nil {
+		return driver.StreamMemory{}
+	}
+	return d.api.StreamMemory()
+}
 
 // EventMemory is where the driver's event objects are and how they name themselves (see
 // driver.EventMemory), for code outside Go that verifies a borrowed event with plain loads.
-func (d *Driver) EventMemory() driver.EventMemory { return d.api.EventMemory() }
+func (d *Driver) EventMemory() driver.EventMemory {
+	if d.valid() != nil {
+		return driver.EventMemory{}
+	}
+	return d.api.EventMemory()
+}

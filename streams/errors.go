@@ -2,6 +2,7 @@ package streams
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/streambridge/streambridge/internal/cuda"
 	"github.com/streambridge/streambridge/internal/driver"
@@ -69,8 +70,15 @@ var ErrCapturing = errors.New("not allowed during capture")
 // per-thread stream is another stream, and work on it would not be ordered with the rest.
 var ErrWrongThread = errors.New("streambridge: per-thread default stream used from another OS thread")
 
-// ErrNil is returned when a nil object is passed where one is needed.
+// ErrNil is returned when a nil object is passed where one is needed, or a zero value of
+// one of this package's types (a Stream{} this package did not make): methods on either
+// return it (or a zero result where they return no error) and never panic.
 var ErrNil = errors.New("streambridge: nil object")
+
+// errZero is ErrNil for a zero value of type what, made without this package.
+func errZero(what string) error {
+	return fmt.Errorf("%w: a zero %s, not one this package made (use its constructor)", ErrNil, what)
+}
 
 // ErrWrongDriver is returned when objects of different drivers (the real one and the
 // software one) meet in one call: the driver would take the other's handles for its own.

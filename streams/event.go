@@ -58,6 +58,9 @@ func (c *Context) NewEvent(opts EventOptions) (*Event, error) {
 // OpenIPCEvent opens an event another process exported with [Event.IPCHandle]
 // (cuIpcOpenEventHandle). Recording it in either process orders work in both.
 func (c *Context) OpenIPCEvent(h IPCEventHandle) (*Event, error) {
+	if err := c.valid(); err != nil {
+		return nil, err
+	}
 	if err := c.acquire(); err != nil {
 		return nil, err
 	}
@@ -103,6 +106,9 @@ func (d *Driver) EventIdentity(handle uintptr) (*Device, uint64, error) {
 // [ErrInvalidHandle], also when its address now names a new event, before the driver sees
 // it.
 func (d *Driver) VerifyEvent(handle uintptr, id uint64) error {
+	if err := d.valid(); err != nil {
+		return err
+	}
 	ctx, got, r := d.api.EventCheck(driver.Event(handle))
 	return still("event", boundary.EventGoneMessage, boundary.EventReusedMessage, handle, id, ctx, got, r)
 }
@@ -110,6 +116,9 @@ func (d *Driver) VerifyEvent(handle uintptr, id uint64) error {
 // foreignEvent is the context and identity of an event handle some other code created,
 // proven live before the driver sees it.
 func (d *Driver) foreignEvent(handle uintptr) (*Context, uint64, error) {
+	if err := d.valid(); err != nil {
+		return nil, 0, err
+	}
 	if err := outsideHostFunc(); err != nil {
 		return nil, 0, err
 	}
@@ -123,16 +132,29 @@ func (d *Driver) foreignEvent(handle uintptr) (*Context, uint64, error) {
 }
 
 // Owned reports whether Close destroys the event.
-func (e *Event) Owned() bool { return e.id == 0 }
+func (e *Event) Owned() bool { return e != nil && e.ctx != nil && e.id == 0 }
 
 // Handle is the CUevent.
-func (e *Event) Handle() uintptr { return uintptr(e.handle) }
+func (e *Event) Handle() uintptr {
+	if e == nil {
+		return 0
+	}
+	return uintptr(e.handle)
+}
 
 // Context is the event's context.
-func (e *Event) Context() *Context { return e.ctx }
+func (e *Event) Context() *Context {
+	if e == nil {
+		return nil
+	}
+	return e.ctx
+}
 
 // String shows the handle, device and driver.
 func (e *Event) String() string {
+	if e == nil || e.ctx == nil {
+		return "Event(none)"
+	}
 	own := "owned"
 	if e.id != 0 {
 		own = "borrowed"
@@ -146,6 +168,9 @@ func (e *Event) String() string {
 func (e *Event) use() error {
 	if e == nil {
 		return ErrNil
+	}
+	if e.ctx == nil {
+		return errZero("Event")
 	}
 	if err := e.uses.enter(e); err != nil {
 		return err
@@ -242,6 +267,9 @@ func (e *Event) Disown() (uintptr, error) {
 	if e == nil {
 		return 0, ErrNil
 	}
+	if e.ctx == nil {
+		return 0, errZero("Event")
+	}
 	if e.id != 0 {
 		return 0, fmt.Errorf("streambridge: %v is borrowed: it is not this package's to give away", e)
 	}
@@ -261,6 +289,9 @@ func (e *Event) Disown() (uintptr, error) {
 func (e *Event) Close() error {
 	if e == nil {
 		return ErrNil
+	}
+	if e.ctx == nil {
+		return errZero("Event")
 	}
 	_, err := e.uses.close(e)
 	return err

@@ -146,7 +146,12 @@ type Graph struct {
 }
 
 // Handle is the CUgraph.
-func (g *Graph) Handle() uintptr { return uintptr(g.handle) }
+func (g *Graph) Handle() uintptr {
+	if g == nil {
+		return 0
+	}
+	return uintptr(g.handle)
+}
 
 // NodeCount is the number of nodes in the graph (cuGraphGetNodes).
 func (g *Graph) NodeCount() (int, error) {
@@ -193,6 +198,9 @@ func (g *Graph) use() error {
 	if g == nil {
 		return ErrNil
 	}
+	if g.ctx == nil {
+		return errZero("Graph")
+	}
 	if err := g.uses.enter(g); err != nil {
 		return err
 	}
@@ -206,6 +214,9 @@ func (g *Graph) done() { g.uses.leave(g) }
 func (g *Graph) Close() error {
 	if g == nil {
 		return ErrNil
+	}
+	if g.ctx == nil {
+		return errZero("Graph")
 	}
 	_, err := g.uses.close(g)
 	return err
@@ -225,13 +236,21 @@ type GraphExec struct {
 }
 
 // Handle is the CUgraphExec.
-func (e *GraphExec) Handle() uintptr { return uintptr(e.handle) }
+func (e *GraphExec) Handle() uintptr {
+	if e == nil {
+		return 0
+	}
+	return uintptr(e.handle)
+}
 
 // use takes a use of e and of s, for a call of e's on s (see uses): both open, of one
 // driver. done gives both back.
 func (e *GraphExec) use(s *Stream) error {
 	if e == nil {
 		return ErrNil
+	}
+	if e.graph == nil {
+		return errZero("GraphExec")
 	}
 	if err := e.uses.enter(e); err != nil {
 		return err
@@ -304,6 +323,9 @@ func (e *GraphExec) Upload(s *Stream) error {
 func (e *GraphExec) Close() error {
 	if e == nil {
 		return ErrNil
+	}
+	if e.graph == nil {
+		return errZero("GraphExec")
 	}
 	_, err := e.uses.close(e)
 	return err

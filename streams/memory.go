@@ -34,16 +34,29 @@ func (c *Context) Alloc(size uint64) (*Buffer, error) {
 }
 
 // Ptr is the buffer's device address.
-func (b *Buffer) Ptr() DevicePtr { return b.ptr }
+func (b *Buffer) Ptr() DevicePtr {
+	if b == nil {
+		return 0
+	}
+	return b.ptr
+}
 
 // Size is the buffer's length in bytes.
-func (b *Buffer) Size() uint64 { return b.size }
+func (b *Buffer) Size() uint64 {
+	if b == nil {
+		return 0
+	}
+	return b.size
+}
 
 // Close frees the buffer (cuMemFree). It is idempotent; a copy in flight on another
 // goroutine keeps the memory until it returns.
 func (b *Buffer) Close() error {
 	if b == nil {
 		return ErrNil
+	}
+	if b.ctx == nil {
+		return errZero("Buffer")
 	}
 	_, err := b.uses.close(b)
 	return err
@@ -64,6 +77,9 @@ func (b *Buffer) destroy() error {
 func hostSpan[T any](b *Buffer, host []T) (unsafe.Pointer, uint64, error) {
 	if b == nil {
 		return nil, 0, ErrNil
+	}
+	if b.ctx == nil {
+		return nil, 0, errZero("Buffer")
 	}
 	n := uint64(len(host)) * uint64(unsafe.Sizeof(*new(T)))
 	if n > b.size {

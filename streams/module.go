@@ -61,13 +61,21 @@ func (c *Context) LoadModuleFile(path string) (*Module, error) {
 }
 
 // Context is the context the module was loaded in; its kernels run there.
-func (m *Module) Context() *Context { return m.ctx }
+func (m *Module) Context() *Context {
+	if m == nil {
+		return nil
+	}
+	return m.ctx
+}
 
 // Function looks up a kernel by its (mangled) name (cuModuleGetFunction), or, in a module
 // from Context.Compile, by one of its name expressions ("scale<float>").
 func (m *Module) Function(name string) (*Function, error) {
 	if m == nil {
 		return nil, ErrNil
+	}
+	if m.ctx == nil {
+		return nil, errZero("Module")
 	}
 	if err := m.uses.enter(m); err != nil {
 		return nil, err
@@ -90,6 +98,9 @@ func (m *Module) Close() error {
 	if m == nil {
 		return ErrNil
 	}
+	if m.ctx == nil {
+		return errZero("Module")
+	}
 	_, err := m.uses.close(m)
 	return err
 }
@@ -111,7 +122,12 @@ type Function struct {
 }
 
 // Name is the kernel's name as looked up.
-func (f *Function) Name() string { return f.name }
+func (f *Function) Name() string {
+	if f == nil {
+		return ""
+	}
+	return f.name
+}
 
 // Dim3 is a grid or block shape. A zero component counts as 1.
 type Dim3 struct {
@@ -137,9 +153,22 @@ type Args struct {
 }
 
 // Reset empties a for reuse.
-func (a *Args) Reset() *Args { a.vals = a.vals[:0]; return a }
+func (a *Args) Reset() *Args {
+	if a != nil {
+		a.vals = a.vals[:0]
+	}
+	return a
+}
 
-func (a *Args) add(v uint64) *Args { a.vals = append(a.vals, v); return a }
+// add appends v; on a nil *Args (an empty list) it returns a new one holding v, so
+// `var a *Args; a = a.Int32(1)` builds.
+func (a *Args) add(v uint64) *Args {
+	if a == nil {
+		a = &Args{}
+	}
+	a.vals = append(a.vals, v)
+	return a
+}
 
 // Int32 adds an int (a kernel's int parameter).
 func (a *Args) Int32(v int32) *Args { return a.add(uint64(uint32(v))) }
@@ -163,7 +192,12 @@ func (a *Args) Float64(v float64) *Args { return a.add(math.Float64bits(v)) }
 func (a *Args) Pointer(p DevicePtr) *Args { return a.add(uint64(p)) }
 
 // Len is the number of arguments.
-func (a *Args) Len() int { return len(a.vals) }
+func (a *Args) Len() int {
+	if a == nil {
+		return 0
+	}
+	return len(a.vals)
+}
 
 func (a *Args) params() unsafe.Pointer {
 	if a == nil || len(a.vals) == 0 {
@@ -183,6 +217,9 @@ func (a *Args) params() unsafe.Pointer {
 func (f *Function) Launch(s *Stream, cfg LaunchConfig, args *Args) error {
 	if f == nil {
 		return ErrNil
+	}
+	if f.module == nil || f.module.ctx == nil {
+		return errZero("Function")
 	}
 	m := f.module
 	if err := m.uses.enter(m); err != nil {
@@ -207,4 +244,9 @@ func (f *Function) Launch(s *Stream, cfg LaunchConfig, args *Args) error {
 }
 
 // Handle is the CUfunction.
-func (f *Function) Handle() uintptr { return uintptr(f.handle) }
+func (f *Function) Handle() uintptr {
+	if f == nil {
+		return 0
+	}
+	return uintptr(f.handle)
+}

@@ -63,6 +63,9 @@ var ErrPriority = errors.New("streambridge: stream priority out of range")
 
 // NewStream creates a stream in c (cuStreamCreateWithPriority). Close destroys it.
 func (c *Context) NewStream(opts StreamOptions) (*Stream, error) {
+	if err := c.valid(); err != nil {
+		return nil, err
+	}
 	flags := driver.StreamDefault
 	if opts.NonBlocking {
 		flags = driver.StreamNonBlocking
@@ -155,6 +158,9 @@ func (d *Driver) StreamIdentity(handle uintptr) (*Device, uint64, error) {
 // [ErrInvalidHandle], also when its address now belongs to a new stream, before the driver
 // sees it.
 func (d *Driver) VerifyStream(handle uintptr, id uint64) error {
+	if err := d.valid(); err != nil {
+		return err
+	}
 	ctx, got, r := d.api.StreamCheck(driver.Stream(handle))
 	return still("stream", boundary.StreamGoneMessage, boundary.StreamReusedMessage, handle, id, ctx, got, r)
 }
@@ -181,6 +187,9 @@ func still(what, gone, reused string, handle uintptr, id uint64, ctx driver.Cont
 // foreignContext is the context and identity of a stream handle some other code created,
 // proven live before the driver sees it. Special handles (0, 1, 2) name no context.
 func (d *Driver) foreignContext(handle uintptr) (*Context, uint64, error) {
+	if err := d.valid(); err != nil {
+		return nil, 0, err
+	}
 	if err := outsideHostFunc(); err != nil {
 		return nil, 0, err
 	}
@@ -220,19 +229,37 @@ func checked(what string, h uintptr, ctx driver.Context, id uint64, r driver.Res
 }
 
 // Handle is the CUstream, as other libraries take it.
-func (s *Stream) Handle() uintptr { return uintptr(s.handle) }
+func (s *Stream) Handle() uintptr {
+	if s == nil {
+		return 0
+	}
+	return uintptr(s.handle)
+}
 
 // Context is the stream's context.
-func (s *Stream) Context() *Context { return s.ctx }
+func (s *Stream) Context() *Context {
+	if s == nil {
+		return nil
+	}
+	return s.ctx
+}
 
 // Device is the stream's device.
-func (s *Stream) Device() *Device { return s.ctx.dev }
+func (s *Stream) Device() *Device {
+	if s == nil || s.ctx == nil {
+		return nil
+	}
+	return s.ctx.dev
+}
 
 // Owned reports whether Close destroys the stream.
-func (s *Stream) Owned() bool { return s.owned }
+func (s *Stream) Owned() bool { return s != nil && s.owned }
 
 // String shows the handle, device, ownership and driver.
 func (s *Stream) String() string {
+	if s == nil || s.ctx == nil {
+		return "Stream(none)"
+	}
 	own := "borrowed"
 	if s.owned {
 		own = "owned"
@@ -267,6 +294,9 @@ func (s *Stream) run(fn func() driver.Result) driver.Result {
 func (s *Stream) use() error {
 	if s == nil {
 		return ErrNil
+	}
+	if s.ctx == nil {
+		return errZero("Stream")
 	}
 	if err := s.uses.enter(s); err != nil {
 		return err
@@ -496,6 +526,9 @@ func (s *Stream) ID() (uint64, error) {
 func (s *Stream) Close() error {
 	if s == nil {
 		return ErrNil
+	}
+	if s.ctx == nil {
+		return errZero("Stream")
 	}
 	_, err := s.uses.close(s)
 	return err
