@@ -40,3 +40,20 @@ func TestMemoryCopies(t *testing.T) {
 		require.Error(t, CopyToDevice(b, make([]int32, n+1)), "larger than the buffer")
 	})
 }
+
+// An allocation past the device's memory fails with ErrOutOfMemory, on either driver (the
+// software one neither panics nor asks the host for it), and the memory freed is
+// allocatable again.
+func TestAllocationPastTheDevicesMemoryIsOutOfMemory(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		c := primary(t, d, 0)
+		for _, size := range []uint64{1 << 40, 1 << 50} { // 1 TiB and 1 PiB: past any device
+			b, err := c.Alloc(size)
+			require.ErrorIs(t, err, ErrOutOfMemory, "%d bytes", size)
+			assert.Nil(t, b)
+		}
+		b, err := c.Alloc(1 << 20)
+		require.NoError(t, err)
+		require.NoError(t, b.Close())
+	})
+}

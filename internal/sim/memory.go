@@ -33,6 +33,10 @@ func (d *Driver) MemAlloc(bytes uint64) (driver.DevicePtr, driver.Result) {
 	if bytes == 0 {
 		return 0, driver.ErrorInvalidValue
 	}
+	if bytes > DeviceMemory-c.dev.used {
+		return 0, driver.ErrorOutOfMemory
+	}
+	c.dev.used += bytes
 	a := &allocation{ctx: c, buf: make([]byte, bytes)}
 	h := d.nextAddr
 	d.nextAddr += (uintptr(bytes) + 0xfff) &^ 0xfff

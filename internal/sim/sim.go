@@ -48,7 +48,13 @@ type device struct {
 	ordinal int
 	ctx     *context
 	retains int
+	used    uint64 // bytes of its DeviceMemory allocated
 }
+
+// DeviceMemory is each software device's memory: a MemAlloc past it fails with
+// CUDA_ERROR_OUT_OF_MEMORY, as the real driver's does past its device's, rather than ask
+// the host for it (the allocations are host memory).
+const DeviceMemory = 4 << 30
 
 type context struct {
 	handle driver.Context
@@ -200,7 +206,9 @@ func (d *Driver) forget(h uintptr) {
 		delete(d.objects, h)
 		return
 	}
-	if _, span := d.objects[h].(*allocation); !span {
+	if a, span := d.objects[h].(*allocation); span {
+		a.ctx.dev.used -= uint64(len(a.buf))
+	} else {
 		d.freed = append(d.freed, h)
 	}
 	delete(d.objects, h)
