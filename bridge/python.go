@@ -55,7 +55,7 @@ func DescribeForPython(err error) PythonError {
 	case errors.Is(err, streams.ErrInHostFunc):
 		return PythonError{Kind: boundary.KindInCallback}
 	case errors.Is(err, ErrAmbiguousHandle), errors.Is(err, ErrValue), errors.Is(err, streams.ErrSetting),
-		errors.Is(err, streams.ErrPriority):
+		errors.Is(err, streams.ErrPriority), errors.Is(err, streams.ErrNoSuchDevice):
 		return PythonError{Kind: boundary.KindValue}
 	case errors.Is(err, ErrType):
 		return PythonError{Kind: boundary.KindType}

@@ -153,6 +153,10 @@ func (d *Driver) Device(ordinal int) (*Device, error) {
 	if err := d.valid(); err != nil {
 		return nil, err
 	}
+	if n, err := d.DeviceCount(); err == nil && (ordinal < 0 || ordinal >= n) {
+		return nil, fmt.Errorf("%w: device %d, where the %s driver has %d (ordinals 0 to %d): %w", ErrNoSuchDevice, ordinal,
+			d.Name(), n, n-1, &CallError{Call: "cuDeviceGet", Result: driver.ErrorInvalidDevice})
+	}
 	if err := outsideHostFunc(); err != nil {
 		return nil, err
 	}

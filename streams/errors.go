@@ -65,6 +65,10 @@ func outsideHostFunc() error {
 // on a capturing stream). The capture goes on.
 var ErrCapturing = errors.New("not allowed during capture")
 
+// ErrNoSuchDevice is matched (errors.Is) by a device ordinal the driver does not have, as
+// is ErrInvalidDevice (cuDeviceGet's answer); the error says how many it has.
+var ErrNoSuchDevice = errors.New("streambridge: no such device")
+
 // ErrWrongThread is returned by a call on a wrapper of the per-thread default stream
 // (handle 2) from an OS thread other than the one it was wrapped on: that thread's
 // per-thread stream is another stream, and work on it would not be ordered with the rest.

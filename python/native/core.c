@@ -1524,8 +1524,8 @@ static char *event_keywords[] = {"block", "disable_timing", "interprocess", "ena
  * blocking=None, options=None, device=None): see _event.Event. */
 static int event_core_init(PyObject *self, PyObject *args, PyObject *kwargs) {
     EventCore *e = (EventCore *)self;
-    PyObject *block = Py_False, *disable = Py_False, *ipc = Py_False, *enable = Py_None, *blocking = Py_None,
-             *options = Py_None, *device = Py_None;
+    PyObject *block = NULL, *disable = NULL, *ipc = Py_False, *enable = Py_None, *blocking = Py_None,
+             *options = Py_None, *device = Py_None; /* block, disable: NULL where not given */
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OOO$OOOO:Event", event_keywords, &block, &disable, &ipc,
                                      &enable, &blocking, &options, &device))
         return -1;
@@ -1549,10 +1549,27 @@ static int event_core_init(PyObject *self, PyObject *args, PyObject *kwargs) {
         if (PyTuple_GET_ITEM(read, 2) != Py_None)
             ipc = PyTuple_GET_ITEM(read, 2);
     }
-    int b = blocking != Py_None ? flag_of(blocking, "blocking") : flag_of(block, "block");
-    int d = b < 0 ? -1 : enable != Py_None ? flag_of(enable, "enable_timing") : flag_of(disable, "disable_timing");
-    if (d >= 0 && enable != Py_None)
-        d = !d;
+    int b = flag_of(block != NULL ? block : Py_False, "block");
+    if (b >= 0 && blocking != Py_None) { /* CuPy's block and cuda.core's blocking: one answer */
+        int given = b;
+        b = flag_of(blocking, "blocking");
+        if (b >= 0 && block != NULL && given != b) {
+            PyErr_Format(PyExc_ValueError, "block=%R and blocking=%R contradict each other: give one", block, blocking);
+            b = -1;
+        }
+    }
+    int d = b < 0 ? -1 : flag_of(disable != NULL ? disable : Py_False, "disable_timing");
+    if (d >= 0 && enable != Py_None) { /* CuPy's disable_timing and cuda.core's enable_timing */
+        int given = d;
+        d = flag_of(enable, "enable_timing");
+        if (d >= 0 && disable != NULL && given == d) {
+            PyErr_Format(PyExc_ValueError, "disable_timing=%R and enable_timing=%R contradict each other: give one",
+                         disable, enable);
+            d = -1;
+        } else if (d >= 0) {
+            d = !d;
+        }
+    }
     int i = d < 0 ? -1 : flag_of(ipc, "interprocess");
     Py_XDECREF(read);
     if (i < 0)

@@ -57,7 +57,7 @@ def device_index(device: Any) -> int:
         return device
     if isinstance(device, str):
         kind, _, ordinal = device.partition(":")
-        if kind != "cuda" or not ordinal.isdigit() or int(ordinal) >= 2**31:
+        if kind != "cuda" or not (ordinal.isascii() and ordinal.isdigit()) or int(ordinal) >= 2**31:
             raise ValueError(f"device string must look like 'cuda:N', not {device!r}")
         return int(ordinal)
     if hasattr(device, "type") and hasattr(device, "index"):  # torch.device

@@ -209,4 +209,7 @@ def as_event(obj: Any, device: Any = None) -> Event:
 
 def get_elapsed_time(start: Event, end: Event) -> float:
     """Milliseconds between two recorded events, as ``cupy.cuda.get_elapsed_time``."""
+    for arg, value in (("start", start), ("end", end)):
+        if not isinstance(value, Event):
+            raise TypeError(f"{arg} must be a streambridge Event, not {type(value).__name__}")
     return start.elapsed_time(end)

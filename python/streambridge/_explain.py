@@ -17,9 +17,16 @@ _FRAMEWORKS = {"torch": "PyTorch", "cupy": "CuPy", "cupy_backends": "CuPy", "cud
                "jax": "JAX", "jaxlib": "JAX", "streambridge": "streambridge"}
 
 
+def _qualified(obj: Any) -> str:
+    """The module and name of obj's class, whatever the class says its module is."""
+    module = type(obj).__module__
+    return f"{module}.{type(obj).__name__}" if isinstance(module, str) and module else type(obj).__name__
+
+
 def _framework(obj: Any) -> str:
-    top = type(obj).__module__.split(".")[0]
-    return _FRAMEWORKS.get(top, f"{type(obj).__module__} (not a framework streambridge knows)")
+    module = str(type(obj).__module__ or "")  # a class may set it to None, or to anything
+    unknown = f"{module or 'a class with no module'} (not a framework streambridge knows)"
+    return _FRAMEWORKS.get(module.split(".")[0], unknown)
 
 
 def _ask(what: Callable[[], Any]) -> Tuple[Any, Optional[str]]:
@@ -47,7 +54,7 @@ def explain(obj: Any) -> str:
             "an event of streambridge, created here, destroyed on close() or collection"))
     handle, why = _ask(lambda: _event_handle(obj))
     if handle is not None or why is not None:
-        title = f"{type(obj).__module__}.{type(obj).__name__}: an event of {_framework(obj)}"
+        title = f"{_qualified(obj)}: an event of {_framework(obj)}"
         e, why = _ask(lambda: as_event(obj))
         if e is None:
             return f"{title}\n  refused     {why}"
@@ -57,7 +64,7 @@ def explain(obj: Any) -> str:
 
 def _explain_stream(obj: Any) -> str:
     kind = "a bare handle" if as_index(obj) is not None else f"an object of {_framework(obj)}"
-    title = f"{type(obj).__module__}.{type(obj).__name__}: {kind}"
+    title = f"{_qualified(obj)}: {kind}"
     s, why = _ask(lambda: as_stream(obj))
     if s is None:
         return f"{title}\n  refused     {why}"

@@ -11,7 +11,7 @@ In the spirit of ``cupy.RawModule`` / ``cupy.RawKernel`` and ``cuda.core.launch`
 from __future__ import annotations
 
 import struct
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _core, _handover
 from ._array import array_info
@@ -21,6 +21,14 @@ from ._errors import ClosedError
 from ._stream import ExternalStream, _BaseStream, resolve
 
 Dim = Union[int, Sequence[int]]
+
+
+def _strings(value: Any, arg: str) -> List[str]:
+    """``value`` as a list of str: a sequence of them (a str alone would be split into its
+    characters, so it is refused, as is anything else)."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or not all(isinstance(v, str) for v in value):
+        raise TypeError(f"{arg} must be a sequence of str (a list or tuple), not {value!r:.80}")
+    return list(value)
 
 
 class Module(_c.ModuleCore):
@@ -36,9 +44,17 @@ class Module(_c.ModuleCore):
                  ptx: bool = False, name: str = "program.cu", device: Any = None) -> None:
         if not isinstance(code, str):
             raise TypeError(f"code must be CUDA C++ source text, not {type(code).__name__}")
-        opts = [f"-I{p}" for p in include_paths]
+        for arg, value in (("name", name), ("arch", arch)):
+            if not isinstance(value, str):
+                raise TypeError(f"{arg} must be a str, not {type(value).__name__}")
+        if not isinstance(ptx, bool):
+            raise TypeError(f"ptx must be a bool, not {type(ptx).__name__}")
+        if defines is not None and not isinstance(defines, Mapping):
+            raise TypeError(f"defines must be a mapping of names to values, not {type(defines).__name__}")
+        opts = [f"-I{p}" for p in _strings(include_paths, "include_paths")]
         opts += [f"-D{k}" if v is None or v == "" else f"-D{k}={v}" for k, v in sorted((defines or {}).items())]
-        opts += list(options)
+        opts += _strings(options, "options")
+        name_expressions = _strings(name_expressions, "name_expressions")
         for item in opts + list(name_expressions):
             if "\n" in item:
                 raise ValueError(f"an option or name expression has a newline: {item!r}")
@@ -72,6 +88,10 @@ class Kernel(_c.KernelCore):
     stream and their devices). Everything else is read by :meth:`_call`."""
 
     def __init__(self, module: Module, name: str) -> None:
+        if not isinstance(module, Module):
+            raise TypeError(f"a Kernel is made from a Module (or by Module.get_kernel), not {type(module).__name__}")
+        if not isinstance(name, str):
+            raise TypeError(f"name must be a str, not {type(name).__name__}")
         if module._closed:  # its key may live on while a launch holds it
             raise ClosedError("the module was closed")
         self.name = name
