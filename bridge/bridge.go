@@ -11,6 +11,7 @@ package bridge
 import (
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 
 	"github.com/streambridge/streambridge/streams"
@@ -102,23 +103,33 @@ func New(drv *streams.Driver) *Bridge {
 }
 
 var (
-	defaultOnce   sync.Once
-	defaultBridge *Bridge
-	defaultErr    error
+	defaultOnce    sync.Once
+	defaultBridge  *Bridge
+	defaultErr     error
+	defaultSetting string // STREAMBRIDGE_DRIVER as the first call read it
 )
 
 // Default is the process's bridge, over [streams.Default] (STREAMBRIDGE_DRIVER picks the
 // real or the software driver). The Python package resolves every handle through it, and so
 // does a Go package of your own built into the same extension (see examples/gokernels):
 // streams, contexts and validation are then shared with Python. Never closed.
+//
+// The setting is read once, at the first call: where that call failed and the setting has
+// changed since, the error says so, since the failure stays for the process's life.
 func Default() (*Bridge, error) {
 	defaultOnce.Do(func() {
+		defaultSetting = os.Getenv("STREAMBRIDGE_DRIVER")
 		var drv *streams.Driver
 		drv, defaultErr = streams.Default()
 		if defaultErr == nil {
 			defaultBridge = New(drv)
 		}
 	})
+	if now := os.Getenv("STREAMBRIDGE_DRIVER"); defaultErr != nil && now != defaultSetting {
+		return nil, fmt.Errorf("%w; STREAMBRIDGE_DRIVER is read once, at the first call, and was %q then, %q now: "+
+			"set it before the process's first streambridge call (in the environment, or in os.environ before it), "+
+			"in a new process", defaultErr, defaultSetting, now)
+	}
 	return defaultBridge, defaultErr
 }
 

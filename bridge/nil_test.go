@@ -1,6 +1,8 @@
 package bridge
 
 import (
+	"os"
+	"os/exec"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -28,4 +30,26 @@ func TestNilBridgesGetErrorsNotPanics(t *testing.T) {
 	a, err := ParseArray("array device=0 ptr=0x7f2a40000000 dtype=<f4 shape=4 strides=4 readonly=false")
 	require.NoError(t, err)
 	assert.ErrorIs(t, a.Expect(a.DType, nil, false), streams.ErrNil)
+}
+
+// After a first call failed for want of a driver, setting STREAMBRIDGE_DRIVER does not
+// help in that process: the error says the setting is read once, what it was and is, and
+// what to do. In a child process with no driver to load (STREAMBRIDGE_LIBCUDA names
+// nothing), so that it runs on the GPU machine too.
+func TestTheDriverSettingIsReadOnceAndTheErrorSaysSo(t *testing.T) {
+	if os.Getenv("STREAMBRIDGE_TEST_SETTING_CHILD") == "1" {
+		_, first := Default()
+		require.ErrorIs(t, first, streams.ErrNoDriver)
+		assert.NotContains(t, first.Error(), "read once")
+		require.NoError(t, os.Setenv("STREAMBRIDGE_DRIVER", "sim"))
+		_, second := Default()
+		require.ErrorIs(t, second, streams.ErrNoDriver)
+		assert.Contains(t, second.Error(), `read once, at the first call, and was "" then, "sim" now`)
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestTheDriverSettingIsReadOnceAndTheErrorSaysSo$", "-test.v")
+	cmd.Env = append(os.Environ(), "STREAMBRIDGE_TEST_SETTING_CHILD=1", "STREAMBRIDGE_DRIVER=", "STREAMBRIDGE_LIBCUDA=/nonexistent/libcuda.so.1")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	assert.Contains(t, string(out), "--- PASS: TestTheDriverSettingIsReadOnceAndTheErrorSaysSo")
 }

@@ -675,7 +675,9 @@ static PyObject *stream_wait_event(PyObject *self, PyObject *event) {
 static PyObject *stream_wait_stream(PyObject *self, PyObject *other_obj) {
     StreamCore *s = (StreamCore *)self, *o = (StreamCore *)other_obj;
     if (!PyObject_TypeCheck(other_obj, &StreamCoreType)) {
-        PyErr_Format(PyExc_TypeError, "wait_stream takes a stream, not %.100s", Py_TYPE(other_obj)->tp_name);
+        PyErr_Format(PyExc_TypeError, "wait_stream takes a streambridge stream, not %.100s: borrow another "
+                     "framework's stream with streambridge.as_stream(obj), or call wait(obj), which does",
+                     Py_TYPE(other_obj)->tp_name);
         return NULL;
     }
     if (!gate() || !stream_usable(s) || !stream_usable(o))

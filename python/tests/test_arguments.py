@@ -53,3 +53,46 @@ def test_a_device_the_driver_does_not_have_is_a_value_error_with_the_count():
 def test_explain_takes_a_class_whose_module_is_none():
     text = sb.explain(_NoModule())
     assert "_NoModule" in text
+
+
+def test_wait_stream_of_a_protocol_object_points_to_as_stream():
+    class Proto:
+        def __init__(self, handle):
+            self.handle = handle
+
+        def __cuda_stream__(self):
+            return (0, self.handle)
+
+    s, other = sb.Stream(non_blocking=True), sb.Stream(non_blocking=True)
+    with pytest.raises(TypeError, match=r"as_stream\(obj\)"):
+        s.wait_stream(Proto(other.ptr))
+    s.wait(Proto(other.ptr))  # the spelling that takes it
+    s.wait_stream(sb.as_stream(Proto(other.ptr)))
+    s.synchronize()
+
+
+def test_the_driver_setting_is_read_once_and_the_error_says_so():
+    """After a first call failed for want of a driver, setting STREAMBRIDGE_DRIVER=sim in
+    os.environ cannot help that process; the error says it is read once, and what to do (it
+    told the user to set it). In a child with no driver to load, so it runs on a GPU too."""
+    import os
+    import subprocess
+    import sys
+
+    child = """
+import os, streambridge as sb
+try:
+    sb.Stream()
+except sb.NoDriverError as e:
+    assert "read once" not in str(e), e
+os.environ["STREAMBRIDGE_DRIVER"] = "sim"
+try:
+    sb.Stream()
+except sb.NoDriverError as e:
+    assert 'read once, at the first call, and was "" then, "sim" now' in str(e), e
+    print("ok")
+"""
+    env = {k: v for k, v in os.environ.items() if k != "STREAMBRIDGE_DRIVER"}
+    env["STREAMBRIDGE_LIBCUDA"] = "/nonexistent/libcuda.so.1"
+    out = subprocess.run([sys.executable, "-c", child], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
