@@ -53,3 +53,21 @@ func TestTheDriverSettingIsReadOnceAndTheErrorSaysSo(t *testing.T) {
 	require.NoError(t, err, "%s", out)
 	assert.Contains(t, string(out), "--- PASS: TestTheDriverSettingIsReadOnceAndTheErrorSaysSo")
 }
+
+// Shapes whose element count overflows (to 0, once) and negative dimensions or devices are
+// refused, not parsed into an array whose Len lies.
+func TestParseArrayRefusesImpossibleShapes(t *testing.T) {
+	for _, text := range []string{
+		"array device=0 ptr=0x1000 dtype=<f4 shape=-1 strides=4",
+		"array device=0 ptr=0x1000 dtype=<f4 shape=4,-2 strides=8,4",
+		"array device=0 ptr=0x1000 dtype=<f4 shape=4294967296,4294967296 strides=4,4",
+		"array device=0 ptr=0x1000 dtype=<f8 shape=2305843009213693952 strides=8",
+		"array device=-5 ptr=0x1000 dtype=<f4 shape=4 strides=4",
+	} {
+		_, err := ParseArray(text)
+		assert.Error(t, err, text)
+	}
+	a, err := ParseArray("array device=-1 ptr=0x1000 dtype=<f4 shape=0,4294967296 strides=4,4")
+	require.NoError(t, err, "a 0-element array of any other extent is one")
+	assert.Equal(t, 0, a.Len())
+}

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"fmt"
 	"sync"
 	"unsafe"
 
@@ -44,7 +45,7 @@ func call(fn uintptr, args ...uintptr) uintptr { return callIn(0, fn, args...) }
 func callIn(ctx, fn uintptr, args ...uintptr) uintptr {
 	var f frame
 	f.fn, f.ctx = fn, ctx
-	copy(f.a[:], args)
+	f.args(args)
 	runtime_cgocall(trampolineABI0, unsafe.Pointer(&f))
 	return f.r
 }
@@ -54,7 +55,7 @@ func callIn(ctx, fn uintptr, args ...uintptr) uintptr {
 func callOut(fn uintptr, outAt int, args ...uintptr) (uintptr, uint64) {
 	var f frame
 	f.fn = fn
-	copy(f.a[:], args)
+	f.args(args)
 	f.a[outAt] = uintptr(unsafe.Pointer(&f.out[0]))
 	runtime_cgocall(trampolineABI0, unsafe.Pointer(&f))
 	return f.r, f.out[0]
@@ -64,7 +65,7 @@ func callOut(fn uintptr, outAt int, args ...uintptr) (uintptr, uint64) {
 func callOutIn(ctx, fn uintptr, outAt int, args ...uintptr) (uintptr, uint64) {
 	var f frame
 	f.fn, f.ctx = fn, ctx
-	copy(f.a[:], args)
+	f.args(args)
 	f.a[outAt] = uintptr(unsafe.Pointer(&f.out[0]))
 	runtime_cgocall(trampolineABI0, unsafe.Pointer(&f))
 	return f.r, f.out[0]
@@ -74,7 +75,7 @@ func callOutIn(ctx, fn uintptr, outAt int, args ...uintptr) (uintptr, uint64) {
 func callOut2In(ctx, fn uintptr, outAt int, args ...uintptr) (uintptr, uint64, uint64) {
 	var f frame
 	f.fn, f.ctx = fn, ctx
-	copy(f.a[:], args)
+	f.args(args)
 	f.a[outAt] = uintptr(unsafe.Pointer(&f.out[0]))
 	f.a[outAt+1] = uintptr(unsafe.Pointer(&f.out[1]))
 	runtime_cgocall(trampolineABI0, unsafe.Pointer(&f))
@@ -91,7 +92,7 @@ func callReentrant(fn uintptr, outAt int, args ...uintptr) (uintptr, uint64) {
 	f := heapFrames.Get().(*frame)
 	defer heapFrames.Put(f)
 	*f = frame{fn: fn}
-	copy(f.a[:], args)
+	f.args(args)
 	if outAt >= 0 {
 		f.a[outAt] = uintptr(unsafe.Pointer(&f.out[0]))
 	}
@@ -116,3 +117,12 @@ func callPairIn(ctx, fn1, a1, a2, fn2, b1, b2, b3 uintptr) (uintptr, int) {
 func load64(addr uintptr) uint64
 
 const canLoadUnmapped = true
+
+// args copies a call's arguments into the frame. More than it holds is a mistake in this
+// package, refused as purego's SyscallN refuses it, rather than dropped.
+func (f *frame) args(args []uintptr) {
+	if len(args) > len(f.a) {
+		panic(fmt.Sprintf("streambridge: internal error: a driver call with %d arguments; the call frame holds %d", len(args), len(f.a)))
+	}
+	copy(f.a[:], args)
+}

@@ -2307,6 +2307,28 @@ static int handle_of(PyObject *o, uint64_t *out) {
 
 /* _launch(stream, (gx, gy, gz), (bx, by, bz), shared, values): what _call read, launched.
  * values: the kernel's parameters, each up to 8 bytes little-endian in an int. */
+/* _bind(fn, ctx, device, module): see kernel_core_methods. */
+static PyObject *kernel_bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    KernelCore *k = (KernelCore *)self;
+    if (nargs != 4 || !PyObject_TypeCheck(args[3], &ModuleCoreType)) {
+        PyErr_SetString(PyExc_TypeError, "_bind takes (fn, ctx, device, module)");
+        return NULL;
+    }
+    if (k->module != NULL) {
+        PyErr_SetString(PyExc_TypeError, "a kernel's function is set once, when it is made");
+        return NULL;
+    }
+    uint64_t fn, ctx;
+    long long device = PyLong_AsLongLong(args[2]);
+    if (!handle_of(args[0], &fn) || !handle_of(args[1], &ctx) || (device == -1 && PyErr_Occurred()))
+        return NULL;
+    k->fn = fn;
+    k->ctx = ctx;
+    k->device = device;
+    k->module = Py_NewRef(args[3]);
+    Py_RETURN_NONE;
+}
+
 static PyObject *kernel_launch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     unsigned dims[6];
     uint64_t vals[MAX_PARAMS], v;
@@ -2339,16 +2361,19 @@ static PyObject *kernel_launch(PyObject *self, PyObject *const *args, Py_ssize_t
 }
 
 static PyMethodDef kernel_core_methods[] = {
+    {"_bind", (PyCFunction)(void (*)(void))kernel_bind, METH_FASTCALL,
+     "_bind(fn, ctx, device, module): the kernel's function, context, device and module, set once (Kernel.__init__); "
+     "read-only after, so no forged handle reaches cuLaunchKernel"},
     {"_launch", (PyCFunction)(void (*)(void))kernel_launch, METH_FASTCALL,
      "_launch(stream, grid, block, shared, values): the launch of what _call read (cuLaunchKernel)."},
     {NULL, NULL, 0, NULL},
 };
 
 static PyMemberDef kernel_core_members[] = {
-    {"_fn", T_ULONGLONG, offsetof(KernelCore, fn), 0, "the CUfunction"},
-    {"_ctx", T_ULONGLONG, offsetof(KernelCore, ctx), 0, "its module's context"},
-    {"_device", T_LONGLONG, offsetof(KernelCore, device), 0, "its module's device"},
-    {"_module", T_OBJECT, offsetof(KernelCore, module), 0, "the ModuleCore that owns the function"},
+    {"_fn", T_ULONGLONG, offsetof(KernelCore, fn), READONLY, "the CUfunction"},
+    {"_ctx", T_ULONGLONG, offsetof(KernelCore, ctx), READONLY, "its module's context"},
+    {"_device", T_LONGLONG, offsetof(KernelCore, device), READONLY, "its module's device"},
+    {"_module", T_OBJECT, offsetof(KernelCore, module), READONLY, "the ModuleCore that owns the function"},
     {NULL, 0, 0, 0, NULL},
 };
 

@@ -20,6 +20,10 @@ class Graph:
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError("a Graph is made by Stream.end_capture()")
 
+    def __reduce__(self) -> Any:
+        raise TypeError("a Graph cannot be pickled or copied: it is this process's CUDA graph, and its key would "
+                        "name another graph (or none) anywhere else")
+
     @classmethod
     def _made(cls, key: int, device: int) -> "Graph":
         self = cls.__new__(cls)

@@ -96,10 +96,8 @@ class Kernel(_c.KernelCore):
             raise ClosedError("the module was closed")
         self.name = name
         self._key = _core.module_function(module._key, name)
-        self._fn = _core.function_handle(self._key)
-        self._ctx = _core.module_context(module._key)
-        self._device = module._device
-        self._module = module  # kept alive: it owns the function; a launch checks it is open
+        # the module is kept alive (it owns the function) and checked open at each launch
+        self._bind(_core.function_handle(self._key), _core.module_context(module._key), module._device, module)
 
     def _call(self, grid: Dim, block: Dim, args: Sequence[Any], *, shared_mem: int = 0,
               stream: Any = None) -> None:

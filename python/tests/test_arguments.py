@@ -96,3 +96,38 @@ except sb.NoDriverError as e:
     env["STREAMBRIDGE_LIBCUDA"] = "/nonexistent/libcuda.so.1"
     out = subprocess.run([sys.executable, "-c", child], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+def test_a_kernels_function_is_set_once_and_read_only():
+    """A kernel's function, context, device and module are set when it is made and cannot
+    be written after, so no forged handle reaches cuLaunchKernel."""
+    from streambridge._core import core
+
+    module, kernel = core.ModuleCore(), core.KernelCore()
+    kernel._bind(0x1000, 0, 0, module)
+    for name in ("_fn", "_ctx", "_device", "_module"):
+        with pytest.raises(AttributeError):
+            setattr(kernel, name, 0xDEAD)
+    with pytest.raises(TypeError, match="set once"):
+        kernel._bind(0xDEAD, 0, 0, module)
+    with pytest.raises(TypeError):
+        core.KernelCore()._bind(0xDEAD, 0, 0, object())
+    with pytest.raises(sb.ClosedError):  # a module never loaded: nothing reaches the driver
+        kernel._launch(sb.Stream(), (1, 1, 1), (1, 1, 1), 0, ())
+
+
+def test_graphs_and_modules_do_not_pickle():
+    """A Graph's or Module's key names this process's object: pickled and loaded elsewhere,
+    it would name another one (a Graph pickled, and launched another process's graph)."""
+    import pickle
+
+    from streambridge._core import core
+
+    s = sb.Stream(non_blocking=True)
+    s.begin_capture()
+    s.record()
+    g = s.end_capture()
+    for obj in (g, core.ModuleCore(), core.KernelCore(), s, sb.Event()):
+        with pytest.raises(TypeError):
+            pickle.dumps(obj)
+    g.close()
