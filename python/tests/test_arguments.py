@@ -131,3 +131,22 @@ def test_graphs_and_modules_do_not_pickle():
         with pytest.raises(TypeError):
             pickle.dumps(obj)
     g.close()
+
+
+def test_a_kernel_is_made_through_bind(monkeypatch):
+    """Kernel.__init__ on the CPU, the Go calls it makes stood in for (a module needs a GPU
+    to compile): the function, context, device and module it binds are the kernel's."""
+    from streambridge import _kernel
+
+    monkeypatch.setattr(_kernel._core, "module_function", lambda key, name: 7)
+    monkeypatch.setattr(_kernel._core, "function_handle", lambda key: 0x1234)
+    monkeypatch.setattr(_kernel._core, "module_context", lambda key: 0x5678)
+    module = _kernel.Module.__new__(_kernel.Module)
+    module._device = 0
+    k = _kernel.Kernel(module, "k")
+    assert (k._fn, k._ctx, k._device, k._module, k._key, k.name) == (0x1234, 0x5678, 0, module, 7, "k")
+    with pytest.raises(sb.ClosedError):  # the module has no key: never loaded
+        k((1,), (1,), ())
+    module.close()
+    with pytest.raises(sb.ClosedError):
+        _kernel.Kernel(module, "k")
