@@ -43,7 +43,13 @@ def _init_entries() -> None:
     gate calls this); later changes to the settings are not seen."""
     for name in _tables.SETTINGS:
         if name in os.environ:
-            _native.pyshim_Setenv(name, os.environ[name])
+            value = os.environ[name]
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ValueError(f"streambridge: bad setting: {name}={value!r} is not UTF-8 text, which streambridge "
+                                 "reads its settings as") from None
+            _native.pyshim_Setenv(name, value)
     core.init(*(_native.pyshim_Entry(name) for name in _tables.ENTRY_NAMES))
 
 

@@ -150,3 +150,19 @@ def test_a_kernel_is_made_through_bind(monkeypatch):
     module.close()
     with pytest.raises(sb.ClosedError):
         _kernel.Kernel(module, "k")
+
+
+@pytest.mark.parametrize("name", ["STREAMBRIDGE_DRIVER", "STREAMBRIDGE_LIBCUDA", "CUDA_HOME"])
+def test_a_setting_that_is_not_utf8_is_a_value_error_naming_it(name):
+    """A setting whose bytes are not UTF-8 is a ValueError that names it (it was a
+    UnicodeEncodeError from inside); in a child, as settings are read at the first call."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environb.items() if k != name.encode()}
+    env[name.encode()] = b"sim\xff"
+    child = "import streambridge as sb\ntry:\n    sb.Stream()\nexcept ValueError as e:\n    print(e)\n"
+    out = subprocess.run([sys.executable, "-c", child], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert f"bad setting: {name}=" in out.stdout and "not UTF-8" in out.stdout, out.stdout
