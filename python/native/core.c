@@ -2331,7 +2331,7 @@ static PyObject *kernel_bind(PyObject *self, PyObject *const *args, Py_ssize_t n
 
 static PyObject *kernel_launch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     unsigned dims[6];
-    uint64_t vals[MAX_PARAMS], v;
+    uint64_t vals[MAX_PARAMS];
     void *ptrs[MAX_PARAMS];
     if (nargs != 5 || !PyObject_TypeCheck(args[0], &StreamCoreType) || !PyTuple_Check(args[1]) ||
         PyTuple_GET_SIZE(args[1]) != 3 || !PyTuple_Check(args[2]) || PyTuple_GET_SIZE(args[2]) != 3 ||
@@ -2339,14 +2339,18 @@ static PyObject *kernel_launch(PyObject *self, PyObject *const *args, Py_ssize_t
         PyErr_SetString(PyExc_TypeError, "_launch takes (stream, (gx, gy, gz), (bx, by, bz), shared, values)");
         return NULL;
     }
-    for (int i = 0; i < 6; i++) {
-        if (!handle_of(PyTuple_GET_ITEM(args[1 + i / 3], i % 3), &v))
+    for (int i = 0; i < 6; i++) { /* checked, not truncated: cuLaunchKernel takes unsigned ints */
+        if (!dim_of(PyTuple_GET_ITEM(args[1 + i / 3], i % 3), &dims[i], 0)) {
+            PyErr_Format(PyExc_ValueError, "%s dimensions must be ints from 1 to 2**32-1, not %R",
+                         i < 3 ? "grid" : "block", args[1 + i / 3]);
             return NULL;
-        dims[i] = (unsigned)v;
+        }
     }
-    uint64_t shared;
-    if (!handle_of(args[3], &shared))
+    unsigned shared;
+    if (!dim_of(args[3], &shared, 1)) {
+        PyErr_Format(PyExc_ValueError, "shared_mem must be an int from 0 to 2**32-1 bytes, not %R", args[3]);
         return NULL;
+    }
     Py_ssize_t n = PyTuple_GET_SIZE(args[4]);
     if (n > MAX_PARAMS) {
         PyErr_SetString(PyExc_ValueError, "a kernel takes at most 256 parameters");
@@ -2357,7 +2361,7 @@ static PyObject *kernel_launch(PyObject *self, PyObject *const *args, Py_ssize_t
             return NULL;
         ptrs[i] = &vals[i];
     }
-    return do_launch((KernelCore *)self, (StreamCore *)args[0], dims, (unsigned)shared, ptrs);
+    return do_launch((KernelCore *)self, (StreamCore *)args[0], dims, shared, ptrs);
 }
 
 static PyMethodDef kernel_core_methods[] = {

@@ -130,7 +130,7 @@ def _dim3(d: Dim, what: str) -> Tuple[int, int, int]:
             raise TypeError(f"{what} must be ints, not {d!r}")
         if not 1 <= v < 2**32:
             raise ValueError(f"{what} dimensions must be 1 .. 2**32-1, not {d!r}")
-    x, y, z = (dims + (1, 1))[:3]
+    x, y, z = (tuple(int(v) for v in dims) + (1, 1))[:3]  # exact ints, as the core reads them
     return x, y, z
 
 

@@ -166,3 +166,20 @@ def test_a_setting_that_is_not_utf8_is_a_value_error_naming_it(name):
     out = subprocess.run([sys.executable, "-c", child], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr[-2000:]
     assert f"bad setting: {name}=" in out.stdout and "not UTF-8" in out.stdout, out.stdout
+
+
+@pytest.mark.parametrize("grid, block, shared", [
+    ((2**33, 1, 1), (1, 1, 1), 0),
+    ((1, 1, 1), (1, 0, 1), 0),
+    ((1, 1, 1), (1, 1, 1), 2**40),
+    ((1, 1, 1), (1, 1, 1), -1),
+])
+def test_launch_dimensions_are_checked_not_truncated(grid, block, shared):
+    """The core's _launch refuses grid and block dimensions and shared memory that do not
+    fit cuLaunchKernel's unsigned ints (it truncated them), before looking at the module."""
+    from streambridge._core import core
+
+    kernel = core.KernelCore()
+    kernel._bind(0x1000, 0, 0, core.ModuleCore())
+    with pytest.raises(ValueError, match="grid|block|shared_mem"):
+        kernel._launch(sb.Stream(), grid, block, shared, ())
