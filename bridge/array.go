@@ -79,15 +79,15 @@ func ParseArray(text string) (Array, error) {
 		return Array{}, fmt.Errorf("bridge: array %q: dtype %q has no item size", text, a.DType)
 	}
 	if a.Device < -1 {
-		return Array{}, fmt.Errorf("bridge: array %q: device %d is neither -1 (unsaid) nor an ordinal", text, a.Device)
+		return Array{}, fmt.Errorf("%w: array %q: device %d is neither -1 (unsaid) nor an ordinal", ErrValue, text, a.Device)
 	}
 	n := uint64(1)
 	for _, d := range a.Shape {
 		if d < 0 {
-			return Array{}, fmt.Errorf("bridge: array %q: a dimension of %d", text, d)
+			return Array{}, fmt.Errorf("%w: array %q: a dimension of %d", ErrValue, text, d)
 		}
 		if d > 0 && n > math.MaxInt64/uint64(a.ItemSize())/uint64(d) {
-			return Array{}, fmt.Errorf("bridge: array %q: %v elements of %d bytes do not fit in 63 bits", text, a.Shape, a.ItemSize())
+			return Array{}, fmt.Errorf("%w: array %q: %v elements of %d bytes do not fit in 63 bits", ErrValue, text, a.Shape, a.ItemSize())
 		}
 		n *= uint64(d)
 	}

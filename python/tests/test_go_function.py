@@ -122,3 +122,13 @@ def test_dlpack_is_handed_the_calls_stream_and_no_stream_while_it_captures():
     legacy = streambridge.ExternalStream(0)
     describe(legacy, a)
     assert a.given == [s.ptr, -1, 1]
+
+
+@pytest.mark.parametrize("shape", [(2**32, 2**32), (2**62,)])
+def test_a_shape_whose_element_count_overflows_is_a_value_error(shape):
+    """An array whose element count (in bytes) does not fit in 63 bits is refused by Go's
+    parser with a ValueError (it overflowed, to 0 for some shapes)."""
+    s = streambridge.Stream()
+    with pytest.raises(ValueError, match="do not fit in 63 bits"):
+        describe(s, Array(shape=shape))
+    s.close()
