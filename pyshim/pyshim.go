@@ -285,18 +285,11 @@ func StreamHandle(key int64) (uint64, error) {
 }
 
 // StreamID is key's cuStreamGetId (streams.Stream.ID): unique among the process's streams
-// for its lifetime. Refused while it is capturing: for a stream the package did not borrow
-// the driver is asked, which would invalidate the capture.
+// for its lifetime; refused (CaptureError) while the driver would have to be asked of a
+// capturing stream.
 //
 //streambridge:keepgil
-func StreamID(key int64) (uint64, error) {
-	return call1(key, func(s *streams.Stream) (uint64, error) {
-		if err := refuseCapturing(s, "asking its id (cuStreamGetId)"); err != nil {
-			return 0, err
-		}
-		return s.ID()
-	})
-}
+func StreamID(key int64) (uint64, error) { return call1(key, (*streams.Stream).ID) }
 
 // DeviceCount is the number of devices the driver offers (cuDeviceGetCount).
 func DeviceCount() (int, error) {
@@ -342,25 +335,10 @@ func DriverVersion() (int, error) {
 	return b.Driver().Version()
 }
 
-// StreamSynchronize waits for key's work (cuStreamSynchronize). The Python package refuses
-// it while the stream is capturing, which the driver would invalidate (Go's
-// Stream.Synchronize passes the driver's answer on: ErrCaptureUnsupported, capture lost).
+// StreamSynchronize waits for key's work (cuStreamSynchronize); refused (CaptureError)
+// while the stream is capturing, which the driver would invalidate.
 func StreamSynchronize(key int64) (bool, error) {
-	return call1(key, func(s *streams.Stream) (bool, error) {
-		if err := refuseCapturing(s, "synchronizing it"); err != nil {
-			return false, err
-		}
-		return done(s.Synchronize())
-	})
-}
-
-// refuseCapturing is a CaptureError where s is capturing: what would be done to it (a
-// synchronize, a query of its flags) the driver refuses then, invalidating the capture.
-func refuseCapturing(s *streams.Stream, what string) error {
-	if capturing, err := s.IsCapturing(); err == nil && capturing {
-		return fmt.Errorf("%w: the stream is capturing; %s would invalidate the capture", bridge.ErrCapture, what)
-	}
-	return nil
+	return call1(key, func(s *streams.Stream) (bool, error) { return done(s.Synchronize()) })
 }
 
 // StreamPriority is cuStreamGetPriority of key.
@@ -372,14 +350,7 @@ func StreamPriority(key int64) (int, error) { return call1(key, (*streams.Stream
 // capturing (the driver would invalidate the capture).
 //
 //streambridge:keepgil
-func StreamNonBlocking(key int64) (bool, error) {
-	return call1(key, func(s *streams.Stream) (bool, error) {
-		if err := refuseCapturing(s, "reading its flags (cuStreamGetFlags)"); err != nil {
-			return false, err
-		}
-		return s.NonBlocking()
-	})
-}
+func StreamNonBlocking(key int64) (bool, error) { return call1(key, (*streams.Stream).NonBlocking) }
 
 // DeviceContext is the CUcontext of device's primary context, retained by the bridge for
 // the process: the C core makes its events there (cuEventCreate with it current).

@@ -26,13 +26,13 @@ type Driver struct {
 	captures map[uint64][]uintptr // host functions captured per capture id
 
 	// captureMu makes each call that asks whether a stream captures and then acts on the
-	// answer (LaunchHostFunc, GraphExec.Launch of a graph with host functions) one step
-	// against BeginCapture and EndCapture: a capture begun between the question and the
-	// launch captured a one-shot host function whose key the replays then ran freed (or
-	// reused by another function); one ended there left a persistent key that nothing
-	// released. Held for a few driver calls. Captures other code begins or ends are not
-	// ordered by it.
-	captureMu sync.Mutex
+	// answer (LaunchHostFunc, GraphExec.Launch of a graph with host functions: read-locked,
+	// so they do not wait for each other) one step against BeginCapture and EndCapture
+	// (write-locked): a capture begun between the question and the launch captured a
+	// one-shot host function whose key the replays then ran freed (or reused by another
+	// function); one ended there left a persistent key that nothing released. Held for a
+	// few driver calls. Captures other code begins or ends are not ordered by it.
+	captureMu sync.RWMutex
 
 	// capturing counts the streams on which a capture begun by BeginCapture may still be
 	// going on (Stream.counted): while any, Query and Synchronize first ask whether their
@@ -153,14 +153,16 @@ func (d *Driver) Device(ordinal int) (*Device, error) {
 	if err := d.valid(); err != nil {
 		return nil, err
 	}
-	if n, err := d.DeviceCount(); err == nil && (ordinal < 0 || ordinal >= n) {
-		return nil, fmt.Errorf("%w: device %d, where the %s driver has %d (ordinals 0 to %d): %w", ErrNoSuchDevice, ordinal,
-			d.Name(), n, n-1, &CallError{Call: "cuDeviceGet", Result: driver.ErrorInvalidDevice})
-	}
 	if err := outsideHostFunc(); err != nil {
 		return nil, err
 	}
 	dev, r := d.api.DeviceGet(ordinal)
+	if r == driver.ErrorInvalidDevice { // say how many there are
+		if n, err := d.DeviceCount(); err == nil {
+			return nil, fmt.Errorf("%w: device %d, where the %s driver has %d (ordinals 0 to %d): %w", ErrNoSuchDevice, ordinal,
+				d.Name(), n, n-1, &CallError{Call: "cuDeviceGet", Result: r})
+		}
+	}
 	if err := d.check("cuDeviceGet", r); err != nil {
 		return nil, err
 	}

@@ -84,7 +84,8 @@ func (s *Stream) EndCapture() (*Graph, error) {
 	d := s.ctx.drv
 	d.captureMu.Lock()
 	_, id, r := s.api.StreamGetCaptureInfo(s.ctx.handle, s.handle)
-	if r == driver.Success {
+	asked := r == driver.Success
+	if asked {
 		r = s.run(func() (r driver.Result) { g, r = s.api.StreamEndCapture(s.handle); return r })
 	}
 	d.mu.Lock()
@@ -92,7 +93,7 @@ func (s *Stream) EndCapture() (*Graph, error) {
 	delete(d.captures, id)
 	d.mu.Unlock()
 	d.captureMu.Unlock()
-	if st, _, r := s.api.StreamGetCaptureInfo(s.ctx.handle, s.handle); r == driver.Success && st == driver.CaptureStatusNone {
+	if asked && r != driver.ErrorCaptureUnmatched { // the driver ended it, or discarded it
 		s.count(false)
 	}
 	if s.capturer.CompareAndSwap(tid, 0) {
@@ -279,8 +280,10 @@ func (e *GraphExec) Launch(s *Stream) error {
 	defer e.done(s)
 	g := e.graph
 	d := s.ctx.drv
-	d.captureMu.Lock() // no capture begins between the question and the launch
-	defer d.captureMu.Unlock()
+	if len(g.hostFuncs) > 0 { // no capture begins between the question and the launch (see captureMu)
+		d.captureMu.RLock()
+		defer d.captureMu.RUnlock()
+	}
 	status, _, r := s.api.StreamGetCaptureInfo(s.callCtx(), s.handle)
 	if err := d.check("cuStreamGetCaptureInfo", r); err != nil {
 		return err

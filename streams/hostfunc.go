@@ -26,8 +26,8 @@ func (s *Stream) LaunchHostFunc(fn func()) error {
 		return errors.New("streambridge: LaunchHostFunc: nil function")
 	}
 	d := s.ctx.drv
-	d.captureMu.Lock()
-	defer d.captureMu.Unlock()
+	d.captureMu.RLock()
+	defer d.captureMu.RUnlock()
 	status, captureID, r := s.api.StreamGetCaptureInfo(s.callCtx(), s.handle)
 	if err := s.ctx.drv.check("cuStreamGetCaptureInfo", r); err != nil {
 		return err

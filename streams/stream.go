@@ -362,14 +362,17 @@ func (s *Stream) doneWithEvent(e *Event) {
 // Query reports whether all work submitted to the stream has completed (cuStreamQuery).
 // Work still running is not an error. While a capture that BeginCapture began may be going
 // on anywhere, a capturing stream is refused with [ErrCapturing], before the driver, which
-// would invalidate the capture.
+// would invalidate the capture (a capture other code began is not asked about: the
+// question would cost a quarter of the query).
 func (s *Stream) Query() (bool, error) {
 	if err := s.use(); err != nil {
 		return false, err
 	}
 	defer s.done()
-	if err := s.notCapturing("a query"); err != nil {
-		return false, err
+	if s.ctx.drv.capturing.Load() != 0 { // asked only while a capture of ours may go on: the query is hot
+		if err := s.notCapturing("a query (cuStreamQuery)"); err != nil {
+			return false, err
+		}
 	}
 	switch r := s.api.StreamQuery(s.callCtx(), s.handle); r {
 	case driver.Success:
@@ -382,14 +385,15 @@ func (s *Stream) Query() (bool, error) {
 }
 
 // Synchronize waits until all work submitted to the stream has completed
-// (cuStreamSynchronize). From inside a host function it fails with [ErrInHostFunc]; a
-// capturing stream as Query's.
+// (cuStreamSynchronize). From inside a host function it fails with [ErrInHostFunc]; on a
+// capturing stream, whoever began the capture, with [ErrCapturing], before the driver,
+// which would invalidate the capture.
 func (s *Stream) Synchronize() error {
 	if err := s.use(); err != nil {
 		return err
 	}
 	defer s.done()
-	if err := s.notCapturing("a synchronize"); err != nil {
+	if err := s.notCapturing("a synchronize (cuStreamSynchronize)"); err != nil {
 		return err
 	}
 	return s.ctx.drv.check("cuStreamSynchronize", s.api.StreamSynchronize(s.callCtx(), s.handle))
@@ -495,6 +499,9 @@ func (s *Stream) NonBlocking() (bool, error) {
 		return false, err
 	}
 	defer s.done()
+	if err := s.notCapturing("reading its flags (cuStreamGetFlags)"); err != nil {
+		return false, err
+	}
 	var f uint32
 	r := s.run(func() (r driver.Result) { f, r = s.api.StreamGetFlags(s.handle); return r })
 	return f&driver.StreamNonBlocking != 0, s.ctx.drv.check("cuStreamGetFlags", r)
@@ -504,8 +511,8 @@ func (s *Stream) NonBlocking() (bool, error) {
 // address reused after a destroy has a new ID. For the per-thread default stream it
 // depends on the calling thread. A borrowed stream object's is the one read when it was
 // wrapped (and checked before every use), so it is known during capture too; for the
-// others the driver is asked, which fails on a capturing stream and invalidates the
-// capture (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED).
+// others the driver is asked, which refuses a capturing stream and invalidates the
+// capture: such a stream is refused first, with [ErrCapturing].
 func (s *Stream) ID() (uint64, error) {
 	if err := s.use(); err != nil {
 		return 0, err
@@ -513,6 +520,9 @@ func (s *Stream) ID() (uint64, error) {
 	defer s.done()
 	if s.id != 0 {
 		return s.id, nil
+	}
+	if err := s.notCapturing("asking its id (cuStreamGetId)"); err != nil {
+		return 0, err
 	}
 	var id uint64
 	r := s.run(func() (r driver.Result) { id, r = s.api.StreamGetId(s.handle); return r })
@@ -579,14 +589,10 @@ func (s *Stream) endLostCapture() {
 	}
 }
 
-// notCapturing is ErrCapturing where s captures, asked only while a capture BeginCapture
-// began may be going on (Driver.capturing): what (a query, a synchronize) the driver
-// refuses on a capturing stream, invalidating the capture.
+// notCapturing is ErrCapturing where s captures: what (a query, a synchronize, its flags or
+// id) the driver refuses on a capturing stream, invalidating the capture.
 func (s *Stream) notCapturing(what string) error {
 	d := s.ctx.drv
-	if d.capturing.Load() == 0 {
-		return nil
-	}
 	status, _, r := s.api.StreamGetCaptureInfo(s.callCtx(), s.handle)
 	if err := d.check("cuStreamGetCaptureInfo", r); err != nil {
 		return err
@@ -595,7 +601,7 @@ func (s *Stream) notCapturing(what string) error {
 		s.count(false) // ended elsewhere
 		return nil
 	}
-	return fmt.Errorf("streambridge: %s of a capturing stream: %w (the driver would invalidate the capture)", what, ErrCapturing)
+	return fmt.Errorf("streambridge: %s on a capturing stream: %w (the driver would invalidate the capture)", what, ErrCapturing)
 }
 
 // count records whether a capture BeginCapture began on s may be going on.

@@ -882,16 +882,19 @@ enum { CAPTURE_ACTIVE = 1, USER_OBJECT_NO_DESTRUCTOR_SYNC = 1, GRAPH_USER_OBJECT
  * capture's graph retains, the launch) one step against the begin and the end of a capture
  * made through streambridge (StreamCore._capture), on any thread: an end between the read
  * and the launch destroyed the graph the user object went to (a crash), and a begin there
- * captured a callback that nothing keeps for the replays. Taken without the GIL, held for
- * a few driver calls. A capture other code begins or ends is not ordered by it. */
-static pthread_mutex_t capture_mu = PTHREAD_MUTEX_INITIALIZER;
+ * captured a callback that nothing keeps for the replays. Launches read-lock it (they do
+ * not wait for each other), begins and ends write-lock it, first among those waiting (a
+ * stream of launches from other threads would otherwise keep an end waiting). Taken without
+ * the GIL, held for a few driver calls; never taken twice by one thread. A capture other
+ * code begins or ends is not ordered by it. */
+static pthread_rwlock_t capture_mu = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
 
 static int launch_host_call_locked(StreamCore *s, host_call *hc, int *owned, const char **call);
 
 static int launch_host_call(StreamCore *s, host_call *hc, int *owned, const char **call) {
-    pthread_mutex_lock(&capture_mu);
+    pthread_rwlock_rdlock(&capture_mu);
     int r = launch_host_call_locked(s, hc, owned, call);
-    pthread_mutex_unlock(&capture_mu);
+    pthread_rwlock_unlock(&capture_mu);
     return r;
 }
 
@@ -1129,12 +1132,12 @@ static PyObject *use_stream(StreamCore *s, PyObject *const *args, Py_ssize_t nar
         stream_hold(s);
         if (capture) {
             Py_BEGIN_ALLOW_THREADS
-            pthread_mutex_lock(&capture_mu);
+            pthread_rwlock_wrlock(&capture_mu);
             Py_END_ALLOW_THREADS
         }
         r = PyObject_Vectorcall(args[0], call, (size_t)nargs, NULL);
         if (capture) {
-            pthread_mutex_unlock(&capture_mu);
+            pthread_rwlock_unlock(&capture_mu);
             int status = 0; /* begun, ended, or refused: count what is now (see captures) */
             uintptr_t graph;
             ctx_scope sc;
@@ -1326,11 +1329,11 @@ static void end_lost_capture(uintptr_t h) {
     if (CALL(cuStreamGetCaptureInfo, capture_info_fn)(h, &status, NULL, &graph, NULL, NULL) != 0 || status == 0)
         return;
     Py_BEGIN_ALLOW_THREADS
-    pthread_mutex_lock(&capture_mu);
+    pthread_rwlock_wrlock(&capture_mu);
     graph = 0;
     if (CALL(cuStreamEndCapture, end_capture_fn)(h, &graph) == 0 && graph != 0)
         CALL(cuGraphDestroy, graph_destroy_fn)(graph);
-    pthread_mutex_unlock(&capture_mu);
+    pthread_rwlock_unlock(&capture_mu);
     Py_END_ALLOW_THREADS
 }
 
@@ -2437,9 +2440,29 @@ static PyMethodDef module_core_methods[] = {
 };
 
 static PyMemberDef module_core_members[] = {
-    {"_key", T_LONGLONG, offsetof(ModuleCore, key), 0, "the Go module's key; 0 once released"},
     {"_closed", T_BOOL, offsetof(ModuleCore, closed), READONLY, "closed: its kernels can no longer be launched"},
     {NULL, 0, 0, 0, NULL},
+};
+
+static PyObject *module_get_key(PyObject *self, void *unused) { return PyLong_FromLongLong(((ModuleCore *)self)->key); }
+
+/* The key is set once, by Module.__init__: a key written later would name another module. */
+static int module_set_key(PyObject *self, PyObject *value, void *unused) {
+    ModuleCore *m = (ModuleCore *)self;
+    if (value == NULL || !PyLong_CheckExact(value) || m->key != 0 || m->closed) {
+        PyErr_SetString(PyExc_TypeError, "a module's key is set once, when it is loaded");
+        return -1;
+    }
+    long long key = PyLong_AsLongLong(value);
+    if (key == -1 && PyErr_Occurred())
+        return -1;
+    m->key = key;
+    return 0;
+}
+
+static PyGetSetDef module_core_getset[] = {
+    {"_key", module_get_key, module_set_key, "the Go module's key; 0 until loaded and once released; set once", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
 };
 
 static PyTypeObject ModuleCoreType = {
@@ -2452,6 +2475,7 @@ static PyTypeObject ModuleCoreType = {
     .tp_dealloc = (destructor)module_core_dealloc,
     .tp_methods = module_core_methods,
     .tp_members = module_core_members,
+    .tp_getset = module_core_getset,
 };
 
 /* ---- The module ---- */

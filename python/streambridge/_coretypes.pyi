@@ -83,7 +83,7 @@ class EventCore:
     def close(self) -> None: ...
 
 class ModuleCore:
-    _key: int
+    _key: int  # set once
     _closed: bool
     def close(self) -> None: ...
 

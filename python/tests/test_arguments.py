@@ -183,3 +183,16 @@ def test_launch_dimensions_are_checked_not_truncated(grid, block, shared):
     kernel._bind(0x1000, 0, 0, core.ModuleCore())
     with pytest.raises(ValueError, match="grid|block|shared_mem"):
         kernel._launch(sb.Stream(), grid, block, shared, ())
+
+
+def test_a_modules_key_is_set_once():
+    """A module's key names its Go module: written again, it would name another one."""
+    from streambridge._core import core
+
+    m = core.ModuleCore()
+    with pytest.raises(TypeError, match="set once"):
+        m._key = "7"
+    m._key = 0x7FFFFFFF00  # a key that names nothing: it is closed as such
+    with pytest.raises(TypeError, match="set once"):
+        m._key = 8
+    assert m._key == 0x7FFFFFFF00
