@@ -49,3 +49,56 @@ def test_torch_go_kernel_and_cupy_in_one_graph():
     s.synchronize()
     assert float(z.max()) == 3 * (0.5 * 18 + 1)
     graph.close()
+
+
+def test_a_torch_capture_survives_another_threads_queries():
+    """torch captures in global mode (torch.cuda.graph's default), which makes the driver
+    refuse another thread's query or synchronize and invalidate the capture: torch then
+    fails with "operation failed due to a previous error during capture". Ours run
+    relaxed, so a thread that queries and synchronizes streambridge streams and events
+    meanwhile leaves torch's capture alone, and the graph replays right."""
+    import threading
+    import time
+
+    torch = framework("torch")
+    x = torch.arange(N, device="cuda", dtype=torch.float32)
+    y = torch.empty_like(x)
+    other = streambridge.Stream(non_blocking=True)
+    e = streambridge.Event(disable_timing=True)
+    other.record(e)
+    torch.cuda.synchronize()
+    started, done, answers, failed, during = threading.Event(), threading.Event(), [], [], []
+
+    def bystander():
+        started.set()
+        try:
+            while not done.is_set():
+                answers.extend([other.query(), other.done, e.query()])
+                other.synchronize()
+                e.synchronize()
+        except Exception as exc:  # reported below
+            failed.append(exc)
+
+    g = torch.cuda.CUDAGraph()
+    t = threading.Thread(target=bystander)
+    with torch.cuda.stream(torch.cuda.Stream()):
+        torch.mul(x, 2, out=y)  # warm up outside the capture
+        torch.cuda.synchronize()
+        t.start()
+        started.wait()
+        with torch.cuda.graph(g):  # global mode
+            for _ in range(5):
+                torch.mul(x, 2, out=y)
+                torch.add(y, 1, out=y)
+                before = len(answers)
+                time.sleep(0.02)  # the bystander runs meanwhile
+                during.append(len(answers) - before)
+        done.set()
+    t.join()
+    assert not failed, failed
+    assert all(during), f"the bystander's answers during each part of the capture: {during}"
+    assert all(answers), "every query answered: all work was done"
+    y.zero_()
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(y, x * 2 + 1)

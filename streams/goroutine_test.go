@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ebitengine/purego"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -221,22 +222,27 @@ func TestEndOfAForeignCaptureFromAnotherThreadDiscardsIt(t *testing.T) {
 	})
 }
 
-// What a capture forbids other threads, as the driver has it (H100, driver 580; the
-// software driver models it): while one thread captures in global mode, another thread's
-// query of an unrelated stream or event, or synchronize, is refused with
-// CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the capture; a thread whose capture
-// mode is relaxed (cuThreadExchangeStreamCaptureMode) may; a thread-local or relaxed
-// capture forbids other threads nothing.
+// What a capture in each mode forbids another thread, in the driver's own entry points
+// (the thread's mode: global until set), as the real driver has it (H100 and H200, driver
+// 580): a query or synchronize of an unrelated stream or event from a thread in global
+// mode fails and invalidates a capture begun in global mode; relaxed, it is allowed.
 func TestWhatACaptureForbidsOtherThreads(t *testing.T) {
 	eachDriver(t, func(t *testing.T, d *Driver) {
 		c := primary(t, d, 0)
 		other := newStream(t, c, StreamOptions{NonBlocking: true})
 		e := newEvent(t, c, EventOptions{DisableTiming: true})
 		capturer, bystander := lockedThread(t), lockedThread(t)
+		entry := func(name string, h uintptr) func() driver.Result {
+			return func() driver.Result {
+				var r uintptr
+				require.NoError(t, c.Do(func() error { r, _, _ = purego.SyscallN(d.Entry(name), h); return nil }))
+				return driver.Result(r)
+			}
+		}
 		calls := map[string]func() driver.Result{
-			"cuStreamQuery":       func() driver.Result { return d.api.StreamQuery(0, driver.Stream(other.Handle())) },
-			"cuEventQuery":        func() driver.Result { return d.api.EventQuery(driver.Event(e.Handle())) },
-			"cuStreamSynchronize": func() driver.Result { return d.api.StreamSynchronize(0, driver.Stream(other.Handle())) },
+			"cuStreamQuery":      entry("cuStreamQuery", other.Handle()),
+			"cuEventQuery":       entry("cuEventQuery", e.Handle()),
+			"cuEventSynchronize": entry("cuEventSynchronize", e.Handle()),
 		}
 		for name, call := range calls {
 			for _, mode := range []CaptureMode{CaptureGlobal, CaptureThreadLocal, CaptureRelaxed} {
@@ -254,12 +260,7 @@ func TestWhatACaptureForbidsOtherThreads(t *testing.T) {
 					})
 					st, _, err := s.CaptureInfo()
 					require.NoError(t, err)
-					capturer(func() {
-						g, err := s.EndCapture()
-						if err == nil {
-							require.NoError(t, g.Close())
-						}
-					})
+					endCapture(t, capturer, s)
 					what := fmt.Sprintf("%s from another thread (relaxed: %v) during a capture in mode %d", name, relaxed, mode)
 					if mode == CaptureGlobal && !relaxed {
 						assert.Equal(t, driver.ErrorCaptureUnsupported, got, what)
@@ -269,6 +270,56 @@ func TestWhatACaptureForbidsOtherThreads(t *testing.T) {
 						assert.Equal(t, CaptureActive, st, what)
 					}
 				}
+			}
+		}
+	})
+}
+
+// endCapture ends s's capture on the capturer's thread and drops its graph, if any.
+func endCapture(t *testing.T, capturer func(func()), s *Stream) {
+	capturer(func() {
+		if g, err := s.EndCapture(); err == nil {
+			require.NoError(t, g.Close())
+		}
+	})
+}
+
+// The library's queries and synchronizes leave another thread's capture alone, in every
+// mode, where the driver's own calls would invalidate a global one (above): they run in
+// relaxed mode. What every mode forbids is still refused: the capturing stream itself
+// (refused first, ErrCapturing) and an event recorded in the capture.
+func TestQueriesLeaveOtherThreadsCapturesAlone(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		c := primary(t, d, 0)
+		other := newStream(t, c, StreamOptions{NonBlocking: true})
+		e := newEvent(t, c, EventOptions{DisableTiming: true})
+		require.NoError(t, other.Record(e))
+		calls := map[string]func() error{
+			"Stream.Query":       func() error { _, err := other.Query(); return err },
+			"Stream.Synchronize": other.Synchronize,
+			"Event.Query":        func() error { _, err := e.Query(); return err },
+			"Event.Synchronize":  e.Synchronize,
+		}
+		capturer, bystander := lockedThread(t), lockedThread(t)
+		for name, call := range calls {
+			for _, mode := range []CaptureMode{CaptureGlobal, CaptureThreadLocal, CaptureRelaxed} {
+				s := newStream(t, c, StreamOptions{NonBlocking: true})
+				capturer(func() { require.NoError(t, s.BeginCapture(mode)) })
+				var err error
+				bystander(func() { err = call() })
+				st, _, infoErr := s.CaptureInfo()
+				require.NoError(t, infoErr)
+				var ended error
+				capturer(func() {
+					g, err := s.EndCapture()
+					if ended = err; err == nil {
+						require.NoError(t, g.Close())
+					}
+				})
+				what := fmt.Sprintf("%s from another thread during a capture in mode %d", name, mode)
+				assert.NoError(t, err, what)
+				assert.Equal(t, CaptureActive, st, what)
+				assert.NoError(t, ended, what)
 			}
 		}
 	})

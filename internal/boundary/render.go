@@ -3,6 +3,8 @@ package boundary
 import (
 	"fmt"
 	"strings"
+
+	"github.com/streambridge/streambridge/internal/driver"
 )
 
 // Generated names the files `go generate` writes, relative to the repository root, with
@@ -58,6 +60,8 @@ func renderC() string {
 	for _, f := range EventFlags {
 		fmt.Fprintf(&b, "#define SB_EVENT_%s 0x%xu\n", f.Name, f.Flag)
 	}
+	b.WriteString("\n/* The capture mode the core's queries and synchronizes run in (see driver.API's StreamQuery). */\n")
+	fmt.Fprintf(&b, "#define SB_CAPTURE_MODE_RELAXED %d\n", driver.CaptureModeRelaxed)
 	b.WriteString("\n")
 	fmt.Fprintf(&b, "#define SB_CONVENTION_RUNTIME %d\n#define SB_CONVENTION_ARRAY_INTERFACE %d\n", ConventionRuntime, ConventionArrayInterface)
 	fmt.Fprintf(&b, "#define SB_MAX_SPECIAL_STREAM %dULL\n\n", MaxSpecialStream)

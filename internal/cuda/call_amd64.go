@@ -26,6 +26,8 @@ type frame struct {
 	fn2   uintptr   // if not 0, called with b after fn succeeded
 	b     [3]uintptr
 	calls uintptr // how many of fn, fn2 were called
+	relax uintptr // if not 0, the thread's capture mode is relaxed around the calls
+	mode  uint64  // the thread's capture mode before, while relaxed
 }
 
 var trampolineABI0 uintptr
@@ -45,6 +47,19 @@ func call(fn uintptr, args ...uintptr) uintptr { return callIn(0, fn, args...) }
 func callIn(ctx, fn uintptr, args ...uintptr) uintptr {
 	var f frame
 	f.fn, f.ctx = fn, ctx
+	f.args(args)
+	runtime_cgocall(trampolineABI0, unsafe.Pointer(&f))
+	return f.r
+}
+
+// callRelaxedIn is callIn with the calling thread's capture interaction mode relaxed
+// for the call (cuThreadExchangeStreamCaptureMode before and after, in the same
+// crossing): a query or a synchronize of a stream or event that a capture going on in
+// another thread cannot involve then leaves that capture alone, where in the thread's
+// own mode (global unless set) the driver refuses it and invalidates the capture.
+func callRelaxedIn(ctx, fn uintptr, args ...uintptr) uintptr {
+	var f frame
+	f.fn, f.ctx, f.relax = fn, ctx, 1
 	f.args(args)
 	runtime_cgocall(trampolineABI0, unsafe.Pointer(&f))
 	return f.r

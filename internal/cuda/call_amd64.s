@@ -10,13 +10,18 @@
 #define F_B2 152
 #define F_B3 160
 #define F_CALLS 168
+#define F_RELAX 176
+#define F_MODE 184
+#define CAPTURE_MODE_RELAXED 2
 
 // trampoline runs on the system stack, where runtime.cgocall puts it, with DI pointing to
 // a frame, and calls C with the System V AMD64 ABI:
 //
 //	if ctx != 0 and ctx is not current: cuCtxSetCurrent(ctx)
+//	if relax != 0: cuThreadExchangeStreamCaptureMode(&mode), mode = relaxed
 //	r = fn(a1..a11)                 arguments 1-6 in registers, 7-11 on the stack
 //	if r == 0 and fn2 != 0: r = fn2(b1, b2, b3)
+//	if relax != 0: cuThreadExchangeStreamCaptureMode(&mode), the mode before
 //	restore the previous current context if it was changed
 //
 // All of it happens on one OS thread inside one cgocall, so the caller's thread is left
@@ -31,7 +36,7 @@ TEXT trampoline<>(SB), NOSPLIT|NOFRAME, $0
 	MOVQ  $0, F_CALLS(R12)
 	MOVQ  F_CTX(R12), AX
 	TESTQ AX, AX
-	JZ    first
+	JZ    relax
 	LEAQ  F_PREV(R12), DI
 	MOVQ  ·cuCtxGetCurrent(SB), R11
 	XORL  AX, AX
@@ -40,13 +45,28 @@ TEXT trampoline<>(SB), NOSPLIT|NOFRAME, $0
 	JNE   failed
 	MOVQ  F_PREV(R12), R13
 	CMPQ  R13, F_CTX(R12)
-	JEQ   first
+	JEQ   relax
 	MOVQ  F_CTX(R12), DI
 	MOVQ  ·cuCtxSetCurrent(SB), R11
 	XORL  AX, AX
 	CALL  R11
 	TESTL AX, AX
 	JNE   failed
+
+relax:
+	MOVQ  F_RELAX(R12), AX
+	TESTQ AX, AX
+	JZ    first
+	MOVQ  $CAPTURE_MODE_RELAXED, F_MODE(R12)
+	LEAQ  F_MODE(R12), DI
+	MOVQ  ·cuThreadExchangeStreamCaptureMode(SB), R11
+	XORL  AX, AX
+	CALL  R11
+	TESTL AX, AX
+	JEQ   first
+	MOVQ  AX, F_R(R12)
+	MOVQ  $0, F_RELAX(R12)         // the mode was not changed: nothing to put back
+	JMP   restore
 
 first:
 	MOVQ  56(R12), AX
@@ -84,6 +104,15 @@ first:
 	MOVQ  $2, F_CALLS(R12)
 
 restore:
+	MOVQ  F_RELAX(R12), AX
+	TESTQ AX, AX
+	JZ    context
+	LEAQ  F_MODE(R12), DI          // the mode the thread had before
+	MOVQ  ·cuThreadExchangeStreamCaptureMode(SB), R11
+	XORL  AX, AX
+	CALL  R11
+
+context:
 	MOVQ  F_CTX(R12), AX
 	TESTQ AX, AX
 	JZ    done

@@ -7,6 +7,8 @@ import (
 	"unsafe"
 
 	"github.com/ebitengine/purego"
+
+	"github.com/streambridge/streambridge/internal/driver"
 )
 
 // On other architectures calls go through purego.SyscallN; out-parameters live on the
@@ -39,6 +41,24 @@ func inContext(ctx uintptr, body func() uintptr) uintptr {
 
 func callIn(ctx, fn uintptr, args ...uintptr) uintptr {
 	return inContext(ctx, func() uintptr { return call(fn, args...) })
+}
+
+// callRelaxedIn is callIn with the thread's capture mode relaxed for the call (see
+// call_amd64.go): the exchange, the call and the exchange back on one locked thread.
+func callRelaxedIn(ctx, fn uintptr, args ...uintptr) uintptr {
+	return inContext(ctx, func() uintptr {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		mode := new(uint32) // relaxed, then the mode the driver says the thread had
+		*mode = uint32(driver.CaptureModeRelaxed)
+		if r := call(cuThreadExchangeStreamCaptureMode, uintptr(unsafe.Pointer(mode))); r != 0 {
+			return r
+		}
+		r := call(fn, args...)
+		call(cuThreadExchangeStreamCaptureMode, uintptr(unsafe.Pointer(mode)))
+		runtime.KeepAlive(mode)
+		return r
+	})
 }
 
 func callOut(fn uintptr, outAt int, args ...uintptr) (uintptr, uint64) {

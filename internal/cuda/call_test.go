@@ -3,8 +3,14 @@
 package cuda
 
 import (
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
 	"testing"
+	"unsafe"
 
+	"github.com/ebitengine/purego"
 	"github.com/stretchr/testify/assert"
 )
 
@@ -15,4 +21,87 @@ func TestTheCallFrameRefusesTooManyArguments(t *testing.T) {
 	assert.PanicsWithValue(t, "streambridge: internal error: a driver call with 12 arguments; the call frame holds 11",
 		func() { call(0, make([]uintptr, 12)...) })
 	assert.NotPanics(t, func() { f.args(make([]uintptr, 11)) })
+}
+
+// The trampoline (call_amd64.s) in order, with C functions standing in for the driver's:
+// a context made current around the call, the thread's capture mode relaxed around it and
+// put back as the driver gave it, and nothing called after a failed step but the undoing
+// of what was done. The frame is on the heap, as callReentrant's, since the stand-ins are
+// Go code that may move this goroutine's stack.
+func TestTheTrampolineRelaxesTheCaptureModeAroundACall(t *testing.T) {
+	var seen []string
+	mode, current := uint32(0), uintptr(10) // the thread's capture mode and context
+	failExchange := uintptr(0)
+	out := func(p uintptr) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&p)) }
+	stand := map[*uintptr]uintptr{
+		&cuThreadExchangeStreamCaptureMode: purego.NewCallback(func(p uintptr) uintptr {
+			m := (*uint32)(out(p))
+			seen = append(seen, fmt.Sprintf("exchange(%d)", *m))
+			if failExchange != 0 {
+				return failExchange
+			}
+			*m, mode = mode, *m
+			return 0
+		}),
+		&cuCtxGetCurrent: purego.NewCallback(func(p uintptr) uintptr {
+			*(*uintptr)(out(p)) = current
+			return 0
+		}),
+		&cuCtxSetCurrent: purego.NewCallback(func(c uintptr) uintptr {
+			seen = append(seen, fmt.Sprintf("set(%d)", c))
+			current = c
+			return 0
+		}),
+	}
+	for addr, fn := range stand {
+		saved := *addr
+		*addr = fn
+		t.Cleanup(func() { *addr = saved })
+	}
+	query := purego.NewCallback(func(h uintptr) uintptr {
+		seen = append(seen, fmt.Sprintf("query(%d) in mode %d, context %d", h, mode, current))
+		return 600
+	})
+	relaxedCall := func(ctx uintptr) uintptr {
+		f := heapFrames.Get().(*frame) // runtime_cgocall's argument does not escape: &frame{} would not be on the heap
+		defer heapFrames.Put(f)
+		*f = frame{fn: query, ctx: ctx, relax: 1}
+		f.a[0] = 7
+		runtime_cgocall(trampolineABI0, unsafe.Pointer(f))
+		return f.r
+	}
+
+	assert.Equal(t, uintptr(600), relaxedCall(0))
+	assert.Equal(t, []string{"exchange(2)", "query(7) in mode 2, context 10", "exchange(0)"}, seen)
+	assert.Equal(t, uint32(0), mode, "the thread's mode is put back")
+
+	seen = nil
+	assert.Equal(t, uintptr(600), relaxedCall(20))
+	assert.Equal(t, []string{"set(20)", "exchange(2)", "query(7) in mode 2, context 20", "exchange(0)", "set(10)"}, seen)
+	assert.Equal(t, uintptr(10), current, "the thread's context is put back")
+
+	seen, failExchange = nil, 1
+	assert.Equal(t, uintptr(1), relaxedCall(20), "a failed exchange is the call's result")
+	assert.Equal(t, []string{"set(20)", "exchange(2)", "set(10)"}, seen, "nothing called after it but the context put back")
+	assert.Equal(t, uint32(0), mode)
+}
+
+// The offsets call_amd64.s reads the frame at are the frame's.
+func TestTheTrampolineReadsTheFrameWhereItIs(t *testing.T) {
+	var f frame
+	want := map[string]uintptr{
+		"F_FN": unsafe.Offsetof(f.fn), "F_R": unsafe.Offsetof(f.r), "F_CTX": unsafe.Offsetof(f.ctx),
+		"F_PREV": unsafe.Offsetof(f.prev), "F_FN2": unsafe.Offsetof(f.fn2), "F_B1": unsafe.Offsetof(f.b),
+		"F_B2": unsafe.Offsetof(f.b) + 8, "F_B3": unsafe.Offsetof(f.b) + 16, "F_CALLS": unsafe.Offsetof(f.calls),
+		"F_RELAX": unsafe.Offsetof(f.relax), "F_MODE": unsafe.Offsetof(f.mode),
+	}
+	src, err := os.ReadFile("call_amd64.s")
+	assert.NoError(t, err)
+	got := map[string]uintptr{}
+	for _, m := range regexp.MustCompile(`(?m)^#define (F_\w+) (\d+)$`).FindAllStringSubmatch(string(src), -1) {
+		n, _ := strconv.Atoi(m[2])
+		got[m[1]] = uintptr(n)
+	}
+	assert.Equal(t, want, got)
+	assert.Equal(t, uintptr(8), unsafe.Offsetof(f.a), "a1 is read at 8(R12)")
 }

@@ -104,11 +104,11 @@ func (*Driver) StreamDestroy(s driver.Stream) driver.Result {
 }
 
 func (*Driver) StreamQuery(c driver.Context, s driver.Stream) driver.Result {
-	return res(callIn(uintptr(c), cuStreamQuery, uintptr(s)))
+	return res(callRelaxedIn(uintptr(c), cuStreamQuery, uintptr(s)))
 }
 
 func (*Driver) StreamSynchronize(c driver.Context, s driver.Stream) driver.Result {
-	return res(callIn(uintptr(c), cuStreamSynchronize, uintptr(s)))
+	return res(callRelaxedIn(uintptr(c), cuStreamSynchronize, uintptr(s)))
 }
 
 func (*Driver) StreamWaitEvent(c driver.Context, s driver.Stream, e driver.Event, flags uint32) driver.Result {
@@ -213,11 +213,11 @@ func (*Driver) EventRecordAndWait(c driver.Context, e driver.Event, from, to dri
 }
 
 func (*Driver) EventQuery(e driver.Event) driver.Result {
-	return res(call(cuEventQuery, uintptr(e)))
+	return res(callRelaxedIn(0, cuEventQuery, uintptr(e)))
 }
 
 func (*Driver) EventSynchronize(e driver.Event) driver.Result {
-	return res(call(cuEventSynchronize, uintptr(e)))
+	return res(callRelaxedIn(0, cuEventSynchronize, uintptr(e)))
 }
 
 func (*Driver) EventElapsedTime(start, end driver.Event) (float32, driver.Result) {

@@ -115,6 +115,15 @@ type API interface {
 	// the driver gives each event it creates, never reused, read from the event object):
 	// Success, ErrorInvalidHandle, or ErrorNotSupported where the driver cannot tell.
 	EventCheck(e Event) (Context, uint64, Result)
+	// StreamQuery, StreamSynchronize, EventQuery and EventSynchronize run with the calling
+	// thread's capture interaction mode relaxed for the call (as if
+	// ThreadExchangeStreamCaptureMode wrapped it), so that a capture another thread runs in
+	// global mode, this library's or another framework's, is not invalidated by a call
+	// that cannot touch it. What a capture forbids in any mode is still refused, and still
+	// invalidates it: a query or synchronize of the capturing stream itself, or of an event
+	// recorded in the capture (seen on an H200, driver 580). The entry points Entry offers
+	// (cuStreamQuery, cuEventQuery, cuEventSynchronize) are the driver's own, in the
+	// thread's mode: the C core relaxes around them itself.
 	StreamQuery(c Context, s Stream) Result
 	StreamSynchronize(c Context, s Stream) Result
 	StreamWaitEvent(c Context, s Stream, e Event, flags uint32) Result
@@ -147,8 +156,8 @@ type API interface {
 	// EventRecordAndWait is cuEventRecord(e, from) then, if it succeeded,
 	// cuStreamWaitEvent(to, e, 0), in one call. second reports which call r comes from.
 	EventRecordAndWait(c Context, e Event, from, to Stream) (r Result, second bool)
-	EventQuery(e Event) Result
-	EventSynchronize(e Event) Result
+	EventQuery(e Event) Result       // relaxed, as StreamQuery
+	EventSynchronize(e Event) Result // relaxed, as StreamQuery
 	EventElapsedTime(start, end Event) (float32, Result)
 	IpcGetEventHandle(e Event) (IPCEventHandle, Result)  // current context: the event's
 	IpcOpenEventHandle(h IPCEventHandle) (Event, Result) // current context
@@ -201,11 +210,12 @@ type EventMemory struct {
 // host callback captured into a graph to that graph's life (the capture's graph, and a
 // user object the graph holds, whose destructor frees the callback), and the end of a
 // capture that an owned stream's destroy meets (the capture's graph, and the callbacks it
-// holds, would be lost with the stream). The C core keeps them in this order
+// holds, would be lost with the stream), and the exchange of the thread's capture mode
+// around its queries and synchronizes (see StreamQuery). The C core keeps them in this order
 // (internal/boundary generates its table).
 var EntryNames = []string{"cuStreamQuery", "cuEventRecord", "cuStreamWaitEvent", "cuEventQuery",
 	"cuLaunchHostFunc", "cuLaunchKernel", "cuCtxGetCurrent", "cuCtxSetCurrent",
 	"cuEventCreate", "cuEventDestroy", "cuEventSynchronize", "cuEventElapsedTime", "cuIpcGetEventHandle",
 	"cuStreamCreateWithPriority", "cuStreamDestroy", "cuCtxGetStreamPriorityRange",
 	"cuStreamGetCaptureInfo", "cuUserObjectCreate", "cuUserObjectRelease", "cuGraphRetainUserObject",
-	"cuStreamEndCapture", "cuGraphDestroy"}
+	"cuStreamEndCapture", "cuGraphDestroy", "cuThreadExchangeStreamCaptureMode"}

@@ -242,9 +242,10 @@ func (d *Driver) ThreadExchangeStreamCaptureMode(mode driver.CaptureMode) (drive
 // in global mode, nor while it captures itself in global or thread-local mode; a thread in
 // thread-local mode only the latter; a relaxed thread always may. A refused call fails with
 // CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the captures that forbade it.
-// Caller holds d.mu.
-func (d *Driver) unsafeCall() driver.Result {
-	if len(d.ongoing) == 0 {
+// relaxed: the call runs in relaxed mode whatever the thread's (driver.API's queries and
+// synchronizes). Caller holds d.mu.
+func (d *Driver) unsafeCall(relaxed bool) driver.Result {
+	if len(d.ongoing) == 0 || relaxed {
 		return driver.Success
 	}
 	tid := syscall.Gettid()

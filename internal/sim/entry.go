@@ -26,7 +26,7 @@ func (d *Driver) Entry(name string) uintptr {
 	entriesOnce.Do(func() {
 		entries = map[string]uintptr{
 			"cuStreamQuery": purego.NewCallback(func(s uintptr) uintptr {
-				return uintptr(entryDriver.Load().StreamQuery(0, driver.Stream(s)))
+				return uintptr(entryDriver.Load().streamQuery(0, driver.Stream(s), false))
 			}),
 			"cuEventRecord": purego.NewCallback(func(e, s uintptr) uintptr {
 				return uintptr(entryDriver.Load().EventRecord(0, driver.Event(e), driver.Stream(s)))
@@ -35,7 +35,7 @@ func (d *Driver) Entry(name string) uintptr {
 				return uintptr(entryDriver.Load().StreamWaitEvent(0, driver.Stream(s), driver.Event(e), uint32(flags)))
 			}),
 			"cuEventQuery": purego.NewCallback(func(e uintptr) uintptr {
-				return uintptr(entryDriver.Load().EventQuery(driver.Event(e)))
+				return uintptr(entryDriver.Load().eventQuery(driver.Event(e), false))
 			}),
 			// fn(userData) is called at its turn on the stream, and at every launch of a
 			// graph that captured it; on one thread for the whole call, as the driver's.
@@ -70,7 +70,7 @@ func (d *Driver) Entry(name string) uintptr {
 				return uintptr(entryDriver.Load().EventDestroy(driver.Event(e)))
 			}),
 			"cuEventSynchronize": purego.NewCallback(func(e uintptr) uintptr {
-				return uintptr(entryDriver.Load().EventSynchronize(driver.Event(e)))
+				return uintptr(entryDriver.Load().eventSynchronize(driver.Event(e), false))
 			}),
 			"cuEventElapsedTime": purego.NewCallback(func(out, start, end uintptr) uintptr {
 				ms, r := entryDriver.Load().EventElapsedTime(driver.Event(start), driver.Event(end))
@@ -140,6 +140,14 @@ func (d *Driver) Entry(name string) uintptr {
 			}),
 			"cuGraphDestroy": purego.NewCallback(func(g uintptr) uintptr {
 				return uintptr(entryDriver.Load().GraphDestroy(driver.Graph(g)))
+			}),
+			"cuThreadExchangeStreamCaptureMode": purego.NewCallback(func(mode uintptr) uintptr {
+				m := (*uint32)(addr(mode)) // in: the mode to set; out: the thread's before
+				before, r := entryDriver.Load().ThreadExchangeStreamCaptureMode(driver.CaptureMode(*m))
+				if r == driver.Success {
+					*m = uint32(before)
+				}
+				return uintptr(r)
 			}),
 		}
 	})

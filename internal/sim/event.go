@@ -71,6 +71,17 @@ func (d *Driver) EventRecordAndWait(ch driver.Context, e driver.Event, from, to 
 	return d.StreamWaitEvent(ch, to, e, 0), true
 }
 
+// unsafeEvent is event for a query or a synchronize, which, of an event recorded in a
+// capture going on, the real driver refuses in every mode and invalidates the capture
+// (seen on an H200, driver 580).
+func (d *Driver) unsafeEvent(h driver.Event) (*eventState, driver.Result) {
+	e, r := d.event(h)
+	if r == driver.ErrorCapturedEvent {
+		live[*event](d, uintptr(h)).state.captured.capture.invalid = true
+	}
+	return e, r
+}
+
 func (d *Driver) event(h driver.Event) (*eventState, driver.Result) {
 	e := live[*event](d, uintptr(h))
 	if c := e.state.captured; c != nil {
@@ -82,14 +93,18 @@ func (d *Driver) event(h driver.Event) (*eventState, driver.Result) {
 	return e.state, driver.Success
 }
 
-func (d *Driver) EventQuery(h driver.Event) driver.Result {
+// EventQuery is cuEventQuery in relaxed capture mode, as driver.API has it; the C entry
+// point is the driver's own, in the thread's mode.
+func (d *Driver) EventQuery(h driver.Event) driver.Result { return d.eventQuery(h, true) }
+
+func (d *Driver) eventQuery(h driver.Event, relaxed bool) driver.Result {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	e, r := d.event(h)
+	e, r := d.unsafeEvent(h)
 	if r != driver.Success {
 		return r
 	}
-	if r := d.unsafeCall(); r != driver.Success {
+	if r := d.unsafeCall(relaxed); r != driver.Success {
 		return r
 	}
 	if e.rec == nil || closed(e.rec.done) {
@@ -98,14 +113,18 @@ func (d *Driver) EventQuery(h driver.Event) driver.Result {
 	return driver.ErrorNotReady
 }
 
-func (d *Driver) EventSynchronize(h driver.Event) driver.Result {
+// EventSynchronize is cuEventSynchronize in relaxed capture mode, as driver.API has it;
+// the C entry point is the driver's own, in the thread's mode.
+func (d *Driver) EventSynchronize(h driver.Event) driver.Result { return d.eventSynchronize(h, true) }
+
+func (d *Driver) eventSynchronize(h driver.Event, relaxed bool) driver.Result {
 	d.mu.Lock()
-	e, r := d.event(h)
+	e, r := d.unsafeEvent(h)
 	if r != driver.Success {
 		d.mu.Unlock()
 		return r
 	}
-	if r := d.unsafeCall(); r != driver.Success {
+	if r := d.unsafeCall(relaxed); r != driver.Success {
 		d.mu.Unlock()
 		return r
 	}

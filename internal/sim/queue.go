@@ -155,7 +155,13 @@ func closed(ch chan struct{}) bool {
 	}
 }
 
+// StreamQuery is cuStreamQuery in relaxed capture mode, as driver.API has it; the C entry
+// point is the driver's own, in the thread's mode.
 func (d *Driver) StreamQuery(ch driver.Context, h driver.Stream) driver.Result {
+	return d.streamQuery(ch, h, true)
+}
+
+func (d *Driver) streamQuery(ch driver.Context, h driver.Stream, relaxed bool) driver.Result {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	s, r := d.streamIn(ch, h)
@@ -165,7 +171,7 @@ func (d *Driver) StreamQuery(ch driver.Context, h driver.Stream) driver.Result {
 	if s.capture != nil {
 		return uncapturable(s)
 	}
-	if r := d.unsafeCall(); r != driver.Success {
+	if r := d.unsafeCall(relaxed); r != driver.Success {
 		return r
 	}
 	if closed(s.tail) {
@@ -174,6 +180,7 @@ func (d *Driver) StreamQuery(ch driver.Context, h driver.Stream) driver.Result {
 	return driver.ErrorNotReady
 }
 
+// StreamSynchronize is cuStreamSynchronize in relaxed capture mode, as driver.API has it.
 func (d *Driver) StreamSynchronize(ch driver.Context, h driver.Stream) driver.Result {
 	d.mu.Lock()
 	s, r := d.streamIn(ch, h)
@@ -186,7 +193,7 @@ func (d *Driver) StreamSynchronize(ch driver.Context, h driver.Stream) driver.Re
 		d.mu.Unlock()
 		return r
 	}
-	if r := d.unsafeCall(); r != driver.Success {
+	if r := d.unsafeCall(true); r != driver.Success {
 		d.mu.Unlock()
 		return r
 	}

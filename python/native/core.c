@@ -64,6 +64,7 @@ typedef int (*user_object_release_fn)(uintptr_t, unsigned int);        /* cuUser
 typedef int (*graph_retain_fn)(uintptr_t, uintptr_t, unsigned int, unsigned int); /* cuGraphRetainUserObject */
 typedef int (*end_capture_fn)(uintptr_t, uintptr_t *);                 /* cuStreamEndCapture */
 typedef int (*graph_destroy_fn)(uintptr_t);                             /* cuGraphDestroy */
+typedef int (*capture_mode_fn)(int *);                                  /* cuThreadExchangeStreamCaptureMode */
 
 static void *entry[SB_ENTRY_COUNT];
 #define CALL(name, type) ((type)entry[SB_##name])
@@ -622,6 +623,22 @@ static void count_capture(StreamCore *s, int capturing) {
     s->counted = (char)capturing;
 }
 
+/* relaxed calls fn(handle), a query or a synchronize of a stream or an event, with the
+ * thread's capture mode relaxed for the call, as driver.API's StreamQuery does: a capture
+ * that another thread (torch's, CuPy's, ours) runs in global mode is then not invalidated
+ * by a call that cannot touch it, where in the thread's own mode the driver refuses the
+ * call and invalidates the capture. What any mode forbids (the capturing stream itself, an
+ * event recorded in the capture) the driver still refuses. */
+static int relaxed(stream_fn fn, uintptr_t handle) {
+    int mode = SB_CAPTURE_MODE_RELAXED;
+    int r = CALL(cuThreadExchangeStreamCaptureMode, capture_mode_fn)(&mode);
+    if (r != 0)
+        return r;
+    r = fn(handle);
+    CALL(cuThreadExchangeStreamCaptureMode, capture_mode_fn)(&mode); /* the mode it had */
+    return r;
+}
+
 static PyObject *stream_query(PyObject *self, PyObject *unused) {
     StreamCore *s = (StreamCore *)self;
     if (!gate() || !stream_usable(s))
@@ -636,7 +653,7 @@ static PyObject *stream_query(PyObject *self, PyObject *unused) {
             count_capture(s, 0); /* ended elsewhere */
     }
     if (r == 0 && status == 0)
-        r = CALL(cuStreamQuery, stream_fn)(s->ptr);
+        r = relaxed(CALL(cuStreamQuery, stream_fn), s->ptr);
     ctx_leave(&sc);
     if (status != 0) {
         sb_raise(SB_KIND_CAPTURE, 0, "", "the stream is capturing: a query would invalidate the capture", "");
@@ -1200,7 +1217,7 @@ static PyObject *event_query(PyObject *self, PyObject *unused) {
     EventCore *e = (EventCore *)self;
     if (!gate() || !event_usable(e))
         return NULL;
-    int r = CALL(cuEventQuery, event_fn)(e->eptr); /* never blocks: the GIL stays */
+    int r = relaxed(CALL(cuEventQuery, event_fn), e->eptr); /* never blocks: the GIL stays */
     if (r == 0)
         Py_RETURN_TRUE;
     if (r == SB_CUDA_ERROR_NOT_READY)
@@ -1215,7 +1232,7 @@ static PyObject *event_synchronize(PyObject *self, PyObject *unused) {
     int r;
     event_hold(e);
     Py_BEGIN_ALLOW_THREADS
-    r = CALL(cuEventSynchronize, event_fn)(e->eptr);
+    r = relaxed(CALL(cuEventSynchronize, event_fn), e->eptr);
     Py_END_ALLOW_THREADS
     event_let_go(e);
     return r == 0 ? Py_NewRef(Py_None) : raise_result("cuEventSynchronize", r);

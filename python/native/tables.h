@@ -43,7 +43,8 @@ enum sb_entry {
     SB_cuGraphRetainUserObject = 19,
     SB_cuStreamEndCapture = 20,
     SB_cuGraphDestroy = 21,
-    SB_ENTRY_COUNT = 22
+    SB_cuThreadExchangeStreamCaptureMode = 22,
+    SB_ENTRY_COUNT = 23
 };
 
 /* The CUresults the core tells apart. */
@@ -90,6 +91,9 @@ enum {
 #define SB_EVENT_BLOCKING_SYNC 0x1u
 #define SB_EVENT_DISABLE_TIMING 0x2u
 #define SB_EVENT_INTERPROCESS 0x4u
+
+/* The capture mode the core's queries and synchronizes run in (see driver.API's StreamQuery). */
+#define SB_CAPTURE_MODE_RELAXED 2
 
 #define SB_CONVENTION_RUNTIME 0
 #define SB_CONVENTION_ARRAY_INTERFACE 1

@@ -40,6 +40,7 @@ ENTRY_NAMES = (
     "cuGraphRetainUserObject",
     "cuStreamEndCapture",
     "cuGraphDestroy",
+    "cuThreadExchangeStreamCaptureMode",
 )
 
 # The environment settings the Go core reads, handed over from os.environ.
