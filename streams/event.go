@@ -2,6 +2,7 @@ package streams
 
 import (
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/streambridge/streambridge/internal/boundary"
@@ -40,6 +41,9 @@ type Event struct {
 	handle driver.Event
 	id     uint64 // a borrowed event's identity, checked before each use; 0 for an owned one
 	uses   uses   // open, and the calls in flight: Close's destroy waits for the last (uses.go)
+	// capturedOn is the stream whose capture, begun by BeginCapture, took the last record,
+	// while that capture may go on (see notCaptured); nil otherwise.
+	capturedOn atomic.Pointer[Stream]
 }
 
 // NewEvent creates an event in c (cuEventCreate).
@@ -187,6 +191,39 @@ func (e *Event) use() error {
 // done gives back a use taken by use.
 func (e *Event) done() { e.uses.leave(e) }
 
+// recorded notes where the record just made on s went: into a capture of ours that may go
+// on, or not. While no capture of ours may go on, it costs two loads.
+func (e *Event) recorded(s *Stream) {
+	if s.ctx.drv.capturing.Load() != 0 && s.counted.Load() {
+		e.capturedOn.Store(s)
+	} else if e.capturedOn.Load() != nil {
+		e.capturedOn.Store(nil)
+	}
+}
+
+// notCaptured refuses a query or synchronize (what) of e while its last record is in a
+// capture of ours that goes on.
+func (e *Event) notCaptured(what string) error {
+	on := e.capturedOn.Load()
+	if on == nil {
+		return nil
+	}
+	capturing := false
+	if on.use() == nil { // else closed: its capture ended with it
+		var err error
+		capturing, err = on.capturingNow()
+		on.done()
+		if err != nil {
+			return err
+		}
+	}
+	if !capturing {
+		e.capturedOn.CompareAndSwap(on, nil)
+		return nil
+	}
+	return fmt.Errorf("streambridge: %s of %v, whose last record was captured into a graph while the capture goes on: %w (the driver would invalidate the capture)", what, e, ErrCapturing)
+}
+
 // Record records the event on s (cuEventRecord); see [Stream.Record].
 func (e *Event) Record(s *Stream) error {
 	if s == nil {
@@ -196,12 +233,17 @@ func (e *Event) Record(s *Stream) error {
 }
 
 // Query reports whether the work captured by the last record has completed
-// (cuEventQuery). An event never recorded is complete.
+// (cuEventQuery). An event never recorded is complete. While the last record is in a
+// capture that BeginCapture began and that goes on, it fails with [ErrCapturing]: the
+// driver refuses such a query in every capture mode and invalidates the capture.
 func (e *Event) Query() (bool, error) {
 	if err := e.use(); err != nil {
 		return false, err
 	}
 	defer e.done()
+	if err := e.notCaptured("a query (cuEventQuery)"); err != nil {
+		return false, err
+	}
 	switch r := e.api.EventQuery(e.handle); r {
 	case driver.Success:
 		return true, nil
@@ -213,12 +255,16 @@ func (e *Event) Query() (bool, error) {
 }
 
 // Synchronize waits for the last record to complete (cuEventSynchronize). From inside a
-// host function it fails with [ErrInHostFunc].
+// host function it fails with [ErrInHostFunc]; while the last record is in a capture that
+// BeginCapture began and that goes on, with [ErrCapturing], as Query.
 func (e *Event) Synchronize() error {
 	if err := e.use(); err != nil {
 		return err
 	}
 	defer e.done()
+	if err := e.notCaptured("a synchronize (cuEventSynchronize)"); err != nil {
+		return err
+	}
 	return e.ctx.drv.check("cuEventSynchronize", e.api.EventSynchronize(e.handle))
 }
 

@@ -103,6 +103,38 @@ func TestQueryAndSynchronizeOfACapturingStreamAreRefusedFirst(t *testing.T) {
 	})
 }
 
+// An event recorded into a capture has no work to wait for while the capture goes on: the
+// driver refuses its query and synchronize in every mode and invalidates the capture (seen
+// on an H200), so they are refused first (ErrCapturing), and the capture goes on. Recorded
+// again outside a capture, it answers.
+func TestQueryOfAnEventRecordedInACaptureIsRefusedFirst(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		c := primary(t, d, 0)
+		other := newStream(t, c, StreamOptions{NonBlocking: true})
+		e := newEvent(t, c, EventOptions{DisableTiming: true})
+		for _, mode := range []CaptureMode{CaptureGlobal, CaptureThreadLocal, CaptureRelaxed} {
+			s := newStream(t, c, StreamOptions{NonBlocking: true})
+			require.NoError(t, s.BeginCapture(mode))
+			require.NoError(t, s.LaunchHostFunc(func() {}))
+			require.NoError(t, s.Record(e))
+			_, err := e.Query()
+			assert.ErrorIs(t, err, ErrCapturing, "mode %d", mode)
+			assert.ErrorIs(t, e.Synchronize(), ErrCapturing, "mode %d", mode)
+			st, _, err := s.CaptureInfo()
+			require.NoError(t, err)
+			assert.Equal(t, CaptureActive, st, "the capture goes on (mode %d)", mode)
+			g, err := s.EndCapture()
+			require.NoError(t, err)
+			require.NoError(t, g.Close())
+			require.NoError(t, other.Record(e))
+			require.NoError(t, e.Synchronize(), "recorded outside a capture")
+			done, err := e.Query()
+			require.NoError(t, err)
+			assert.True(t, done)
+		}
+	})
+}
+
 func TestCaptureForkJoinAcrossStreams(t *testing.T) {
 	eachDriver(t, func(t *testing.T, d *Driver) {
 		c := primary(t, d, 0)

@@ -406,7 +406,11 @@ func (s *Stream) Record(e *Event) error {
 		return err
 	}
 	defer s.doneWithEvent(e)
-	return s.ctx.drv.check("cuEventRecord", s.api.EventRecord(s.callCtx(), e.handle, s.handle))
+	if err := s.ctx.drv.check("cuEventRecord", s.api.EventRecord(s.callCtx(), e.handle, s.handle)); err != nil {
+		return err
+	}
+	e.recorded(s)
+	return nil
 }
 
 // WaitEvent makes work submitted to the stream from now on wait for e's last record
@@ -592,16 +596,24 @@ func (s *Stream) endLostCapture() {
 // notCapturing is ErrCapturing where s captures: what (a query, a synchronize, its flags or
 // id) the driver refuses on a capturing stream, invalidating the capture.
 func (s *Stream) notCapturing(what string) error {
-	d := s.ctx.drv
-	status, _, r := s.api.StreamGetCaptureInfo(s.callCtx(), s.handle)
-	if err := d.check("cuStreamGetCaptureInfo", r); err != nil {
+	if capturing, err := s.capturingNow(); err != nil || !capturing {
 		return err
+	}
+	return fmt.Errorf("streambridge: %s on a capturing stream: %w (the driver would invalidate the capture)", what, ErrCapturing)
+}
+
+// capturingNow asks the driver whether s is capturing (active or invalidated), and
+// counts a capture of ours that ended elsewhere. The caller holds a use of s.
+func (s *Stream) capturingNow() (bool, error) {
+	status, _, r := s.api.StreamGetCaptureInfo(s.callCtx(), s.handle)
+	if err := s.ctx.drv.check("cuStreamGetCaptureInfo", r); err != nil {
+		return false, err
 	}
 	if status == driver.CaptureStatusNone {
 		s.count(false) // ended elsewhere
-		return nil
+		return false, nil
 	}
-	return fmt.Errorf("streambridge: %s on a capturing stream: %w (the driver would invalidate the capture)", what, ErrCapturing)
+	return true, nil
 }
 
 // count records whether a capture BeginCapture began on s may be going on.

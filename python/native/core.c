@@ -245,6 +245,8 @@ typedef struct {
     char recorded;           /* recorded by streambridge at least once (what elapsed_time's error says) */
     char closing;            /* closed while busy: the last call out destroys it (see hold) */
     int busy;                /* calls on it in flight with the GIL let go (see hold) */
+    PyObject *captured_on;   /* the StreamCore whose capture, begun through streambridge, took the
+                                last record, while it may go on (see event_not_captured); or NULL */
 } EventCore;
 
 /* A module compiled and loaded by Go, under its key. A launch that lets the GIL go holds
@@ -552,6 +554,8 @@ static int wait_in(StreamCore *s, uintptr_t event) {
 /* The one record of an event on a stream. The driver refuses an event of another device's
  * context with a bare CUDA_ERROR_INVALID_HANDLE; the devices are compared first, to say so.
  * (A wait may cross devices: the driver allows it.) */
+static int captures; /* (see below) */
+
 static PyObject *do_record(EventCore *e, StreamCore *s) {
     if (!both_usable(s, e))
         return NULL;
@@ -567,6 +571,10 @@ static PyObject *do_record(EventCore *e, StreamCore *s) {
     if (r != 0)
         return raise_result("cuEventRecord", r);
     e->recorded = 1;
+    if (captures > 0 && s->counted)
+        Py_XSETREF(e->captured_on, Py_NewRef((PyObject *)s));
+    else if (e->captured_on != NULL)
+        Py_CLEAR(e->captured_on);
     return Py_NewRef(Py_None);
 }
 
@@ -1213,9 +1221,35 @@ static PyObject *event_wait(PyObject *self, PyObject *const *args, Py_ssize_t na
     return s != NULL ? do_wait(s, (EventCore *)self) : python_method(self, name_wait, args, nargs, kwnames);
 }
 
+/* An event whose last record went into a capture begun through streambridge has no work
+ * to wait for while the capture goes on: the driver refuses its query and synchronize in
+ * every capture mode (CUDA_ERROR_CAPTURED_EVENT) and invalidates the capture (seen on an
+ * H200), so they are refused first (CaptureError). 0 with the error set. */
+static int event_not_captured(EventCore *e, const char *what) {
+    StreamCore *s = (StreamCore *)e->captured_on;
+    int status = 0;
+    if (s->open && s->counted) {
+        if (!stream_usable(s))
+            PyErr_Clear(); /* its owner destroyed it: the capture went with it */
+        else if ((status = capturing(s)) < 0)
+            return 0;
+    }
+    if (status == 0) {
+        Py_CLEAR(e->captured_on);
+        return 1;
+    }
+    char message[200];
+    snprintf(message, sizeof message, "%s of an event whose last record was captured into a graph, "
+             "while the capture goes on: the driver would invalidate the capture", what);
+    sb_raise(SB_KIND_CAPTURE, 0, "", message, "");
+    return 0;
+}
+
 static PyObject *event_query(PyObject *self, PyObject *unused) {
     EventCore *e = (EventCore *)self;
     if (!gate() || !event_usable(e))
+        return NULL;
+    if (e->captured_on != NULL && !event_not_captured(e, "a query (cuEventQuery)"))
         return NULL;
     int r = relaxed(CALL(cuEventQuery, event_fn), e->eptr); /* never blocks: the GIL stays */
     if (r == 0)
@@ -1228,6 +1262,8 @@ static PyObject *event_query(PyObject *self, PyObject *unused) {
 static PyObject *event_synchronize(PyObject *self, PyObject *unused) {
     EventCore *e = (EventCore *)self;
     if (!gate() || !event_usable(e))
+        return NULL;
+    if (e->captured_on != NULL && !event_not_captured(e, "a synchronize (cuEventSynchronize)"))
         return NULL;
     int r;
     event_hold(e);
@@ -1616,6 +1652,7 @@ static void event_core_dealloc(EventCore *e) {
         PyErr_Restore(type, value, tb);
     }
     Py_CLEAR(e->owner);
+    Py_CLEAR(e->captured_on);
     Py_TYPE(e)->tp_free((PyObject *)e);
 }
 

@@ -144,3 +144,25 @@ def test_another_threads_queries_leave_a_capture_alone(mode):
             assert s.is_capturing(), f"{name} from another thread ended a {mode} capture"
         finally:
             s.end_capture().close()  # a capture the driver invalidated raises here
+
+
+def test_a_query_of_an_event_recorded_in_a_capture_is_a_capture_error():
+    """An event recorded into a capture has no work to wait for while the capture goes on:
+    the driver refuses its query and synchronize in every mode and invalidates the capture,
+    so they are refused first (CaptureError), and the capture goes on. Recorded again
+    outside a capture, it answers."""
+    other = streambridge.Stream(non_blocking=True)
+    e = streambridge.Event(disable_timing=True)
+    for mode in ("global", "thread_local", "relaxed"):
+        s = streambridge.Stream(non_blocking=True)
+        s.begin_capture(mode)
+        s.launch_host_func(lambda _: None, None)
+        s.record(e)
+        with pytest.raises(streambridge.CaptureError, match="captured into a graph"):
+            e.query()
+        with pytest.raises(streambridge.CaptureError, match="captured into a graph"):
+            e.synchronize()
+        s.end_capture().close()  # a capture the driver invalidated raises here
+        other.record(e)
+        e.synchronize()
+        assert e.query()
