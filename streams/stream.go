@@ -346,7 +346,7 @@ func (s *Stream) useWithEvent(e *Event) error {
 	if err := e.use(); err != nil {
 		return err
 	}
-	if err := s.useWith(e.api); err != nil {
+	if err := s.useWith(e.ctx.api); err != nil {
 		e.done()
 		return err
 	}
