@@ -12,6 +12,12 @@ Operations (each framework's own spelling):
   empty kernel launch launch a kernel with no arguments
   stream create+close make a non-blocking stream and destroy it (torch pools its streams: not a peer here)
   event create+close  make an event (timing off) and destroy it
+  launch + synchronize
+                      an empty kernel launched by streambridge on one stream, then that
+                      stream's synchronize in each library's spelling (the same work for all:
+                      what differs is the wait; streambridge's polls on the main thread, so
+                      that Ctrl-C ends it)
+And, outside the table, each library's synchronize after a 5 ms kernel (median of 40).
   hand_over per array argument
                       streambridge.hand_over of one array, over an empty launch (the reference
                       row): launch(..., hand_over=True) pays it per array argument
@@ -65,6 +71,31 @@ def callback_latency(launch, sync, n=2000):
     return statistics.median(stamps)
 
 
+# A kernel that runs for ns nanoseconds of the GPU's global timer.
+SPIN = r"""
+extern "C" __global__ void spin(long long ns) {
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    } while (t - t0 < (unsigned long long)ns);
+}
+"""
+
+
+def long_wait(launch, sync, n=40):
+    """Median ns from launch() to the return of sync() after it."""
+    launch()
+    sync()
+    stamps = []
+    for _ in range(n):
+        t = time.perf_counter_ns()
+        launch()
+        sync()
+        stamps.append(time.perf_counter_ns() - t)
+    return statistics.median(stamps)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=7)
@@ -74,8 +105,9 @@ def main() -> int:
     import warnings
     warnings.simplefilter("ignore", DeprecationWarning)
     import cupy
+    import numpy
     import torch
-    from cuda.core import Device, EventOptions
+    from cuda.core import Device, EventOptions, Stream
 
     import streambridge as sb
     from streambridge import _core
@@ -215,6 +247,22 @@ def main() -> int:
         "cupy": loop(lambda: cupy.cuda.Event(disable_timing=True)),  # destroyed when dropped
         "cuda.core": loop(lambda: dev.create_event(no_timing).close()),
     }
+    # The same work for every library, then each one's synchronize of that stream.
+    cp_sync, t_sync = cupy.cuda.ExternalStream(ss_a.ptr), torch.cuda.ExternalStream(ss_a.ptr)
+    k_sync = Stream.from_handle(ss_a.ptr)
+
+    def after_launch(sync):
+        def body():
+            sb_empty(1, 1, (), stream=ss_a)
+            sync()
+        return loop(body)
+
+    ops["launch + synchronize"] = {
+        "streambridge": after_launch(ss_a.synchronize),
+        "cupy": after_launch(cp_sync.synchronize),
+        "torch": after_launch(t_sync.synchronize),
+        "cuda.core": after_launch(k_sync.sync),
+    }
     bars = {"stream create+close": 1.0, "event create+close": 1.0,
             "hand_over per array argument": "0.25 to be on by default"}
 
@@ -267,6 +315,15 @@ def main() -> int:
     for name, ns in sorted(lat.items(), key=lambda kv: kv[1]):
         print(f"  {name:48s} {ns:8.0f} ns")
     print(f"  ratio streambridge / cupy: {lat['streambridge launch_host_func'] / lat['cupy launch_host_func']:.2f}  [bar 1.2]")
+    spin = sb.Module(SPIN).get_kernel("spin")
+    print("\nlaunch of a 5 ms kernel to the return of synchronize (median of 40; the same kernel and stream):")
+    waits = {name: long_wait(lambda: spin(1, 1, (numpy.int64(5_000_000),), stream=ss_a), sync)
+             for name, sync in [("streambridge", ss_a.synchronize), ("cupy", cp_sync.synchronize),
+                                ("torch", t_sync.synchronize), ("cuda.core", k_sync.sync)]}
+    for name, ns in sorted(waits.items(), key=lambda kv: kv[1]):
+        print(f"  {name:48s} {ns:8.0f} ns")
+    fastest = min((k for k in waits if k != "streambridge"), key=waits.get)
+    print(f"  ratio streambridge / fastest peer ({fastest}): {waits['streambridge'] / waits[fastest]:.3f}  [bar 1.01]")
     print("\nprofile (streambridge query and wrap, layer by layer):")
     for name in profile:
         print(f"  {name:70s} {statistics.median(results[('profile', name)]):8.0f} ns")

@@ -335,12 +335,6 @@ func DriverVersion() (int, error) {
 	return b.Driver().Version()
 }
 
-// StreamSynchronize waits for key's work (cuStreamSynchronize); refused (CaptureError)
-// while the stream is capturing, which the driver would invalidate.
-func StreamSynchronize(key int64) (bool, error) {
-	return call1(key, func(s *streams.Stream) (bool, error) { return done(s.Synchronize()) })
-}
-
 // StreamPriority is cuStreamGetPriority of key.
 //
 //streambridge:keepgil

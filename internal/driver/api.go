@@ -122,8 +122,8 @@ type API interface {
 	// that cannot touch it. What a capture forbids in any mode is still refused, and still
 	// invalidates it: a query or synchronize of the capturing stream itself, or of an event
 	// recorded in the capture (seen on an H200, driver 580). The entry points Entry offers
-	// (cuStreamQuery, cuEventQuery, cuEventSynchronize) are the driver's own, in the
-	// thread's mode: the C core relaxes around them itself.
+	// (cuStreamQuery, cuStreamSynchronize, cuEventQuery, cuEventSynchronize) are the
+	// driver's own, in the thread's mode: the C core relaxes around them itself.
 	StreamQuery(c Context, s Stream) Result
 	StreamSynchronize(c Context, s Stream) Result
 	StreamWaitEvent(c Context, s Stream, e Event, flags uint32) Result
@@ -211,11 +211,12 @@ type EventMemory struct {
 // user object the graph holds, whose destructor frees the callback), and the end of a
 // capture that an owned stream's destroy meets (the capture's graph, and the callbacks it
 // holds, would be lost with the stream), and the exchange of the thread's capture mode
-// around its queries and synchronizes (see StreamQuery). The C core keeps them in this order
+// around its queries and synchronizes (see StreamQuery), and the stream's synchronize
+// (Python's, which Ctrl-C ends on the main thread). The C core keeps them in this order
 // (internal/boundary generates its table).
 var EntryNames = []string{"cuStreamQuery", "cuEventRecord", "cuStreamWaitEvent", "cuEventQuery",
 	"cuLaunchHostFunc", "cuLaunchKernel", "cuCtxGetCurrent", "cuCtxSetCurrent",
 	"cuEventCreate", "cuEventDestroy", "cuEventSynchronize", "cuEventElapsedTime", "cuIpcGetEventHandle",
 	"cuStreamCreateWithPriority", "cuStreamDestroy", "cuCtxGetStreamPriorityRange",
 	"cuStreamGetCaptureInfo", "cuUserObjectCreate", "cuUserObjectRelease", "cuGraphRetainUserObject",
-	"cuStreamEndCapture", "cuGraphDestroy", "cuThreadExchangeStreamCaptureMode"}
+	"cuStreamEndCapture", "cuGraphDestroy", "cuThreadExchangeStreamCaptureMode", "cuStreamSynchronize"}

@@ -31,6 +31,9 @@ func (d *Driver) Entry(name string) uintptr {
 			"cuEventRecord": purego.NewCallback(func(e, s uintptr) uintptr {
 				return uintptr(entryDriver.Load().EventRecord(0, driver.Event(e), driver.Stream(s)))
 			}),
+			"cuStreamSynchronize": purego.NewCallback(func(s uintptr) uintptr {
+				return uintptr(entryDriver.Load().streamSynchronize(0, driver.Stream(s), false))
+			}),
 			"cuStreamWaitEvent": purego.NewCallback(func(s, e, flags uintptr) uintptr {
 				return uintptr(entryDriver.Load().StreamWaitEvent(0, driver.Stream(s), driver.Event(e), uint32(flags)))
 			}),

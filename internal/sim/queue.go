@@ -180,8 +180,13 @@ func (d *Driver) streamQuery(ch driver.Context, h driver.Stream, relaxed bool) d
 	return driver.ErrorNotReady
 }
 
-// StreamSynchronize is cuStreamSynchronize in relaxed capture mode, as driver.API has it.
+// StreamSynchronize is cuStreamSynchronize in relaxed capture mode, as driver.API has it;
+// the C entry point is the driver's own, in the thread's mode.
 func (d *Driver) StreamSynchronize(ch driver.Context, h driver.Stream) driver.Result {
+	return d.streamSynchronize(ch, h, true)
+}
+
+func (d *Driver) streamSynchronize(ch driver.Context, h driver.Stream, relaxed bool) driver.Result {
 	d.mu.Lock()
 	s, r := d.streamIn(ch, h)
 	if r != driver.Success {
@@ -193,7 +198,7 @@ func (d *Driver) StreamSynchronize(ch driver.Context, h driver.Stream) driver.Re
 		d.mu.Unlock()
 		return r
 	}
-	if r := d.unsafeCall(true); r != driver.Success {
+	if r := d.unsafeCall(relaxed); r != driver.Success {
 		d.mu.Unlock()
 		return r
 	}

@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <structmember.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tables.h"
@@ -748,6 +749,101 @@ static int capturing(StreamCore *s) {
     return status != 0;
 }
 
+/* ---- Waiting: synchronize, which Ctrl-C ends ----
+ * Python runs signal handlers on its main thread, between bytecodes: a wait in the driver
+ * (cuStreamSynchronize, cuEventSynchronize) would keep a Ctrl-C pending until the GPU is
+ * done. So on the main thread a wait polls (relaxed, as every query), the GIL let go, and
+ * every WAIT_CHECK_S takes the GIL to run the handlers: a KeyboardInterrupt (whatever the
+ * SIGINT handler raises) ends the wait; the work goes on and the object stays usable. For
+ * its first WAIT_SPIN_S it polls back to back, as the driver's own spin does; after that
+ * it naps between polls for a hundredth of the time waited so far (10 us to 1 ms), so it
+ * answers at most about 1% after the work ends. Other threads, where no handler runs,
+ * wait in the driver. */
+#define WAIT_CHECK_S 0.1
+#define WAIT_SPIN_S 0.002
+
+static unsigned long main_thread; /* threading.main_thread().ident, read at import */
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static int in_context(stream_fn fn, uintptr_t handle, uintptr_t ctx) {
+    ctx_scope sc;
+    int r = ctx_enter(ctx, &sc);
+    if (r == 0)
+        r = relaxed(fn, handle);
+    ctx_leave(&sc);
+    return r;
+}
+
+/* wait_for waits until handle's work is done: query is its cuStreamQuery or cuEventQuery,
+ * block its cuStreamSynchronize or cuEventSynchronize, ctx the context they need current
+ * (0: none). The caller holds the object (see Holds) and the GIL. Returns the driver's
+ * result, or -1 with the error set where a signal handler raised. */
+static int wait_for(stream_fn query, stream_fn block, uintptr_t handle, uintptr_t ctx) {
+    int r;
+    if (PyThread_get_thread_ident() != main_thread) {
+        Py_BEGIN_ALLOW_THREADS
+        r = in_context(block, handle, ctx);
+        Py_END_ALLOW_THREADS
+        return r;
+    }
+    r = in_context(query, handle, ctx);
+    if (r != SB_CUDA_ERROR_NOT_READY)
+        return r;
+    double start = now_s(), check = start + WAIT_CHECK_S;
+    PyThreadState *ts = PyEval_SaveThread();
+    while ((r = in_context(query, handle, ctx)) == SB_CUDA_ERROR_NOT_READY) {
+        double t = now_s(), waited = t - start;
+        if (waited > WAIT_SPIN_S) {
+            double nap = waited / 100 < 10e-6 ? 10e-6 : waited / 100 > 1e-3 ? 1e-3 : waited / 100;
+            struct timespec ns = {0, (long)(nap * 1e9)};
+            nanosleep(&ns, NULL);
+            t = now_s();
+        }
+        if (t >= check) {
+            PyEval_RestoreThread(ts);
+            int raised = PyErr_CheckSignals() < 0;
+            ts = PyEval_SaveThread();
+            if (raised) {
+                r = -1;
+                break;
+            }
+            check = t + WAIT_CHECK_S;
+        }
+    }
+    PyEval_RestoreThread(ts);
+    return r;
+}
+
+/* synchronize(): wait for all work submitted so far (see wait_for). Refused on a capturing
+ * stream, whoever began the capture (CaptureError), before the driver, which would
+ * invalidate the capture. */
+static PyObject *stream_synchronize(PyObject *self, PyObject *unused) {
+    StreamCore *s = (StreamCore *)self;
+    if (!gate() || !stream_usable(s))
+        return NULL;
+    int cap = capturing(s);
+    if (cap < 0)
+        return NULL;
+    if (cap) {
+        sb_raise(SB_KIND_CAPTURE, 0, "", "a synchronize (cuStreamSynchronize) on a capturing stream: the driver "
+                 "would invalidate the capture", "");
+        return NULL;
+    }
+    if (s->counted)
+        count_capture(s, 0); /* ended elsewhere */
+    stream_hold(s);
+    int r = wait_for(CALL(cuStreamQuery, stream_fn), CALL(cuStreamSynchronize, stream_fn), s->ptr, s->ctx);
+    stream_let_go(s);
+    if (r < 0)
+        return NULL;
+    return r == 0 ? Py_NewRef(Py_None) : raise_result("cuStreamSynchronize", r);
+}
+
 static PyObject *stream_is_capturing(PyObject *self, PyObject *unused) {
     StreamCore *s = (StreamCore *)self;
     if (!gate() || !stream_usable(s))
@@ -1077,6 +1173,10 @@ static PyMethodDef stream_core_methods[] = {
      "_fill(ptr, device): makes a new ExternalStream of ptr on device (-1: the handle's); see fill_external"},
     {"query", stream_query, METH_NOARGS,
      "query($self, /)\n--\n\nWhether all work submitted so far has completed (cuStreamQuery)."},
+    {"synchronize", stream_synchronize, METH_NOARGS,
+     "synchronize($self, /)\n--\n\nWait for all work submitted so far (cuStreamSynchronize); other Python "
+     "threads run meanwhile, and on the main thread Ctrl-C ends the wait (KeyboardInterrupt) within about 0.1 s. "
+     "Refused while capturing (CaptureError): it would invalidate the capture."},
     {"is_capturing", stream_is_capturing, METH_NOARGS,
      "is_capturing($self, /)\n--\n\nWhether the stream is capturing (cuStreamGetCaptureInfo: a capture active, or "
      "invalidated and not yet ended)."},
@@ -1265,12 +1365,11 @@ static PyObject *event_synchronize(PyObject *self, PyObject *unused) {
         return NULL;
     if (e->captured_on != NULL && !event_not_captured(e, "a synchronize (cuEventSynchronize)"))
         return NULL;
-    int r;
     event_hold(e);
-    Py_BEGIN_ALLOW_THREADS
-    r = relaxed(CALL(cuEventSynchronize, event_fn), e->eptr);
-    Py_END_ALLOW_THREADS
+    int r = wait_for(CALL(cuEventQuery, event_fn), CALL(cuEventSynchronize, event_fn), e->eptr, 0);
     event_let_go(e);
+    if (r < 0)
+        return NULL;
     return r == 0 ? Py_NewRef(Py_None) : raise_result("cuEventSynchronize", r);
 }
 
@@ -1838,7 +1937,8 @@ static PyMethodDef event_core_methods[] = {
     {"query", event_query, METH_NOARGS,
      "query($self, /)\n--\n\nWhether the last record's work has completed (cuEventQuery)."},
     {"synchronize", event_synchronize, METH_NOARGS,
-     "synchronize($self, /)\n--\n\nWait for the last record's work (cuEventSynchronize); other Python threads run."},
+     "synchronize($self, /)\n--\n\nWait for the last record's work (cuEventSynchronize); other Python threads run, "
+     "and on the main thread Ctrl-C ends the wait (KeyboardInterrupt) within about 0.1 s."},
     {"elapsed_time", event_elapsed_time, METH_O,
      "elapsed_time($self, end, /)\n--\n\nMilliseconds from this event to ``end`` (cuEventElapsedTime)."},
     {"ipc_handle", event_ipc_handle, METH_NOARGS,
@@ -2639,6 +2739,17 @@ __attribute__((visibility("default"))) PyObject *sb_core_module(void) {
             PyType_Ready(&ExternalCoreType) < 0 || PyType_Ready(&OwnedCoreType) < 0 ||
             PyType_Ready(&EventCoreType) < 0 || PyType_Ready(&KernelCoreType) < 0 ||
             PyType_Ready(&ModuleCoreType) < 0)
+            return NULL;
+        PyObject *threading = PyImport_ImportModule("threading");
+        PyObject *main = threading == NULL ? NULL : PyObject_CallMethod(threading, "main_thread", NULL);
+        PyObject *ident = main == NULL ? NULL : PyObject_GetAttrString(main, "ident");
+        Py_XDECREF(threading);
+        Py_XDECREF(main);
+        if (ident == NULL)
+            return NULL;
+        main_thread = PyLong_AsUnsignedLong(ident);
+        Py_DECREF(ident);
+        if (PyErr_Occurred())
             return NULL;
         m = PyModule_Create(&module);
         if (m == NULL || PyModule_AddObjectRef(m, "StreamCore", (PyObject *)&StreamCoreType) < 0 ||

@@ -44,7 +44,8 @@ enum sb_entry {
     SB_cuStreamEndCapture = 20,
     SB_cuGraphDestroy = 21,
     SB_cuThreadExchangeStreamCaptureMode = 22,
-    SB_ENTRY_COUNT = 23
+    SB_cuStreamSynchronize = 23,
+    SB_ENTRY_COUNT = 24
 };
 
 /* The CUresults the core tells apart. */

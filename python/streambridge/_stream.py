@@ -93,12 +93,7 @@ class _BaseStream(_c.StreamCore):
         """``query()``, as CuPy spells it."""
         return self.query()
 
-    def synchronize(self) -> None:
-        """Wait for all work submitted so far (cuStreamSynchronize); other Python threads run
-        meanwhile. Refused while capturing (CaptureError): it would invalidate the capture."""
-        self._use(_core.stream_synchronize)
-
-    sync = synchronize
+    sync = _c.StreamCore.synchronize  # synchronize() is the core's: Ctrl-C ends its wait
 
     def _record(self, event: Optional[Event] = None, options: Any = None) -> Event:
         """``record``'s arguments other than one Event: a new event (made with ``options``)

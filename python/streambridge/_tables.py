@@ -41,6 +41,7 @@ ENTRY_NAMES = (
     "cuStreamEndCapture",
     "cuGraphDestroy",
     "cuThreadExchangeStreamCaptureMode",
+    "cuStreamSynchronize",
 )
 
 # The environment settings the Go core reads, handed over from os.environ.
