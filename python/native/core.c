@@ -983,14 +983,23 @@ static void host_trampoline(void *ud) {
 
 
 /* at_exit(): from then on queued Python host callbacks are dropped; waits (the GIL let go)
- * for those already entering, up to 5 s (one that never returns is left to its thread). */
+ * for those already entering, up to AT_EXIT_WAIT_S by the clock (one that never returns is
+ * left to its thread), and returns how many it left so; once. A fork child has none to wait for:
+ * its parent's driver threads are not in it (their count, copied at the fork, is). */
+#define AT_EXIT_WAIT_S 5.0
+
 static PyObject *fn_at_exit(PyObject *self, PyObject *unused) {
-    atomic_store(&exiting, 1);
+    if (atomic_exchange(&exiting, 1)) /* waited once already */
+        return PyLong_FromLong(atomic_load(&entering));
+    if (forked)
+        return PyLong_FromLong(0);
+    long left;
     Py_BEGIN_ALLOW_THREADS
-    for (int i = 0; i < 50000 && atomic_load(&entering) > 0; i++)
-        usleep(100);
+    double deadline = now_s() + AT_EXIT_WAIT_S;
+    while ((left = atomic_load(&entering)) > 0 && now_s() < deadline)
+        usleep(1000);
     Py_END_ALLOW_THREADS
-    Py_RETURN_NONE;
+    return PyLong_FromLong(left);
 }
 
 /* CUstreamCaptureStatus, and the user-object flags (cuda.h). */
@@ -2702,7 +2711,8 @@ static PyMethodDef methods[] = {
     {"resolve", (PyCFunction)(void (*)(void))fn_resolve, METH_FASTCALL,
      "resolve(stream, device) -> stream: as the registered resolver (_stream.resolve) answers"},
     {"at_exit", fn_at_exit, METH_NOARGS,
-     "at_exit(): Python host callbacks still queued are dropped from then on (the atexit module calls it)"},
+     "at_exit(): Python host callbacks still queued are dropped from then on (the atexit module calls it); "
+     "waits up to 5 s for those running, and returns how many it left running"},
     {"wrap_event", (PyCFunction)(void (*)(void))fn_wrap_event, METH_FASTCALL,
      "wrap_event(cls, handle, device, owner): an event borrowing a live CUevent another library made."},
     {"open_ipc_event", (PyCFunction)(void (*)(void))fn_open_ipc_event, METH_FASTCALL,

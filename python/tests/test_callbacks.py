@@ -204,3 +204,40 @@ def test_a_callbacks_argument_is_released_where_cuda_may_be_called(released):
     s.synchronize()
     assert released(ref)
     assert where == [(True, "bool")]
+
+
+EXIT_WITH_A_CALLBACK_RUNNING = r"""
+import os, sys, threading, time
+import streambridge
+from streambridge import _core
+
+s = streambridge.Stream(non_blocking=True)
+running = threading.Event()
+s.launch_host_func(lambda _: (running.set(), threading.Event().wait()), None)  # never returns
+running.wait()
+if sys.argv[1] == "fork":
+    pid = os.fork()
+    if pid == 0:  # the child: the parent's driver thread, in its callback, is not here
+        t = time.monotonic()
+        left = _core.core.at_exit()
+        print(f"child: at_exit left {left} running, after {time.monotonic() - t:.3f} s", flush=True)
+        os._exit(0)
+    os.waitpid(pid, 0)
+t = time.monotonic()
+left = _core.core.at_exit()
+print(f"exit: at_exit left {left} running, after {time.monotonic() - t:.3f} s", flush=True)
+"""
+
+
+@pytest.mark.parametrize("how", ["exit", "fork"])
+def test_exit_with_a_callback_that_never_returns(how):
+    """At exit the interpreter waits for a Python host callback already running, up to 5 s
+    by the clock, then leaves it to its thread and exits cleanly. A fork child has no such
+    callback (the driver's threads are not copied): it waits for none."""
+    p = subprocess.run([sys.executable, "-c", EXIT_WITH_A_CALLBACK_RUNNING, how], capture_output=True, text=True,
+                       timeout=60, env=dict(os.environ))
+    print(p.stdout)  # the times, for the record (pytest -s)
+    assert p.returncode == 0, (p.returncode, p.stderr[-2000:])
+    lines = [line.rsplit(",", 1)[0] for line in p.stdout.splitlines()]
+    want = ["exit: at_exit left 1 running"]
+    assert lines == (["child: at_exit left 0 running"] + want if how == "fork" else want)
