@@ -3,8 +3,8 @@
 package cuda
 
 import (
+	_ "embed"
 	"fmt"
-	"os"
 	"regexp"
 	"strconv"
 	"testing"
@@ -86,6 +86,11 @@ func TestTheTrampolineRelaxesTheCaptureModeAroundACall(t *testing.T) {
 	assert.Equal(t, uint32(0), mode)
 }
 
+// trampolineSource is call_amd64.s, in the test binary: it runs on machines without the source.
+//
+//go:embed call_amd64.s
+var trampolineSource string
+
 // The offsets call_amd64.s reads the frame at are the frame's.
 func TestTheTrampolineReadsTheFrameWhereItIs(t *testing.T) {
 	var f frame
@@ -95,10 +100,8 @@ func TestTheTrampolineReadsTheFrameWhereItIs(t *testing.T) {
 		"F_B2": unsafe.Offsetof(f.b) + 8, "F_B3": unsafe.Offsetof(f.b) + 16, "F_CALLS": unsafe.Offsetof(f.calls),
 		"F_RELAX": unsafe.Offsetof(f.relax), "F_MODE": unsafe.Offsetof(f.mode),
 	}
-	src, err := os.ReadFile("call_amd64.s")
-	assert.NoError(t, err)
 	got := map[string]uintptr{}
-	for _, m := range regexp.MustCompile(`(?m)^#define (F_\w+) (\d+)$`).FindAllStringSubmatch(string(src), -1) {
+	for _, m := range regexp.MustCompile(`(?m)^#define (F_\w+) (\d+)$`).FindAllStringSubmatch(trampolineSource, -1) {
 		n, _ := strconv.Atoi(m[2])
 		got[m[1]] = uintptr(n)
 	}
