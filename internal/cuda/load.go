@@ -52,6 +52,9 @@ func load() error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrNoDriver, err)
 	}
+	if err := checkVersion(lib); err != nil {
+		return err
+	}
 	resolve, err := resolver(lib)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrNoDriver, err)
@@ -70,6 +73,48 @@ func load() error {
 	hostFuncTrampoline = purego.NewCallback(func(userData uintptr) { driver.RunHostFunc(userData) })
 	return nil
 }
+
+// MinVersion is the oldest CUDA driver streambridge works with (1000*major + 10*minor):
+// the newest ABI among the entry points it resolves (symbols.go), so that it is stated
+// once and a driver that has them all passes.
+var MinVersion = func() int {
+	v := 0
+	for _, s := range symbols {
+		v = max(v, s.version)
+	}
+	return v
+}()
+
+// checkVersion refuses a driver older than MinVersion before any symbol is looked up,
+// naming both versions and the entry point that needs the newer one: resolving would fail
+// on that symbol, with an error that does not say the driver is too old.
+// cuDriverGetVersion needs no cuInit.
+func checkVersion(lib uintptr) error {
+	get, err := purego.Dlsym(lib, "cuDriverGetVersion")
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrNoDriver, err)
+	}
+	v := new(int32)
+	r, _, _ := purego.SyscallN(get, uintptr(unsafe.Pointer(v)))
+	if r != 0 {
+		return fmt.Errorf("%w: cuDriverGetVersion: %v", ErrNoDriver, driver.Result(r))
+	}
+	if int(*v) >= MinVersion {
+		return nil
+	}
+	newest := ""
+	for _, s := range symbols {
+		if s.version == MinVersion {
+			newest = s.name
+			break
+		}
+	}
+	return fmt.Errorf("%w: the CUDA driver is version %s; streambridge needs %s or newer (%s): update the NVIDIA driver",
+		ErrNoDriver, versionString(int(*v)), versionString(MinVersion), newest)
+}
+
+// versionString is a CUDA version as cuDriverGetVersion gives it, as "12.0".
+func versionString(v int) string { return fmt.Sprintf("%d.%d", v/1000, v%1000/10) }
 
 // initError is a driver that loaded but would not initialise (no device, say). It is
 // both ErrNoDriver and the driver's result.
