@@ -51,6 +51,16 @@ type Options struct {
 	// value). For a stream object a stated device is checked against the handle's own; for
 	// a special handle it picks the device whose default stream is meant.
 	Device DeviceChoice
+	// Vouched is the caller's word that a stream object's handle is live and stays so while
+	// used (another framework's object kept alive with the stream): see streams.Vouched.
+	Vouched bool
+}
+
+func (o Options) wrap() []streams.WrapOption {
+	if o.Vouched {
+		return []streams.WrapOption{streams.Vouched()}
+	}
+	return nil
 }
 
 // DeviceChoice is a device a caller states, made by [OnDevice]; the zero value states none.
@@ -162,7 +172,7 @@ func (b *Bridge) Stream(handle uintptr, opts Options) (*streams.Stream, error) {
 		return nil, err
 	}
 	if handle > streams.PerThreadStream {
-		s, err := b.drv.WrapStream(handle)
+		s, err := b.drv.WrapStream(handle, opts.wrap()...)
 		if err != nil {
 			return nil, err
 		}
@@ -184,7 +194,7 @@ func (b *Bridge) Identity(handle uintptr, opts Options) (*streams.Device, uint64
 		return nil, 0, err
 	}
 	if handle > streams.PerThreadStream {
-		dev, id, err := b.drv.StreamIdentity(handle)
+		dev, id, err := b.drv.StreamIdentity(handle, opts.wrap()...)
 		if err != nil {
 			return nil, 0, err
 		}

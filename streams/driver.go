@@ -83,9 +83,14 @@ var ErrSetting = errors.New("streambridge: bad setting")
 
 // Default returns the driver STREAMBRIDGE_DRIVER names: "cuda" or unset for the real
 // driver, "sim" for the software one, with STREAMBRIDGE_SIM_DEVICES devices (0 to
-// sim.MaxDevices; 2 when unset). Any other value is an [ErrSetting]. Without a usable real
+// sim.MaxDevices; 2 when unset). Any other value is an [ErrSetting], as is one of
+// STREAMBRIDGE_LAYOUT other than "unlearnable" (a test's: either driver then behaves as one
+// whose layout cannot be learned, see [Vouched]). Without a usable real
 // driver the error matches [ErrNoDriver] and names STREAMBRIDGE_DRIVER=sim.
 func Default() (*Driver, error) {
+	if _, err := driver.Unlearnable(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrSetting, err)
+	}
 	switch v := os.Getenv("STREAMBRIDGE_DRIVER"); v {
 	case "", "cuda":
 		d, err := CUDA()

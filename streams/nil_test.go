@@ -50,7 +50,11 @@ func TestNilAndZeroValuesGetErrorsNotPanics(t *testing.T) {
 							t.Fatalf("panicked: %v", p)
 						}
 					}()
-					out = rv.Method(i).Call(args)
+					if m.Type.IsVariadic() {
+						out = rv.Method(i).CallSlice(args)
+					} else {
+						out = rv.Method(i).Call(args)
+					}
 				}()
 				for _, o := range out {
 					if o.Type() == errType && !o.IsNil() {

@@ -130,11 +130,13 @@ func (c *Context) wrapStream(handle uintptr) (*Stream, error) {
 }
 
 // WrapStream borrows a stream handle that some other code created, finding its context
-// (and so its device) from the handle itself with cuStreamGetCtx. Special handles (0, 1,
-// 2) name no context; wrap them with [Context.WrapStream]. Anything but a live stream
-// fails with [ErrInvalidHandle] before the driver sees it.
-func (d *Driver) WrapStream(handle uintptr) (*Stream, error) {
-	c, id, err := d.foreignContext(handle)
+// (and so its device) from the handle itself. Special handles (0, 1, 2) name no context;
+// wrap them with [Context.WrapStream]. Anything but a live stream fails with
+// [ErrInvalidHandle] before the driver sees it. On a driver whose layout cannot be learned
+// nothing can be proven, and the wrap fails with an error matching [ErrNotSupported],
+// unless the caller vouches for the handle ([Vouched]).
+func (d *Driver) WrapStream(handle uintptr, opts ...WrapOption) (*Stream, error) {
+	c, id, err := d.foreignContext(handle, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -144,14 +146,27 @@ func (d *Driver) WrapStream(handle uintptr) (*Stream, error) {
 // StreamIdentity is the device and identity (cuStreamGetId) of a live stream handle that
 // some other code created, proven as [Driver.WrapStream] proves it, keeping nothing: for a
 // caller that keeps the handle itself and checks it before each use with
-// [Driver.VerifyStream].
-func (d *Driver) StreamIdentity(handle uintptr) (*Device, uint64, error) {
-	c, id, err := d.foreignContext(handle)
+// [Driver.VerifyStream]. The identity of a vouched handle that could not be proven is 0:
+// there is nothing to check.
+func (d *Driver) StreamIdentity(handle uintptr, opts ...WrapOption) (*Device, uint64, error) {
+	c, id, err := d.foreignContext(handle, opts)
 	if err != nil {
 		return nil, 0, err
 	}
 	return c.dev, id, nil
 }
+
+// WrapOption is an option of [Driver.WrapStream] and [Driver.StreamIdentity].
+type WrapOption func(*wrapOptions)
+
+type wrapOptions struct{ vouched bool }
+
+// Vouched is the caller's word that the handle is a live stream and stays one while the
+// wrapper is used: another framework's stream object kept alive with the wrapper, say.
+// Where the driver's layout is known, the handle is proven as ever, so a wrong word is
+// still refused; where it cannot be learned, the handle is taken on that word, its context
+// asked of the driver (cuStreamGetCtx), and no identity is checked before each use.
+func Vouched() WrapOption { return func(o *wrapOptions) { o.vouched = true } }
 
 // VerifyStream reports whether handle is still the live stream whose identity
 // [Driver.StreamIdentity] (or a wrap) read: a handle whose stream was destroyed fails with
@@ -186,7 +201,7 @@ func still(what, gone, reused string, handle uintptr, id uint64, ctx driver.Cont
 
 // foreignContext is the context and identity of a stream handle some other code created,
 // proven live before the driver sees it. Special handles (0, 1, 2) name no context.
-func (d *Driver) foreignContext(handle uintptr) (*Context, uint64, error) {
+func (d *Driver) foreignContext(handle uintptr, opts []WrapOption) (*Context, uint64, error) {
 	if err := d.valid(); err != nil {
 		return nil, 0, err
 	}
@@ -197,11 +212,26 @@ func (d *Driver) foreignContext(handle uintptr) (*Context, uint64, error) {
 		return nil, 0, fmt.Errorf("streambridge: stream handle %d is a per-context default stream and names no context; wrap it with Context.WrapStream", handle)
 	}
 	h, id, err := d.identify(driver.Stream(handle))
+	if errors.Is(err, ErrNotSupported) && vouched(opts) {
+		var r driver.Result
+		h, r = d.api.StreamGetCtx(driver.Stream(handle)) // live on the caller's word
+		id, err = 0, d.check("cuStreamGetCtx", r)
+	}
 	if err != nil {
 		return nil, 0, err
 	}
 	c, err := d.borrowedContext(h)
 	return c, id, err
+}
+
+func vouched(opts []WrapOption) bool {
+	var o wrapOptions
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	return o.vouched
 }
 
 // identify refuses a handle that is not a live stream, without the driver touching it,
@@ -220,8 +250,12 @@ func checked(what string, h uintptr, ctx driver.Context, id uint64, r driver.Res
 	case driver.Success:
 		return ctx, id, nil
 	case driver.ErrorNotSupported:
-		return 0, 0, &CallError{Call: what + " check", Result: r,
-			Hint: fmt.Sprintf("this driver's %s layout could not be learned, so a foreign handle cannot be proven live", what)}
+		hint := fmt.Sprintf("this driver's %s layout could not be learned, so %#x cannot be proven a live %s", what, h, what)
+		if what == "stream" {
+			hint += "; where you know it is one and stays one while used, say so: in Go streams.Vouched(), in Python " +
+				"pass the framework's own stream object (as_stream(torch_stream)) or ExternalStream(ptr, vouched=True)"
+		}
+		return 0, 0, &CallError{Call: what + " check", Result: r, Hint: hint}
 	default:
 		return 0, 0, &CallError{Call: what + " check", Result: r,
 			Hint: fmt.Sprintf("%#x is not a live CUDA %s of a device's primary context; it was not passed to the driver", h, what)}

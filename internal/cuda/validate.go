@@ -151,6 +151,9 @@ const layoutSearchWords = 64
 // learnLayout creates streams in device 0's primary context and finds where their objects
 // keep the handle, the context and the identity.
 func (d *Driver) learnLayout() streamLayout {
+	if never, _ := driver.Unlearnable(); never {
+		return streamLayout{}
+	}
 	ctx, done, ok := d.device0()
 	if !ok {
 		return streamLayout{}

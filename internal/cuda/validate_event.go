@@ -55,6 +55,9 @@ type sentinel struct {
 // and finds the words that hold the context, the list links and the identity (increasing
 // from one event to the next).
 func (d *Driver) learnEventLayout() eventLayout {
+	if never, _ := driver.Unlearnable(); never {
+		return eventLayout{}
+	}
 	ctx, done, ok := d.device0()
 	if !ok {
 		return eventLayout{}

@@ -29,6 +29,9 @@ func (d *Driver) EventCreate(ch driver.Context, flags uint32) (driver.Event, dri
 
 // EventCheck looks the handle up: the software driver knows every event it made.
 func (d *Driver) EventCheck(h driver.Event) (driver.Context, uint64, driver.Result) {
+	if d.unlearnable {
+		return 0, 0, driver.ErrorNotSupported
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	e, ok := lookup[*event](d, uintptr(h))

@@ -184,7 +184,8 @@ func (d *Driver) StreamMemory() driver.StreamMemory {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	lo, hi := d.streams.bounds()
-	return driver.StreamMemory{BackAt: streamBackAt, CtxAt: streamCtxAt, IDAt: streamIDAt, Words: streamWords, Lo: lo, Hi: hi, OK: hi != 0}
+	return driver.StreamMemory{BackAt: streamBackAt, CtxAt: streamCtxAt, IDAt: streamIDAt, Words: streamWords, Lo: lo, Hi: hi,
+		OK: hi != 0 && !d.unlearnable}
 }
 
 // EventMemory describes the event slab (see driver.EventMemory).
@@ -193,5 +194,5 @@ func (d *Driver) EventMemory() driver.EventMemory {
 	defer d.mu.Unlock()
 	lo, hi := d.events.bounds()
 	return driver.EventMemory{CtxAt: eventCtxAt, IDAt: eventIDAt, NextAt: eventNextAt, PrevAt: eventPrevAt,
-		Words: eventWords, Lo: lo, Hi: hi, OK: hi != 0}
+		Words: eventWords, Lo: lo, Hi: hi, OK: hi != 0 && !d.unlearnable}
 }

@@ -58,6 +58,9 @@ func (d *Driver) StreamCheck(h driver.Stream) (driver.Context, uint64, driver.Re
 	if h.IsSpecial() {
 		return 0, 0, driver.Success
 	}
+	if d.unlearnable {
+		return 0, 0, driver.ErrorNotSupported
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	s, ok := lookup[*stream](d, uintptr(h))

@@ -42,6 +42,9 @@ type Driver struct {
 	ongoing  map[*capture]struct{}      // captures begun and not yet ended (capture.go)
 	streams  slab[streamMem]            // streams' memory (memory_objects.go)
 	events   slab[eventMem]             // events' memory (memory_objects.go)
+	// unlearnable: as a driver whose layout cannot be learned (driver.LayoutSetting): the
+	// checks answer ErrorNotSupported, the memory descriptions are not OK.
+	unlearnable bool
 }
 
 type device struct {
@@ -178,6 +181,7 @@ func New() *Driver {
 	for i := range n {
 		d.devices = append(d.devices, &device{ordinal: i})
 	}
+	d.unlearnable, _ = driver.Unlearnable() // streams.Default refuses a bad value before
 	return d
 }
 

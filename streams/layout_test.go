@@ -1,0 +1,69 @@
+package streams
+
+import (
+	"os"
+	"os/exec"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/streambridge/streambridge/internal/driver"
+)
+
+// On a driver whose layout cannot be learned nothing foreign can be proven: a stream handle
+// is refused with an error matching ErrNotSupported that names the way to take it anyway,
+// and taken on the caller's word (Vouched) it works as any borrowed stream. Learning happens
+// once per process, so this runs in a child with STREAMBRIDGE_LAYOUT=unlearnable, which
+// makes both drivers behave so (the real one, on a GPU, too).
+func TestAnUnlearnableLayout(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestUnlearnableLayoutChild$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), driver.LayoutSetting+"=unlearnable")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "child:\n%s", out)
+	assert.Contains(t, string(out), "--- PASS: TestUnlearnableLayoutChild/sim", "child:\n%s", out)
+	t.Logf("child:\n%s", out)
+}
+
+// TestUnlearnableLayoutChild is the other process of TestAnUnlearnableLayout; run alone it
+// has nothing to do.
+func TestUnlearnableLayoutChild(t *testing.T) {
+	if never, _ := driver.Unlearnable(); !never {
+		t.Skip("SKIP: runs only as the child of TestAnUnlearnableLayout")
+	}
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		c := primary(t, d, 0)
+		theirs := newStream(t, c, StreamOptions{NonBlocking: true}) // another library's, say
+		e := newEvent(t, c, EventOptions{DisableTiming: true})
+
+		_, err := d.WrapStream(theirs.Handle())
+		require.ErrorIs(t, err, ErrNotSupported)
+		assert.Contains(t, err.Error(), "layout could not be learned")
+		assert.Contains(t, err.Error(), "streams.Vouched()", "the error names the way to take it anyway")
+		_, _, err = d.StreamIdentity(theirs.Handle())
+		require.ErrorIs(t, err, ErrNotSupported)
+
+		s, err := d.WrapStream(theirs.Handle(), Vouched())
+		require.NoError(t, err)
+		assert.False(t, s.Owned())
+		assert.Equal(t, 0, s.Device().Ordinal())
+		dev, id, err := d.StreamIdentity(theirs.Handle(), Vouched())
+		require.NoError(t, err)
+		assert.Equal(t, 0, dev.Ordinal())
+		assert.Zero(t, id, "nothing to check before each use")
+		ran := make(chan struct{})
+		require.NoError(t, s.LaunchHostFunc(func() { close(ran) }))
+		require.NoError(t, s.Record(e))
+		require.NoError(t, s.Synchronize())
+		<-ran
+		done, err := e.Query()
+		require.NoError(t, err)
+		assert.True(t, done)
+		require.NoError(t, s.Close()) // borrowed: forgotten, not destroyed
+		_, err = theirs.Query()
+		require.NoError(t, err, "the owner's stream lives on")
+
+		_, err = d.WrapEvent(e.Handle())
+		require.ErrorIs(t, err, ErrNotSupported, "events cannot be vouched for yet")
+	})
+}
