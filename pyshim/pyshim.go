@@ -184,15 +184,17 @@ func DriverName() (string, error) {
 }
 
 // WrapStream validates a foreign stream handle and returns its key. device is the stated
-// device or -1; convention is boundary.ConventionRuntime or ConventionArrayInterface.
+// device or -1; convention is boundary.ConventionRuntime or ConventionArrayInterface;
+// vouched takes the handle on the caller's word where it cannot be proven (bridge.Options).
 //
 //streambridge:keepgil
-func WrapStream(handle uint64, device int, convention int) (int64, error) {
+func WrapStream(handle uint64, device int, convention int, vouched bool) (int64, error) {
 	b, err := driver()
 	if err != nil {
 		return 0, err
 	}
-	s, err := b.Stream(uintptr(handle), bridge.Options{Device: bridge.OnDevice(device), Convention: bridge.Convention(convention)})
+	s, err := b.Stream(uintptr(handle), bridge.Options{Device: bridge.OnDevice(device), Convention: bridge.Convention(convention),
+		Vouched: vouched})
 	if err != nil {
 		return 0, err
 	}
@@ -202,17 +204,18 @@ func WrapStream(handle uint64, device int, convention int) (int64, error) {
 // CheckStream validates a foreign stream handle as WrapStream does and returns its device,
 // keeping nothing; where idOut is not 0 it is the address of a uint64 that receives the
 // stream's identity (the value of cuStreamGetId, read by the check; 0 for the special
-// handles). The C core checks each
+// handles, and for a vouched handle that could not be proven). The C core checks each
 // borrowed handle so when it is wrapped, and verifies the identity before every use
 // (VerifyStream).
 //
 //streambridge:keepgil
-func CheckStream(handle uint64, device int, convention int, idOut uint64) (int, error) {
+func CheckStream(handle uint64, device int, convention int, idOut uint64, vouched bool) (int, error) {
 	b, err := driver()
 	if err != nil {
 		return 0, err
 	}
-	dev, id, err := b.Identity(uintptr(handle), bridge.Options{Device: bridge.OnDevice(device), Convention: bridge.Convention(convention)})
+	dev, id, err := b.Identity(uintptr(handle), bridge.Options{Device: bridge.OnDevice(device), Convention: bridge.Convention(convention),
+		Vouched: vouched})
 	if err != nil {
 		return 0, err
 	}

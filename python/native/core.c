@@ -230,6 +230,7 @@ typedef struct {
     char owned;               /* made by the core (cuStreamCreateWithPriority): destroyed on close */
     char closing;             /* closed while busy: the last call out releases (see hold) */
     char counted;             /* a capture begun here through streambridge may be going on (see captures) */
+    char vouched;             /* taken on its wrapper's word where it could not be proven (see fill_external) */
     int busy;                 /* calls on it in flight with the GIL let go (see hold) */
     PyObject *owner;          /* what a borrowed stream came from, kept alive with it; or NULL */
 } StreamCore;
@@ -278,7 +279,7 @@ static PyObject *name_record, *name_wait, *name_call, *name_stream, *name_shared
 extern char pyshim_VerifyStream(unsigned long long handle, unsigned long long id);
 /* pyshim.WrapStream, StreamFence: a Go stream borrowing a handle, and the event its
  * wait_stream records (see stream_key, make_fence); on failure the typed error is set. */
-extern long long pyshim_WrapStream(unsigned long long handle, long long device, long long convention);
+extern long long pyshim_WrapStream(unsigned long long handle, long long device, long long convention, char vouched);
 extern unsigned long long pyshim_StreamFence(long long key);
 /* pyshim.StreamMemory: where the driver's stream objects are and how they name themselves. */
 extern char pyshim_StreamMemory(unsigned long long out);
@@ -383,7 +384,7 @@ static long long stream_key(StreamCore *s) {
         return s->key;
     if (!gate() || !stream_usable(s))
         return 0;
-    long long key = pyshim_WrapStream(s->ptr, s->device, SB_CONVENTION_RUNTIME);
+    long long key = pyshim_WrapStream(s->ptr, s->device, SB_CONVENTION_RUNTIME, s->vouched || s->owned); /* ours: live */
     if (PyErr_Occurred())
         return 0;
     s->key = key;
@@ -2127,7 +2128,7 @@ static PyTypeObject OwnedCoreType = {
 /* pyshim.CheckStream, exported by gopy's generated Go: the handle proven a live stream
  * before the driver sees it, and its device; on failure the typed error is set (sb_raise). */
 extern long long pyshim_CheckStream(unsigned long long handle, long long device, long long convention,
-                                    unsigned long long id_out);
+                                    unsigned long long id_out, char vouched);
 
 /* Whether handle h is proven here a live stream of a device's primary context the core
  * knows (device_ctx), with its device and identity, as the Go check would prove it: the
@@ -2146,11 +2147,11 @@ static int proven_here(uintptr_t h, long long *device, uint64_t *id) {
  * loads can (proven_here), else by the Go check, which says what is wrong; after the Go
  * check the core knows the device's context, so the next wraps of its streams are proven
  * here. 0 with the typed error set. */
-static int check_new_stream(uintptr_t h, long long device, long long *got, uint64_t *id) {
+static int check_new_stream(uintptr_t h, long long device, char vouched, long long *got, uint64_t *id) {
     if (proven_here(h, got, id) && (device == -1 || device == *got))
         return 1;
     unsigned long long out = 0;
-    *got = pyshim_CheckStream(h, device, SB_CONVENTION_RUNTIME, (uintptr_t)&out);
+    *got = pyshim_CheckStream(h, device, SB_CONVENTION_RUNTIME, (uintptr_t)&out, vouched);
     if (PyErr_Occurred())
         return 0;
     *id = out;
@@ -2171,9 +2172,11 @@ static PyObject *stream_verify(PyObject *self, PyObject *unused) {
 
 /* The one fill of a new ExternalStream: handle ptr on the stated device (-1: the handle's).
  * A stream object is proven (check_new_stream) and keeps its identity; 0, 1 and 2 name the
- * device's default streams (device 0 if none is stated: fill_default). 0 with the typed
- * error set. */
-static int fill_external(StreamCore *s, unsigned long long ptr, long long device) {
+ * device's default streams (device 0 if none is stated: fill_default). vouched: where the
+ * driver's layout cannot be learned, the handle is taken on the word of whoever made the
+ * wrapper (a framework object kept alive with it, or ExternalStream(..., vouched=True)),
+ * with no identity to check (streams.Vouched). 0 with the typed error set. */
+static int fill_external(StreamCore *s, unsigned long long ptr, long long device, char vouched) {
     if (s->open || s->key != 0 || s->busy > 0) {
         PyErr_SetString(PyExc_TypeError, "ExternalStream was already made");
         return 0;
@@ -2184,30 +2187,31 @@ static int fill_external(StreamCore *s, unsigned long long ptr, long long device
         return fill_default(s, ptr, device < 0 ? 0 : device);
     long long got = 0;
     uint64_t id = 0;
-    if (!check_new_stream(ptr, device, &got, &id))
+    if (!check_new_stream(ptr, device, vouched, &got, &id))
         return 0;
     fill_fields(s, ptr, 0, id, got);
+    s->vouched = vouched;
     return 1;
 }
 
 /* _fill(ptr, device): fill_external, for the Python initializer once it has read its
  * arguments (keywords, other device forms). */
 static PyObject *stream_fill(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2 || !PyLong_CheckExact(args[0]) || !PyLong_CheckExact(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "_fill takes a handle and a device, as ints");
+    if (nargs != 3 || !PyLong_CheckExact(args[0]) || !PyLong_CheckExact(args[1]) || !PyBool_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "_fill takes a handle and a device, as ints, and vouched, a bool");
         return NULL;
     }
     unsigned long long ptr = PyLong_AsUnsignedLongLong(args[0]);
     long long device = PyLong_AsLongLong(args[1]);
-    if (PyErr_Occurred() || !fill_external((StreamCore *)self, ptr, device))
+    if (PyErr_Occurred() || !fill_external((StreamCore *)self, ptr, device, args[2] == Py_True))
         return NULL;
     Py_RETURN_NONE;
 }
 
 /* Fills a new ExternalStream made with CuPy's positional form of ints: 1 if made, 0 with
  * the typed error set, -1 if the arguments are not this form (the Python initializer reads
- * those, then calls _fill). */
-static int external_positional(StreamCore *s, PyObject *const *args, Py_ssize_t nargs) {
+ * those, then calls _fill). vouched: see fill_external. */
+static int external_positional(StreamCore *s, PyObject *const *args, Py_ssize_t nargs, char vouched) {
     if (nargs < 1 || nargs > 2 || !PyLong_CheckExact(args[0]) || (nargs == 2 && !PyLong_CheckExact(args[1])))
         return -1;
     int overflow = 0;
@@ -2217,7 +2221,7 @@ static int external_positional(StreamCore *s, PyObject *const *args, Py_ssize_t 
         PyErr_Clear();
         return -1;
     }
-    return fill_external(s, ptr, device);
+    return fill_external(s, ptr, device, vouched);
 }
 
 /* ExternalStream(ptr, device_id=-1, ...): a stream object's handle with CuPy's positional
@@ -2245,7 +2249,7 @@ static PyObject *external_core_new(PyTypeObject *type, PyObject *args, PyObject 
         return NULL;
     int made = kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0
                    ? -1
-                   : external_positional((StreamCore *)obj, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args));
+                   : external_positional((StreamCore *)obj, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args), 0);
     if (made == 1)
         return obj;
     if (made == 0) {
@@ -2315,7 +2319,7 @@ static PyObject *fn_from_external(PyObject *self, PyObject *const *args, Py_ssiz
             Py_DECREF(value);
             return NULL;
         }
-        int made = external_positional((StreamCore *)s, &PyTuple_GET_ITEM(value, 1), 1);
+        int made = external_positional((StreamCore *)s, &PyTuple_GET_ITEM(value, 1), 1, 1); /* obj's word */
         if (made == 1) {
             Py_DECREF(value);
             ((StreamCore *)s)->owner = Py_NewRef(obj);

@@ -71,7 +71,7 @@ def _go(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 driver_name: Callable[[], str] = _go(_native.pyshim_DriverName)
-wrap_stream: Callable[[int, int, int], int] = _go(_native.pyshim_WrapStream)
+wrap_stream: Callable[[int, int, int, bool], int] = _go(_native.pyshim_WrapStream)
 stream_handle: Callable[[int], int] = _go(_native.pyshim_StreamHandle)
 stream_priority: Callable[[int], int] = _go(_native.pyshim_StreamPriority)
 stream_id: Callable[[int], int] = _go(_native.pyshim_StreamID)

@@ -261,13 +261,20 @@ class ExternalStream(_c.ExternalCore, _BaseStream):
     :class:`InvalidHandleError`. Its device is read from the handle; a stated device that
     disagrees raises :class:`DeviceMismatchError`. 0, 1 and 2 are the CUDA runtime's default
     streams of the stated device (device 0 if none).
+
+    On a driver whose stream layout cannot be learned nothing can be proven, and a bare
+    handle raises :class:`CUDAError` (``CUDA_ERROR_NOT_SUPPORTED``) saying so; ``vouched=True`` is your word that
+    the handle is a live stream and stays one while this object is used, and takes it there
+    (where the layout is known it is proven as ever). A stream given as another framework's
+    object (:func:`as_stream`, ``from_external``) is vouched for by that object, kept alive
+    with it.
     """
 
     # Made by ExternalCore's constructor: in C for a stream object's handle given as CuPy
     # does (core.c, external_core_new), else by _init.
 
     def _init(self, ptr: Optional[int] = None, device_id: Any = -1, *,
-              stream_ptr: Optional[int] = None, device: Any = None) -> None:
+              stream_ptr: Optional[int] = None, device: Any = None, vouched: bool = False) -> None:
         if stream_ptr is None:
             if ptr is None:
                 raise TypeError("give the stream pointer once: ptr (CuPy) or stream_ptr (PyTorch)")
@@ -275,7 +282,9 @@ class ExternalStream(_c.ExternalCore, _BaseStream):
             ptr, device_id = stream_ptr, device
         else:
             raise TypeError("give the stream pointer once: ptr (CuPy) or stream_ptr (PyTorch)")
-        self._fill(_handle(ptr), device_index(device_id))  # the core's one fill (core.c, fill_external)
+        if not isinstance(vouched, bool):
+            raise TypeError(f"vouched is a bool, not {type(vouched).__name__}")
+        self._fill(_handle(ptr), device_index(device_id), vouched)  # the core's one fill (core.c, fill_external)
 
 
 ExternalStream.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
@@ -293,7 +302,7 @@ def _from_external(obj: Any, value: Any = _UNASKED) -> ExternalStream:
         if not hasattr(type(obj), "__cuda_stream__"):
             raise NotStreamLikeError(f"{type(obj).__name__} does not speak the __cuda_stream__ protocol")
         value = obj.__cuda_stream__()
-    s = ExternalStream(_protocol_value(value))
+    s = ExternalStream(_protocol_value(value), vouched=True)  # obj is kept: its word
     s._owner = obj
     return s
 
@@ -435,6 +444,6 @@ def as_stream(obj: Any, device: Any = None) -> _BaseStream:
     else:
         raise NotStreamLikeError(f"{type(obj).__name__} is not stream-like (an int, a __cuda_stream__ object, "
                                  "or a torch, CuPy, cuda.core or Numba stream)")
-    s = ExternalStream(handle, -1 if device is None else device)
+    s = ExternalStream(handle, -1 if device is None else device, vouched=True)  # obj is kept: its word
     s._owner = obj
     return s

@@ -198,7 +198,7 @@ def test_a_streams_handle_cannot_be_forged(make):
             setattr(s, field, 0xDEAD0)
     assert s.query() is True, "still the stream it was"
     with pytest.raises(TypeError, match="already made"):
-        s._fill(0xDEAD0, -1)  # the initializers' one fill refuses a stream made
+        s._fill(0xDEAD0, -1, False)  # the initializers' one fill refuses a stream made
     if type(s) is streambridge.Stream:
         with pytest.raises(TypeError, match="already made"):
             s.__init__()
