@@ -183,6 +183,24 @@ func DriverName() (string, error) {
 	return b.Driver().Name(), nil
 }
 
+// HandleProof says how foreign stream handles are proven live on the driver in use, and
+// why (streams.Driver.HandleProof), for python -m streambridge.
+func HandleProof() (string, error) {
+	b, err := driver()
+	if err != nil {
+		return "", err
+	}
+	proven, why, err := b.Driver().HandleProof()
+	if err != nil {
+		return "", err
+	}
+	if proven {
+		return "proven live before use (" + why + ")", nil
+	}
+	return "not provable (" + why + "): a bare handle is refused; another framework's stream object, " +
+		"and ExternalStream(ptr, vouched=True), are taken on their word", nil
+}
+
 // WrapStream validates a foreign stream handle and returns its key. device is the stated
 // device or -1; convention is boundary.ConventionRuntime or ConventionArrayInterface;
 // vouched takes the handle on the caller's word where it cannot be proven (bridge.Options).

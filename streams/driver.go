@@ -235,3 +235,40 @@ func (d *Driver) EventMemory() driver.EventMemory {
 	}
 	return d.api.EventMemory()
 }
+
+// HandleProof says how this driver proves a foreign stream handle live before the driver
+// sees it, and why: proven is true where the layout of its stream objects is learned (a
+// handle is proven by reading them); false where it cannot be, and then a handle is taken
+// only on its caller's word ([Vouched]). It learns the layout if no check has yet, with
+// one stream of its own on device 0; without a device nothing can be learned.
+func (d *Driver) HandleProof() (proven bool, why string, err error) {
+	n, err := d.DeviceCount()
+	if err != nil || n == 0 {
+		return false, "no device to learn the layout on", err
+	}
+	dev, err := d.Device(0)
+	if err != nil {
+		return false, "", err
+	}
+	c, err := dev.PrimaryContext()
+	if err != nil {
+		return false, "", err
+	}
+	defer c.Close()
+	s, err := c.NewStream(StreamOptions{NonBlocking: true})
+	if err != nil {
+		return false, "", err
+	}
+	defer s.Close()
+	switch _, _, r := d.api.StreamCheck(s.handle); r {
+	case driver.Success:
+		return true, "the layout of the driver's stream objects was learned: a handle is proven by reading them", nil
+	case driver.ErrorNotSupported:
+		if never, _ := driver.Unlearnable(); never {
+			return false, driver.LayoutSetting + "=unlearnable", nil
+		}
+		return false, "the driver's stream objects are laid out as none this version can learn", nil
+	default:
+		return false, "", d.check("stream check", r)
+	}
+}

@@ -65,5 +65,21 @@ func TestUnlearnableLayoutChild(t *testing.T) {
 
 		_, err = d.WrapEvent(e.Handle())
 		require.ErrorIs(t, err, ErrNotSupported, "events cannot be vouched for yet")
+
+		proven, why, err := d.HandleProof()
+		require.NoError(t, err)
+		assert.False(t, proven)
+		assert.Equal(t, "STREAMBRIDGE_LAYOUT=unlearnable", why)
+	})
+}
+
+// HandleProof says the layout is learned, on both drivers, where nothing says otherwise
+// (the child above checks the other answer).
+func TestHandleProofIsTheLearnedLayout(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		proven, why, err := d.HandleProof()
+		require.NoError(t, err)
+		assert.True(t, proven, why)
+		assert.Contains(t, why, "learned")
 	})
 }

@@ -198,6 +198,8 @@ def report() -> str:
     for d in range(count or 0):
         text, why = _ask(lambda: _core.device_description(d))
         lines.append(f"  device {d}: {text or why}")
+    proof, why = _ask(_core.handle_proof)
+    lines.append(f"stream handles: {proof or why}")
     lines.append("current streams:")
     for framework, make in _framework_streams():
         stream, why = _ask(make)

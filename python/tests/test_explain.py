@@ -115,6 +115,16 @@ def test_python_m_streambridge_prints_the_driver_devices_and_current_streams(dri
     assert lines[2].startswith("  device 0: ") and "compute capability" in lines[2]
     assert "current streams:" in lines
     assert any(line.startswith("- streambridge: ") and line.endswith("a stream") for line in lines)
+    assert "stream handles: proven live before use (the layout of the driver's stream objects was learned: " \
+           "a handle is proven by reading them)" in lines
+
+
+def test_python_m_streambridge_says_when_handles_cannot_be_proven():
+    p = run_module(STREAMBRIDGE_LAYOUT="unlearnable")
+    assert p.returncode == 0, p.stderr
+    assert "stream handles: not provable (STREAMBRIDGE_LAYOUT=unlearnable): a bare handle is refused; another " \
+           "framework's stream object, and ExternalStream(ptr, vouched=True), are taken on their word" \
+           in p.stdout.splitlines(), p.stdout
 
 
 def test_python_m_streambridge_without_a_driver_says_why():
