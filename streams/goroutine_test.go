@@ -286,8 +286,9 @@ func endCapture(t *testing.T, capturer func(func()), s *Stream) {
 
 // The library's queries and synchronizes leave another thread's capture alone, in every
 // mode, where the driver's own calls would invalidate a global one (above): they run in
-// relaxed mode. What every mode forbids is still refused: the capturing stream itself
-// (refused first, ErrCapturing) and an event recorded in the capture.
+// relaxed mode. What every mode forbids is still refused (the capturing stream itself, an
+// event recorded in the capture: TestQueryAndSynchronizeOfACapturingStreamAreRefusedFirst,
+// TestQueryOfAnEventRecordedInACaptureIsRefusedFirst).
 func TestQueriesLeaveOtherThreadsCapturesAlone(t *testing.T) {
 	eachDriver(t, func(t *testing.T, d *Driver) {
 		c := primary(t, d, 0)
