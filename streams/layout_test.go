@@ -3,6 +3,7 @@ package streams
 import (
 	"os"
 	"os/exec"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -81,5 +82,41 @@ func TestHandleProofIsTheLearnedLayout(t *testing.T) {
 		require.NoError(t, err)
 		assert.True(t, proven, why)
 		assert.Contains(t, why, "learned")
+	})
+}
+
+// Streams made every way are proven (the layout, checked on such streams before it is
+// trusted, holds for them): blocking, of the greatest priority, made on another OS thread.
+func TestStreamsMadeEveryWayAreProven(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		c := primary(t, d, 0)
+		_, greatest, err := c.StreamPriorityRange()
+		require.NoError(t, err)
+		made := map[string]*Stream{
+			"blocking":          newStream(t, c, StreamOptions{}),
+			"greatest priority": newStream(t, c, StreamOptions{NonBlocking: true, Priority: greatest}),
+		}
+		var other *Stream
+		made2 := make(chan error)
+		go func() {
+			runtime.LockOSThread() // a thread of its own while the test's goroutine waits
+			defer runtime.UnlockOSThread()
+			var err error
+			other, err = c.NewStream(StreamOptions{NonBlocking: true})
+			made2 <- err
+		}()
+		require.NoError(t, <-made2)
+		t.Cleanup(func() { assert.NoError(t, other.Close()) })
+		made["another thread"] = other
+		for name, theirs := range made {
+			s, err := d.WrapStream(theirs.Handle())
+			require.NoError(t, err, name)
+			want, err := theirs.ID()
+			require.NoError(t, err)
+			got, err := s.ID()
+			require.NoError(t, err)
+			assert.Equal(t, want, got, name)
+			assert.Equal(t, 0, s.Device().Ordinal(), name)
+		}
 	})
 }

@@ -186,9 +186,75 @@ func (d *Driver) learnLayout() streamLayout {
 	if l.backAt < 0 || l.ctxAt < 0 || l.idAt < 0 {
 		return streamLayout{}
 	}
-	l.ok = true
 	l.objWords = max(l.backAt, l.ctxAt, l.idAt) + 1
+	samples, ok := d.streamsMadeOtherWays(ctx)
+	defer func() {
+		for _, s := range samples {
+			d.StreamDestroy(s.h)
+		}
+	}()
+	if !ok || !l.holds(samples) {
+		return streamLayout{} // learned from too few: nothing is proven rather than garbage accepted
+	}
+	l.ok = true
 	return l
+}
+
+// streamSample is a stream the driver made, with the context and identity its object
+// must hold.
+type streamSample struct {
+	h   driver.Stream
+	ctx driver.Context
+	id  uint64
+}
+
+// streamsMadeOtherWays makes the streams a layout learned from plain non-blocking ones must
+// also read right before it is trusted: a blocking stream, one of the greatest priority
+// (clamped to the device's range), one made on another OS thread (its block may lie in
+// that thread's malloc arena), and one in each other device's primary context that is
+// active already (none is initialized for this). The caller destroys them.
+func (d *Driver) streamsMadeOtherWays(ctx driver.Context) ([]streamSample, bool) {
+	var samples []streamSample
+	add := func(c driver.Context, flags uint32, priority int) bool {
+		s, r := d.StreamCreateWithPriority(c, flags, priority)
+		if r != driver.Success {
+			return false
+		}
+		id, r := d.StreamGetId(s)
+		samples = append(samples, streamSample{s, c, id})
+		return r == driver.Success
+	}
+	ok := add(ctx, 0, 0) && add(ctx, driver.StreamNonBlocking, -1<<20)
+	elsewhere := make(chan bool)
+	go func() { // a goroutine locked to its thread, while the learner's is locked to it: another OS thread
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		elsewhere <- add(ctx, driver.StreamNonBlocking, 0)
+	}()
+	ok = <-elsewhere && ok
+	d.eachActivePrimary(func(other driver.Context) {
+		if other != ctx {
+			ok = add(other, driver.StreamNonBlocking, 0) && ok
+		}
+	})
+	return samples, ok
+}
+
+// holds reports whether l reads every sample right: its block leads to an object whose
+// words at l's offsets hold the sample's handle, context and identity.
+func (l *streamLayout) holds(samples []streamSample) bool {
+	obj := make([]uint64, l.objWords)
+	for _, s := range samples {
+		var head [1]uint64
+		rd := reader{} // process_vm_readv: these are known good, this need not be fast
+		if !rd.peek(uintptr(s.h), head[:]) || !rd.peek(uintptr(head[0]), obj) {
+			return false
+		}
+		if uintptr(obj[l.backAt]) != uintptr(s.h) || uintptr(obj[l.ctxAt]) != uintptr(s.ctx) || obj[l.idAt] != s.id {
+			return false
+		}
+	}
+	return true
 }
 
 // relaxedCapture runs learn on a locked thread whose capture mode is relaxed

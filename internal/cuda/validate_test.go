@@ -7,6 +7,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/streambridge/streambridge/internal/driver"
 )
 
 // unmappedAddr is an address no mapping holds: a page at 4 GiB, proven free by mapping it
@@ -170,5 +172,31 @@ func TestReadWordsRefusesWhatCannotBeRead(t *testing.T) {
 			_, ok := ReadWords(tc.addr, tc.n)
 			assert.False(t, ok)
 		})
+	}
+}
+
+// A learned layout is trusted only where it reads every stream made another way right:
+// handle, context and identity, each at its offset. One sample that disagrees in any of
+// them, or cannot be read, and it is not.
+func TestALayoutHoldsOnlyWhereEverySampleReadsRight(t *testing.T) {
+	l := fakeLayout
+	l.idAt = 2
+	sample := func() streamSample {
+		f := newFakeStream()
+		f.obj[2] = 7 + uint64(len(fakeStreams))
+		return streamSample{h: driver.Stream(f.handle()), ctx: driver.Context(f.obj[1]), id: f.obj[2]}
+	}
+	good := []streamSample{sample(), sample(), sample()}
+	assert.True(t, l.holds(good))
+
+	for name, spoil := range map[string]func(*streamSample){
+		"another identity":  func(s *streamSample) { s.id++ },
+		"another context":   func(s *streamSample) { s.ctx++ },
+		"another handle":    func(s *streamSample) { s.h += 8 },
+		"an unreadable one": func(s *streamSample) { s.h = driver.Stream(unmappedAddr(t)) },
+	} {
+		bad := append([]streamSample(nil), good...)
+		spoil(&bad[1])
+		assert.False(t, l.holds(bad), name)
 	}
 }
