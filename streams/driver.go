@@ -83,7 +83,8 @@ var ErrSetting = errors.New("streambridge: bad setting")
 
 // Default returns the driver STREAMBRIDGE_DRIVER names: "cuda" or unset for the real
 // driver, "sim" for the software one, with STREAMBRIDGE_SIM_DEVICES devices (0 to
-// sim.MaxDevices; 2 when unset). Any other value is an [ErrSetting], as is one of
+// sim.MaxDevices; 2 when unset) and its objects laid out as STREAMBRIDGE_SIM_LAYOUT says
+// (0 when unset; see sim.Layout). Any other value is an [ErrSetting], as is one of
 // STREAMBRIDGE_LAYOUT other than "unlearnable" (a test's: either driver then behaves as one
 // whose layout cannot be learned, see [Vouched]). Without a usable real
 // driver the error matches [ErrNoDriver] and names STREAMBRIDGE_DRIVER=sim.
@@ -101,6 +102,9 @@ func Default() (*Driver, error) {
 		return d, nil
 	case "sim":
 		if _, err := sim.DeviceCount(); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrSetting, err)
+		}
+		if _, err := sim.Layout(); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrSetting, err)
 		}
 		return Sim(), nil

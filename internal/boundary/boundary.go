@@ -134,7 +134,7 @@ var cVerbs = strings.NewReplacer("%#x", "%#llx", "%d", "%llu")
 // NVRTC loaders, the software driver). Go in an extension module sees the environment the
 // process started with, so the Python package hands these over from os.environ.
 var Settings = []string{"STREAMBRIDGE_DRIVER", "STREAMBRIDGE_LIBCUDA", "STREAMBRIDGE_LIBNVRTC",
-	"STREAMBRIDGE_SIM_DEVICES", "STREAMBRIDGE_LAYOUT", "CUDA_HOME"}
+	"STREAMBRIDGE_SIM_DEVICES", "STREAMBRIDGE_SIM_LAYOUT", "STREAMBRIDGE_LAYOUT", "CUDA_HOME"}
 
 // StreamFlags are the cuStreamCreateWithPriority flags the C core makes streams with.
 var StreamFlags = []struct {

@@ -6,38 +6,69 @@ package sim
 // runs, and is tested, on it too.
 
 import (
+	"fmt"
+	"os"
+	"strconv"
 	"unsafe"
 
 	"github.com/streambridge/streambridge/internal/driver"
 )
 
-// Where a stream object keeps its handle, context and identity, and an event object its
-// context, identity and list links: not the real driver's words, so a reader that
-// hard-coded those would fail here.
+// objLayout is where stream objects keep their handle, context and identity, and event
+// objects their context, identity and list links: not the real driver's words, so that a
+// reader that hard-coded those would fail here. LayoutSetting picks one of layouts, so
+// that a reader that hard-coded one of them fails on another.
+type objLayout struct {
+	streamCtxAt, streamBackAt, streamIDAt           int
+	eventPrevAt, eventCtxAt, eventIDAt, eventNextAt int
+}
+
+// LayoutSetting picks the software driver's object layout: an index into layouts, 0 when
+// unset.
+const LayoutSetting = "STREAMBRIDGE_SIM_LAYOUT"
+
+var layouts = []objLayout{
+	{streamCtxAt: 1, streamBackAt: 3, streamIDAt: 6, eventPrevAt: 1, eventCtxAt: 2, eventIDAt: 4, eventNextAt: 5},
+	{streamCtxAt: 9, streamBackAt: 0, streamIDAt: 4, eventPrevAt: 7, eventCtxAt: 11, eventIDAt: 3, eventNextAt: 0},
+	{streamCtxAt: 2, streamBackAt: 13, streamIDAt: 8, eventPrevAt: 12, eventCtxAt: 0, eventIDAt: 9, eventNextAt: 15},
+}
+
+// Layout is the layout LayoutSetting picks; any value other than an index of layouts is
+// an error naming the setting.
+func Layout() (int, error) {
+	v := os.Getenv(LayoutSetting)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 || n >= len(layouts) {
+		return 0, fmt.Errorf("%s=%q: want a layout from 0 to %d", LayoutSetting, v, len(layouts)-1)
+	}
+	return n, nil
+}
+
+// Layouts is how many layouts there are to pick.
+func Layouts() int { return len(layouts) }
+
+func (l objLayout) streamWords() int { return max(l.streamCtxAt, l.streamBackAt, l.streamIDAt) + 1 }
+func (l objLayout) eventWords() int {
+	return max(l.eventPrevAt, l.eventCtxAt, l.eventIDAt, l.eventNextAt) + 1
+}
+
 const (
-	streamCtxAt  = 1
-	streamBackAt = 3
-	streamIDAt   = 6
-	streamWords  = streamIDAt + 1
-
-	eventPrevAt = 1
-	eventCtxAt  = 2
-	eventIDAt   = 4
-	eventNextAt = 5
-	eventWords  = eventNextAt + 1
-
-	slabCap = 4096 // streams (and events) alive at once with memory; more get addresses without
+	objWords = 16   // room for every layout's words
+	slabCap  = 4096 // streams (and events) alive at once with memory; more get addresses without
 )
 
 // streamMem is one stream's memory: the block its handle points to, whose first word points
 // to obj.
 type streamMem struct {
 	block [2]uint64
-	obj   [streamWords]uint64
+	obj   [objWords]uint64
 }
 
 // eventMem is one event's memory: its handle points to it.
-type eventMem [eventWords]uint64
+type eventMem [objWords]uint64
 
 // slab holds objects' memory; it is never freed or moved (Go's heap does not move
 // objects), so it stays mapped for the driver's life, as the real driver's heap does.
@@ -117,10 +148,11 @@ func (d *Driver) place(s *stream) uintptr {
 		return d.newHandle(s)
 	}
 	h := uintptr(unsafe.Pointer(&m.block))
-	m.obj = [streamWords]uint64{}
-	m.obj[streamBackAt] = uint64(h)
-	m.obj[streamCtxAt] = uint64(s.ctx.handle)
-	m.obj[streamIDAt] = s.id
+	l := d.layout
+	m.obj = [objWords]uint64{}
+	m.obj[l.streamBackAt] = uint64(h)
+	m.obj[l.streamCtxAt] = uint64(s.ctx.handle)
+	m.obj[l.streamIDAt] = s.id
 	m.block[0] = uint64(uintptr(unsafe.Pointer(&m.obj)))
 	d.objects[h] = s
 	return h
@@ -135,12 +167,13 @@ func (d *Driver) placeEvent(e *event) uintptr {
 		return d.newHandle(e)
 	}
 	h := uintptr(unsafe.Pointer(m))
+	l := d.layout
 	*m = eventMem{}
-	m[eventCtxAt] = uint64(e.ctx.handle)
-	m[eventIDAt] = e.id
+	m[l.eventCtxAt] = uint64(e.ctx.handle)
+	m[l.eventIDAt] = e.id
 	if last := e.ctx.lastEvent; last != nil {
-		m[eventPrevAt] = uint64(uintptr(unsafe.Pointer(last)))
-		last[eventNextAt] = uint64(h)
+		m[l.eventPrevAt] = uint64(uintptr(unsafe.Pointer(last)))
+		last[l.eventNextAt] = uint64(h)
 	}
 	e.ctx.lastEvent = m
 	d.objects[h] = e
@@ -164,12 +197,13 @@ func (d *Driver) unplace(h uintptr) bool {
 		if m == nil {
 			return false
 		}
-		prev, next := d.events.at(uintptr(m[eventPrevAt])), d.events.at(uintptr(m[eventNextAt]))
+		l := d.layout
+		prev, next := d.events.at(uintptr(m[l.eventPrevAt])), d.events.at(uintptr(m[l.eventNextAt]))
 		if prev != nil {
-			prev[eventNextAt] = m[eventNextAt]
+			prev[l.eventNextAt] = m[l.eventNextAt]
 		}
 		if next != nil {
-			next[eventPrevAt] = m[eventPrevAt]
+			next[l.eventPrevAt] = m[l.eventPrevAt]
 		} else if o.ctx.lastEvent == m {
 			o.ctx.lastEvent = prev
 		}
@@ -184,8 +218,9 @@ func (d *Driver) StreamMemory() driver.StreamMemory {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	lo, hi := d.streams.bounds()
-	return driver.StreamMemory{BackAt: streamBackAt, CtxAt: streamCtxAt, IDAt: streamIDAt, Words: streamWords, Lo: lo, Hi: hi,
-		OK: hi != 0 && !d.unlearnable}
+	l := d.layout
+	return driver.StreamMemory{BackAt: l.streamBackAt, CtxAt: l.streamCtxAt, IDAt: l.streamIDAt, Words: l.streamWords(),
+		Lo: lo, Hi: hi, OK: hi != 0 && !d.unlearnable}
 }
 
 // EventMemory describes the event slab (see driver.EventMemory).
@@ -193,6 +228,7 @@ func (d *Driver) EventMemory() driver.EventMemory {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	lo, hi := d.events.bounds()
-	return driver.EventMemory{CtxAt: eventCtxAt, IDAt: eventIDAt, NextAt: eventNextAt, PrevAt: eventPrevAt,
-		Words: eventWords, Lo: lo, Hi: hi, OK: hi != 0 && !d.unlearnable}
+	l := d.layout
+	return driver.EventMemory{CtxAt: l.eventCtxAt, IDAt: l.eventIDAt, NextAt: l.eventNextAt, PrevAt: l.eventPrevAt,
+		Words: l.eventWords(), Lo: lo, Hi: hi, OK: hi != 0 && !d.unlearnable}
 }

@@ -45,6 +45,7 @@ type Driver struct {
 	// unlearnable: as a driver whose layout cannot be learned (driver.LayoutSetting): the
 	// checks answer ErrorNotSupported, the memory descriptions are not OK.
 	unlearnable bool
+	layout      objLayout // where its objects keep their words (memory_objects.go)
 }
 
 type device struct {
@@ -182,6 +183,8 @@ func New() *Driver {
 		d.devices = append(d.devices, &device{ordinal: i})
 	}
 	d.unlearnable, _ = driver.Unlearnable() // streams.Default refuses a bad value before
+	n, _ = Layout()                         // and a bad layout
+	d.layout = layouts[n]
 	return d
 }
 
