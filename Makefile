@@ -12,7 +12,7 @@ GO_MODULES ?=
 export STREAMBRIDGE_GO_PACKAGES = $(GO_PACKAGES)
 export STREAMBRIDGE_GO_MODULES = $(GO_MODULES)
 
-.PHONY: test check deps go-test typecheck pytest wheel wheel-cp312 demo gpu-build bench
+.PHONY: test check deps go-test typecheck pytest fuzz wheel wheel-cp312 demo gpu-build bench
 
 # Everything CI runs: formatting, vet, the core built without cgo, the Go tests with the
 # race detector, mypy --strict on the package and a user's script, then the wheel built,
@@ -36,6 +36,16 @@ pytest: wheel
 	rm -rf build/venv && $(PY) -m venv --system-site-packages build/venv
 	build/venv/bin/pip install -q --no-index --no-deps --force-reinstall dist/streambridge-*-$(PYTAG)-$(PYTAG)-*.whl
 	cd build && STREAMBRIDGE_DRIVER=$${STREAMBRIDGE_DRIVER:-sim} venv/bin/python -m pytest -q ../python/tests
+
+# The fuzzer of what streambridge reads from objects it is handed (python/fuzz), on the
+# software driver: atheris from PyPI (pinned) into its own virtual environment, then
+# FUZZ_SECONDS of inputs. Not part of `make test`; a finding leaves a crash-* file in build/.
+FUZZ_SECONDS ?= 60
+fuzz: wheel
+	rm -rf build/fuzz-venv && $(PY) -m venv --system-site-packages build/fuzz-venv
+	build/fuzz-venv/bin/pip install -q atheris==3.0.0
+	build/fuzz-venv/bin/pip install -q --no-index --no-deps --force-reinstall dist/streambridge-*-$(PYTAG)-$(PYTAG)-*.whl
+	cd build && STREAMBRIDGE_DRIVER=sim fuzz-venv/bin/python ../python/fuzz/protocol_fuzz.py -max_total_time=$(FUZZ_SECONDS)
 
 # The wheel, built from pyproject.toml offline (setuptools and wheel from Debian's packages).
 WHEEL_BUILD = $(PY) -m pip wheel . --no-build-isolation --no-deps --no-index -w dist

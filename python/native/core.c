@@ -2313,7 +2313,8 @@ static PyObject *fn_from_external(PyObject *self, PyObject *const *args, Py_ssiz
     if (value == NULL)
         return NULL;
     PyObject *version = PyTuple_CheckExact(value) && PyTuple_GET_SIZE(value) == 2 ? PyTuple_GET_ITEM(value, 0) : NULL;
-    if (version != NULL && PyLong_CheckExact(version) && PyLong_AsLong(version) == 0) {
+    int overflow = 0; /* a version past a long: not 0, and no exception left set (the Python reader says what) */
+    if (version != NULL && PyLong_CheckExact(version) && PyLong_AsLongAndOverflow(version, &overflow) == 0 && !overflow) {
         PyObject *s = stream_core_new((PyTypeObject *)external_type, NULL, NULL);
         if (s == NULL) {
             Py_DECREF(value);

@@ -98,18 +98,22 @@ def test_module_arguments_compile_or_get_a_typed_error(opts, names, paths, defin
 
 
 answers = st.one_of(anything, st.tuples(anything, anything), st.tuples(st.integers(), st.integers()),
+                    st.tuples(st.integers(2**63 - 2, 2**80), anything),
                     st.tuples(st.just(0), st.integers(0, 2**64 - 1)), st.tuples(anything, anything, anything))
 
 
+@pytest.mark.parametrize("read", [sb.as_stream, sb.Stream.from_external], ids=["as_stream", "from_external"])
 @CHECKS
-@given(answers)
-def test_a_cuda_stream_answer_is_a_stream_or_a_typed_error(answer):
+@given(answer=answers)
+def test_a_cuda_stream_answer_is_a_stream_or_a_typed_error(read, answer):
+    """as_stream reads the answer in Python, Stream.from_external first in the C core."""
+
     class Protocol:
         def __cuda_stream__(self):
             return answer
 
     try:
-        s = sb.as_stream(Protocol())
+        s = read(Protocol())
     except TYPED:
         return
     assert answer[0] == 0 and s.ptr in (answer[1], 0) or s.ptr == answer[1]
