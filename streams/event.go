@@ -126,7 +126,7 @@ func (d *Driver) foreignEvent(handle uintptr) (*Context, uint64, error) {
 		return nil, 0, err
 	}
 	ctx, id, r := d.api.EventCheck(driver.Event(handle))
-	h, id, err := checked("event", handle, ctx, id, r)
+	h, id, err := checked("event", handle, ctx, id, r, "")
 	if err != nil {
 		return nil, 0, err
 	}

@@ -184,7 +184,7 @@ func (d *Driver) VerifyStream(handle uintptr, id uint64) error {
 // of its check's answer: nil while handle is still the live object of identity id; else
 // the error, in the words of gone or, where its address names a new object, reused.
 func still(what, gone, reused string, handle uintptr, id uint64, ctx driver.Context, got uint64, r driver.Result) error {
-	_, _, err := checked(what, handle, ctx, got, r)
+	_, _, err := checked(what, handle, ctx, got, r, "")
 	if err, ok := err.(*CallError); ok && err.Result == driver.ErrorInvalidHandle {
 		// it was a live one when wrapped: it has been destroyed since
 		return &CallError{Call: what + " check", Result: err.Result, Hint: fmt.Sprintf(gone, handle)}
@@ -240,22 +240,23 @@ func vouched(opts []WrapOption) bool {
 // cuStreamGetId fails on a capturing stream and invalidates the capture.
 func (d *Driver) identify(h driver.Stream) (driver.Context, uint64, error) {
 	ctx, id, r := d.api.StreamCheck(h)
-	return checked("stream", uintptr(h), ctx, id, r)
+	return checked("stream", uintptr(h), ctx, id, r, vouchHint)
 }
+
+// vouchHint is what a stream handle that cannot be proven says of the way to take it anyway.
+const vouchHint = "; where you know it is one and stays one while used, say so: in Go streams.Vouched(), in Python " +
+	"pass the framework's own stream object (as_stream(torch_stream)) or ExternalStream(ptr, vouched=True)"
 
 // checked turns a handle check's answer (StreamCheck, EventCheck: what names the kind)
 // into the context and identity, or the error that says why the handle was refused.
-func checked(what string, h uintptr, ctx driver.Context, id uint64, r driver.Result) (driver.Context, uint64, error) {
+// unproven ends the hint where the handle cannot be proven (the layout not learned).
+func checked(what string, h uintptr, ctx driver.Context, id uint64, r driver.Result, unproven string) (driver.Context, uint64, error) {
 	switch r {
 	case driver.Success:
 		return ctx, id, nil
 	case driver.ErrorNotSupported:
-		hint := fmt.Sprintf("this driver's %s layout could not be learned, so %#x cannot be proven a live %s", what, h, what)
-		if what == "stream" {
-			hint += "; where you know it is one and stays one while used, say so: in Go streams.Vouched(), in Python " +
-				"pass the framework's own stream object (as_stream(torch_stream)) or ExternalStream(ptr, vouched=True)"
-		}
-		return 0, 0, &CallError{Call: what + " check", Result: r, Hint: hint}
+		return 0, 0, &CallError{Call: what + " check", Result: r,
+			Hint: fmt.Sprintf("this driver's %s layout could not be learned, so %#x cannot be proven a live %s%s", what, h, what, unproven)}
 	default:
 		return 0, 0, &CallError{Call: what + " check", Result: r,
 			Hint: fmt.Sprintf("%#x is not a live CUDA %s of a device's primary context; it was not passed to the driver", h, what)}

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/streambridge/streambridge/internal/driver"
+	"github.com/streambridge/streambridge/internal/sim"
 )
 
 // ErrorKind says which Python exception an error becomes. An error crosses the boundary as
@@ -134,7 +135,7 @@ var cVerbs = strings.NewReplacer("%#x", "%#llx", "%d", "%llu")
 // NVRTC loaders, the software driver). Go in an extension module sees the environment the
 // process started with, so the Python package hands these over from os.environ.
 var Settings = []string{"STREAMBRIDGE_DRIVER", "STREAMBRIDGE_LIBCUDA", "STREAMBRIDGE_LIBNVRTC",
-	"STREAMBRIDGE_SIM_DEVICES", "STREAMBRIDGE_SIM_LAYOUT", "STREAMBRIDGE_LAYOUT", "CUDA_HOME"}
+	"STREAMBRIDGE_SIM_DEVICES", sim.LayoutSetting, driver.LayoutSetting, "CUDA_HOME"}
 
 // StreamFlags are the cuStreamCreateWithPriority flags the C core makes streams with.
 var StreamFlags = []struct {

@@ -554,11 +554,26 @@ static int wait_in(StreamCore *s, uintptr_t event) {
     return r;
 }
 
+/* captures counts the streams on which a capture begun through streambridge (_capture) may
+ * be going on (StreamCore.counted), under the GIL: while any, a query first asks whether its
+ * stream captures and refuses (CaptureError), as the driver would refuse it too and
+ * invalidate the capture, and a record notes an event recorded into such a capture (see
+ * event_not_captured). While none, each costs a load. */
+static int captures;
+
+static int capture_info(StreamCore *s, int *status, uintptr_t *graph);
+
+static void count_capture(StreamCore *s, int capturing) {
+    if (capturing && !s->counted)
+        captures++;
+    else if (!capturing && s->counted)
+        captures--;
+    s->counted = (char)capturing;
+}
+
 /* The one record of an event on a stream. The driver refuses an event of another device's
  * context with a bare CUDA_ERROR_INVALID_HANDLE; the devices are compared first, to say so.
  * (A wait may cross devices: the driver allows it.) */
-static int captures; /* (see below) */
-
 static PyObject *do_record(EventCore *e, StreamCore *s) {
     if (!both_usable(s, e))
         return NULL;
@@ -617,22 +632,6 @@ static PyObject *only_arg(PyTypeObject *type, PyObject *const *args, Py_ssize_t 
 }
 
 /* -- StreamCore methods -- */
-
-/* captures counts the streams on which a capture begun through streambridge (_capture) may
- * be going on (StreamCore.counted), under the GIL: while any, a query first asks whether its
- * stream captures and refuses (CaptureError), as the driver would refuse it too and
- * invalidate the capture. While none, the question costs a load. */
-static int captures;
-
-static int capture_info(StreamCore *s, int *status, uintptr_t *graph);
-
-static void count_capture(StreamCore *s, int capturing) {
-    if (capturing && !s->counted)
-        captures++;
-    else if (!capturing && s->counted)
-        captures--;
-    s->counted = (char)capturing;
-}
 
 /* relaxed calls fn(handle), a query or a synchronize of a stream or an event, with the
  * thread's capture mode relaxed for the call, as driver.API's StreamQuery does: a capture
