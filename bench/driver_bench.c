@@ -61,6 +61,13 @@ static void host_func_latency(void) {
   while (!__atomic_load_n(&ran, __ATOMIC_ACQUIRE)) {
   }
 }
+static void CUDA_CB count_ran(void *p) { __atomic_add_fetch((volatile long *)p, 1, __ATOMIC_RELAXED); }
+static volatile long ran_count;
+/* As Go's BenchmarkHostFuncBurst: 64 host functions back to back, then synchronize. */
+static void host_func_burst(void) {
+  for (int i = 0; i < 64; i++) CHECK(cuLaunchHostFunc(a, count_ran, (void *)&ran_count));
+  CHECK(cuStreamSynchronize(a));
+}
 
 /* As Go's warm: the cost of some calls (cuStreamQuery) depends on the process's history
    (see the "history" mode), so every benchmark starts from one defined state: 2M
@@ -143,6 +150,7 @@ int main(int argc, char **argv) {
     bench("EventCreateClose", event_create_destroy, 500000);
     bench("LaunchEmpty", launch_empty, 300000);
     bench("HostFuncLatency", host_func_latency, 30000);
+    bench("HostFuncBurst", host_func_burst, 2000);
   }
   return 0;
 }

@@ -207,6 +207,24 @@ func BenchmarkHostFuncLatency(b *testing.B) {
 	})
 }
 
+// BenchmarkHostFuncBurst is 64 host functions launched back to back, then Synchronize: the
+// rate at which a stream runs them (ns/op is per burst), as the C loop has it.
+func BenchmarkHostFuncBurst(b *testing.B) {
+	env := setupBench(b)
+	var ran atomic.Int64
+	fn := func() { ran.Add(1) }
+	env.loop(b, func() {
+		for range 64 {
+			if err := env.a.LaunchHostFunc(fn); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := env.a.Synchronize(); err != nil {
+			b.Fatal(err)
+		}
+	})
+}
+
 // BenchmarkStreamIdentity is a foreign handle proven live and its device and identity
 // found, keeping nothing: what Python's ExternalStream(ptr) costs below the crossing.
 func BenchmarkStreamIdentity(b *testing.B) {

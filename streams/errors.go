@@ -116,8 +116,8 @@ type HostFuncPanic = driver.HostFuncPanic
 
 // ErrHostFuncGoexit is the Value of the [HostFuncPanic] reported when a host function ends
 // its goroutine with runtime.Goexit (t.FailNow, t.Fatal and t.SkipNow do). Host functions
-// run on the driver's thread, which such a function cannot give back: the host functions
-// behind it do not run. The report says why before that happens.
+// run on the driver's thread, where Go allows no Goexit: after the report the process ends
+// with status 2, on both drivers, rather than crash or leave the stream hanging.
 var ErrHostFuncGoexit = driver.ErrGoexit
 
 // SetHostFuncPanicHandler sets what receives panics recovered from host functions (nil:

@@ -2,6 +2,10 @@ package streams
 
 import (
 	"errors"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -9,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/streambridge/streambridge/internal/driver"
 )
 
 // capturePanics routes host-function panics to the returned func for the test's length.
@@ -44,6 +50,30 @@ func TestHostFuncPanicIsReportedAndStreamGoesOn(t *testing.T) {
 		require.True(t, errors.As(got[0], &p))
 		assert.Equal(t, "boom", p.Value)
 		assert.NotEmpty(t, p.Stack)
+	})
+}
+
+// t.FailNow inside a host function calls runtime.Goexit: on the real driver's thread, which
+// Go did not make, Go allows none. The process ends, saying why, on both drivers (the
+// software driver's stream would hang); the child process shows it.
+func TestHostFuncGoexitEndsTheProcessSayingWhy(t *testing.T) {
+	child := os.Getenv("STREAMBRIDGE_TEST_GOEXIT") == "1"
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		if child {
+			s := newStream(t, primary(t, d, 0), StreamOptions{})
+			require.NoError(t, s.LaunchHostFunc(func() { runtime.Goexit() }))
+			_ = s.Synchronize()
+			t.Fatal("the process went on after a host function's Goexit")
+		}
+		name := t.Name()[strings.LastIndexByte(t.Name(), '/')+1:]
+		cmd := exec.Command(os.Args[0], "-test.run=^TestHostFuncGoexitEndsTheProcessSayingWhy$/^"+name+"$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "STREAMBRIDGE_TEST_GOEXIT=1")
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		require.ErrorAs(t, err, &exit, "%s", out)
+		assert.Equal(t, driver.GoexitExitCode, exit.ExitCode(), "%s", out)
+		assert.Contains(t, string(out), ErrHostFuncGoexit.Error())
+		assert.NotContains(t, string(out), "the process went on")
 	})
 }
 

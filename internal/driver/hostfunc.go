@@ -3,6 +3,7 @@ package driver
 import (
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"runtime/debug"
 	"sync"
@@ -99,10 +100,12 @@ func LiveHostFuncs() int {
 // driver's thread.
 //
 // A function that ends its goroutine (runtime.Goexit; t.FailNow, t.Fatal and t.SkipNow
-// do) cannot give the driver's thread back: Go ends or stops that thread, and the host
-// functions behind it never run. It is reported to the panic handler (ErrGoexit) before
-// that happens. Running each function on a goroutine of its own would survive it, but costs
-// two thread wakes per host function (13 us to 29 us on an H100, see bench/RESULTS.md).
+// do) ends the process: on the real driver's thread, which Go did not make, Go allows no
+// Goexit, and the stream could not go on without that thread. The software driver's
+// thread ends the process the same way, rather than leave the stream hanging. It is
+// reported to the panic handler (ErrGoexit) and to standard error first. Running each
+// function on a goroutine of its own would survive it, at two thread wakes per host
+// function (2.3 to 3.8 times the latency on an H100, see bench/RESULTS.md).
 func RunHostFunc(key uintptr) {
 	hostFuncs.Lock()
 	var fn func()
@@ -128,7 +131,10 @@ func RunHostFunc(key uintptr) {
 		if v := recover(); v != nil {
 			reportPanic(&HostFuncPanic{Value: v, Stack: debug.Stack()})
 		} else if !returned {
-			reportPanic(&HostFuncPanic{Value: ErrGoexit, Stack: debug.Stack()})
+			p := &HostFuncPanic{Value: ErrGoexit, Stack: debug.Stack()}
+			reportPanic(p)
+			fmt.Fprintf(os.Stderr, "%v\n%s", p, p.Stack)
+			os.Exit(GoexitExitCode)
 		}
 	}()
 	fn()
@@ -138,7 +144,11 @@ func RunHostFunc(key uintptr) {
 // ErrGoexit is reported to the panic handler when a host function ends its goroutine with
 // runtime.Goexit (see RunHostFunc).
 var ErrGoexit = errors.New("streambridge: host function called runtime.Goexit (t.FailNow, t.Fatal and t.SkipNow do) on the driver's thread, " +
-	"which it cannot give back: the host functions behind it will not run")
+	"which Go allows no Goexit: the process ends (fail a test from the goroutine that runs it, after Synchronize)")
+
+// GoexitExitCode is the status the process ends with when a host function calls
+// runtime.Goexit (Go's own for a fatal error).
+const GoexitExitCode = 2
 
 // running knows the threads that are inside a host function now.
 var running = struct {
