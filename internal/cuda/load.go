@@ -66,6 +66,9 @@ func load() error {
 		}
 		*s.addr = addr
 	}
+	for _, s := range optionalSymbols {
+		*s.addr, _ = resolve(s)
+	}
 	if r := driver.Result(call(cuInit, 0)); r != driver.Success {
 		return &initError{r}
 	}
@@ -75,8 +78,8 @@ func load() error {
 }
 
 // MinVersion is the oldest CUDA driver streambridge works with (1000*major + 10*minor):
-// the newest ABI among the entry points it resolves (symbols.go), so that it is stated
-// once and a driver that has them all passes.
+// the newest ABI among the entry points it needs (symbols.go), so that it is stated once
+// and a driver that has them all passes.
 var MinVersion = func() int {
 	v := 0
 	for _, s := range symbols {

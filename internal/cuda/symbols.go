@@ -70,6 +70,18 @@ var (
 	cuMemcpyDtoH                      uintptr
 	cuMemcpyHtoDAsync                 uintptr
 	cuMemcpyDtoHAsync                 uintptr
+
+	// Optional: drivers older than their version lack them, and what needs them answers
+	// CUDA_ERROR_NOT_SUPPORTED there (MinVersion does not count them).
+	cuStreamGetCtx2           uintptr
+	cuCtxCreate               uintptr
+	cuCtxDestroy              uintptr
+	cuDeviceGetDevResource    uintptr
+	cuDevResourceGenerateDesc uintptr
+	cuGreenCtxCreate          uintptr
+	cuGreenCtxDestroy         uintptr
+	cuGreenCtxStreamCreate    uintptr
+	cuCtxFromGreenCtx         uintptr
 )
 
 type symbol struct {
@@ -139,6 +151,20 @@ var symbols = []symbol{
 	{"cuMemcpyDtoH", "cuMemcpyDtoH_v2", 3020, &cuMemcpyDtoH},
 	{"cuMemcpyHtoDAsync", "cuMemcpyHtoDAsync_v2", 3020, &cuMemcpyHtoDAsync},
 	{"cuMemcpyDtoHAsync", "cuMemcpyDtoHAsync_v2", 3020, &cuMemcpyDtoHAsync},
+}
+
+// optionalSymbols are left 0 where the driver lacks them, rather than refuse the driver:
+// what calls one checks it first. MinVersion does not count them.
+var optionalSymbols = []symbol{
+	{"cuStreamGetCtx_v2", "cuStreamGetCtx_v2", 12050, &cuStreamGetCtx2},
+	{"cuCtxCreate", "cuCtxCreate_v2", 3020, &cuCtxCreate},
+	{"cuCtxDestroy", "cuCtxDestroy_v2", 4000, &cuCtxDestroy},
+	{"cuDeviceGetDevResource", "cuDeviceGetDevResource", 12040, &cuDeviceGetDevResource},
+	{"cuDevResourceGenerateDesc", "cuDevResourceGenerateDesc", 12040, &cuDevResourceGenerateDesc},
+	{"cuGreenCtxCreate", "cuGreenCtxCreate", 12040, &cuGreenCtxCreate},
+	{"cuGreenCtxDestroy", "cuGreenCtxDestroy", 12040, &cuGreenCtxDestroy},
+	{"cuGreenCtxStreamCreate", "cuGreenCtxStreamCreate", 12050, &cuGreenCtxStreamCreate},
+	{"cuCtxFromGreenCtx", "cuCtxFromGreenCtx", 12040, &cuCtxFromGreenCtx},
 }
 
 // Entry is the resolved address of one of driver.EntryNames.

@@ -372,10 +372,69 @@ func (d *Driver) StreamCheck(h driver.Stream) (driver.Context, uint64, driver.Re
 	var objBuf [layoutSearchWords]uint64
 	obj := objBuf[:layout.objWords]
 	ctx, hdr, ok := newReader().streamChain(uintptr(h), &layout, obj)
-	if !ok || !d.knownHeader(hdr) {
+	if !ok {
 		return 0, 0, driver.ErrorInvalidHandle
 	}
-	return driver.Context(ctx), obj[layout.idAt], driver.Success
+	id := obj[layout.idAt]
+	if primary, ok := (*greens.Load())[greenKey{ctx, hdr}]; ok {
+		return primary, id, driver.Success
+	}
+	if d.knownHeader(hdr) {
+		return driver.Context(ctx), id, driver.Success
+	}
+	c, r := d.otherContext(h, driver.Context(ctx), hdr)
+	return c, id, r
+}
+
+// A stream whose chain leads back to it but whose context is no primary one's is a stream
+// of a green context (made from a primary one, sharing its objects) or of a context made
+// with cuCtxCreate. The chain proves it a live stream, so the driver may be asked which
+// (cuStreamGetCtx_v2, once per green context: the answer is kept in greens, under the
+// context's address and header, so that later checks of its streams ask nothing).
+type greenKey struct {
+	ctx uintptr
+	hdr [2]uint64
+}
+
+var greens atomic.Pointer[map[greenKey]driver.Context] // replaced whole, under headersMu
+
+func init() { greens.Store(&map[greenKey]driver.Context{}) }
+
+// otherContext asks the driver about a live stream of a context that is not a primary
+// one: a green context's answers the primary context it was made from; another's,
+// ErrorInvalidContext with its context. A capture refuses the question (and would be
+// invalidated by it, as by cuStreamGetCtx): while h captures it is not asked, and the
+// answer is ErrorCaptureUnsupported.
+func (d *Driver) otherContext(h driver.Stream, ctx driver.Context, hdr [2]uint64) (driver.Context, driver.Result) {
+	if status, r := d.StreamIsCapturing(h); r != driver.Success {
+		return 0, driver.ErrorInvalidHandle
+	} else if status != driver.CaptureStatusNone {
+		return 0, driver.ErrorCaptureUnsupported
+	}
+	primary, green, r := d.StreamGetCtx2(h)
+	if r == driver.ErrorNotSupported { // a driver older than green contexts (12.5)
+		primary, r = d.StreamGetCtx(h)
+	}
+	switch {
+	case r != driver.Success:
+		return 0, driver.ErrorInvalidHandle
+	case green == 0 && primary == ctx:
+		return ctx, driver.ErrorInvalidContext
+	case driver.Context(green) != ctx:
+		return 0, driver.ErrorInvalidHandle // the object does not read as the driver says
+	}
+	var phdr [2]uint64
+	if !(reader{}).peek(uintptr(primary), phdr[:]) || !d.knownHeader(phdr) {
+		return 0, driver.ErrorInvalidHandle
+	}
+	headersMu.Lock()
+	defer headersMu.Unlock()
+	grown := map[greenKey]driver.Context{greenKey{uintptr(ctx), hdr}: primary}
+	for k, v := range *greens.Load() {
+		grown[k] = v
+	}
+	greens.Store(&grown)
+	return primary, driver.Success
 }
 
 // StreamMemory is the learned layout, in the brk heap where the driver keeps its stream

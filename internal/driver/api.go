@@ -14,6 +14,10 @@ type (
 	Graph     uintptr
 	GraphExec uintptr
 	DevicePtr uint64
+	// GreenContext is CUgreenCtx: a context with a share of a device's SMs, made from the
+	// device's primary context and sharing its objects (modules, events, memory). The
+	// real driver's CUcontext for it (cuCtxFromGreenCtx) has the same value.
+	GreenContext uintptr
 )
 
 // The special stream handles of the driver API.
@@ -84,6 +88,21 @@ type API interface {
 	DevicePrimaryCtxRelease(d Device) Result
 	DevicePrimaryCtxActive(d Device) (bool, Result) // cuDevicePrimaryCtxGetState's active flag
 
+	// CtxCreate makes a context of its own on d (cuCtxCreate, no flags), not a primary
+	// one, and leaves the thread's current context as it was. Such a context shares no
+	// objects with the device's primary one: an event of one cannot be recorded on a
+	// stream of the other. CtxDestroy destroys it, and everything made in it.
+	CtxCreate(d Device) (Context, Result)
+	CtxDestroy(c Context) Result
+	// GreenCtxCreate makes a green context of all of d's SMs (cuDeviceGetDevResource,
+	// cuDevResourceGenerateDesc, cuGreenCtxCreate), which retains d's primary context
+	// until GreenCtxDestroy; ErrorNotSupported where the driver has no green contexts.
+	GreenCtxCreate(d Device) (GreenContext, Result)
+	GreenCtxDestroy(g GreenContext) Result
+	// GreenCtxStreamCreate makes a stream of g (flags must hold StreamNonBlocking).
+	GreenCtxStreamCreate(g GreenContext, flags uint32, priority int) (Stream, Result)
+	CtxFromGreenCtx(g GreenContext) (Context, Result)
+
 	CtxGetCurrent() (Context, Result)
 	CtxSetCurrent(c Context) Result
 	CtxGetDevice() (Device, Result)                             // current context
@@ -104,8 +123,11 @@ type API interface {
 	// dereference it if not, and its context and identity (the value cuStreamGetId
 	// returns), read without a driver call, so it also works on a capturing stream, where
 	// cuStreamGetId fails and invalidates the capture: Success, ErrorInvalidHandle, or
-	// ErrorNotSupported where the driver cannot tell. Special handles are the caller's to
-	// judge (Success, context 0, identity 0).
+	// ErrorNotSupported where the driver cannot tell. The context of a green context's
+	// stream is the primary context it was made from, whose objects it shares. A live
+	// stream of a context made otherwise (CtxCreate) answers ErrorInvalidContext, with
+	// that context. Special handles are the caller's to judge (Success, context 0,
+	// identity 0).
 	StreamCheck(s Stream) (Context, uint64, Result)
 	// EventMemory is where the driver's event objects are and how they name themselves,
 	// as StreamMemory is for streams (the Python core verifies a borrowed event with it).
@@ -130,6 +152,9 @@ type API interface {
 	StreamGetPriority(s Stream) (int, Result)
 	StreamGetFlags(s Stream) (uint32, Result)
 	StreamGetCtx(s Stream) (Context, Result)
+	// StreamGetCtx2 is cuStreamGetCtx_v2: a green context's stream answers the primary
+	// context it was made from and the green context; any other stream, its context and 0.
+	StreamGetCtx2(s Stream) (Context, GreenContext, Result)
 	StreamGetId(s Stream) (uint64, Result)
 	// LaunchHostFunc enqueues a call of RunHostFunc(userData) on s.
 	LaunchHostFunc(c Context, s Stream, userData uintptr) Result

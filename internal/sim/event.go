@@ -57,6 +57,9 @@ func (d *Driver) EventRecord(ch driver.Context, eh driver.Event, sh driver.Strea
 	if r != driver.Success {
 		return r
 	}
+	if (e.ctx.own || s.ctx.own) && e.ctx.objects() != s.ctx.objects() {
+		return driver.ErrorInvalidHandle // contexts.go: a context of its own shares no events
+	}
 	if s.capture != nil {
 		e.state.captured = &capturedRecord{capture: s.capture, frontier: append([]*node(nil), s.frontier...)}
 		return driver.Success

@@ -67,7 +67,8 @@ func (d *Driver) StreamCheck(h driver.Stream) (driver.Context, uint64, driver.Re
 	if !ok {
 		return 0, 0, driver.ErrorInvalidHandle
 	}
-	return s.ctx.handle, s.id, driver.Success
+	c, r := d.checkedContext(s)
+	return c, s.id, r
 }
 
 func (d *Driver) StreamDestroy(h driver.Stream) driver.Result {

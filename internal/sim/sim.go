@@ -63,7 +63,12 @@ const DeviceMemory = 4 << 30
 type context struct {
 	handle driver.Context
 	dev    *device
-	legacy *stream
+	// primary is, for a green context, the primary context it was made from, whose
+	// objects it shares; own marks a context made with CtxCreate, which shares none
+	primary *context
+	own     bool
+	checked bool // a green context a stream check has met (checkedContext)
+	legacy  *stream
 	ptds   map[int]*stream // each OS thread's per-thread default stream, made on its first use
 	// blocking streams synchronize with the legacy stream
 	blocking map[*stream]struct{}
