@@ -167,7 +167,9 @@ assert cu.cuStreamQuery(s)[0] == cu.CUresult.CUDA_SUCCESS  # live, as far as the
 try:
     sb.ExternalStream(int(s))
 except sb.InvalidHandleError as e:
-    print("REFUSED", e)
+    print("CALLED NOT LIVE", e)
+except sb.CUDAError as e:
+    print("REFUSED", e.name, e)
 else:
     print("ACCEPTED")
 ok(cu.cuStreamDestroy(s))
@@ -175,10 +177,12 @@ ok(cu.cuCtxDestroy(ctx))
 """
 
 
-def test_a_stream_of_a_non_primary_context_is_refused_and_the_process_lives():
-    """A documented limit: the check proves streams of a device's primary context only (the
-    context every framework here uses); a cuCtxCreate context's live stream is refused with
-    InvalidHandleError, not crashed on and not guessed at."""
+def test_a_stream_of_a_context_of_its_own_is_refused_saying_what_it_is():
+    """A cuCtxCreate context shares no objects with its device's primary one (the driver
+    refuses the primary context's events on its streams), so its live stream is refused with
+    CUDA_ERROR_INVALID_CONTEXT, saying what it is: not called dead, not crashed on, not
+    guessed at (green contexts' streams are taken: test_green_contexts.py)."""
     framework("cuda.bindings")
     rc, out, err = run_child(NON_PRIMARY)
-    assert rc == 0 and out.startswith("REFUSED") and "primary context" in out, f"exit {rc}: {out}{err[-2000:]}"
+    assert rc == 0 and out.startswith("REFUSED CUDA_ERROR_INVALID_CONTEXT"), f"exit {rc}: {out}{err[-2000:]}"
+    assert "cuCtxCreate" in out and "live CUDA stream of context" in out, out

@@ -263,12 +263,12 @@ func checked(what string, h uintptr, ctx driver.Context, id uint64, r driver.Res
 				"from one (one made with cuCtxCreate, say): streambridge's events and kernels live in primary contexts, and the driver "+
 				"lets no stream of such a context use them; make the %s in the device's primary context or a green context", h, what, ctx, what)}
 	case driver.ErrorCaptureUnsupported:
-		return 0, 0, fmt.Errorf("streambridge: %s check: %#x is a live %s of a context that is not a primary one, first met while it "+
-			"captures: asking the driver which context it is would invalidate the capture; wrap it before the capture begins or after "+
-			"it ends (once for each green context): %w", what, h, what, ErrCapturing)
+		return 0, 0, fmt.Errorf("streambridge: %s check: %#x is a live %s of a context that is not a primary one, met while it "+
+			"captures: this driver (older than CUDA 12.5) can say which context it is only by invalidating the capture; wrap it "+
+			"before the capture begins or after it ends: %w", what, h, what, ErrCapturing)
 	default:
 		return 0, 0, &CallError{Call: what + " check", Result: r,
-			Hint: fmt.Sprintf("%#x is not a live CUDA %s of a device's primary context; it was not passed to the driver", h, what)}
+			Hint: fmt.Sprintf("%#x is not a live CUDA %s; it was not passed to the driver", h, what)}
 	}
 }
 

@@ -389,8 +389,9 @@ func (d *Driver) StreamCheck(h driver.Stream) (driver.Context, uint64, driver.Re
 // A stream whose chain leads back to it but whose context is no primary one's is a stream
 // of a green context (made from a primary one, sharing its objects) or of a context made
 // with cuCtxCreate. The chain proves it a live stream, so the driver may be asked which
-// (cuStreamGetCtx_v2, once per green context: the answer is kept in greens, under the
-// context's address and header, so that later checks of its streams ask nothing).
+// (cuStreamGetCtx_v2, which leaves a capture alone, seen on an H100; once per green
+// context: the answer is kept in greens, under the context's address and header, so that
+// later checks of its streams ask nothing).
 type greenKey struct {
 	ctx uintptr
 	hdr [2]uint64
@@ -402,17 +403,17 @@ func init() { greens.Store(&map[greenKey]driver.Context{}) }
 
 // otherContext asks the driver about a live stream of a context that is not a primary
 // one: a green context's answers the primary context it was made from; another's,
-// ErrorInvalidContext with its context. A capture refuses the question (and would be
-// invalidated by it, as by cuStreamGetCtx): while h captures it is not asked, and the
-// answer is ErrorCaptureUnsupported.
+// ErrorInvalidContext with its context. A driver older than cuStreamGetCtx_v2 (12.5) has
+// only cuStreamGetCtx, which a capture refuses and is invalidated by: there a capturing
+// stream is not asked, and the answer is ErrorCaptureUnsupported.
 func (d *Driver) otherContext(h driver.Stream, ctx driver.Context, hdr [2]uint64) (driver.Context, driver.Result) {
-	if status, r := d.StreamIsCapturing(h); r != driver.Success {
-		return 0, driver.ErrorInvalidHandle
-	} else if status != driver.CaptureStatusNone {
-		return 0, driver.ErrorCaptureUnsupported
-	}
 	primary, green, r := d.StreamGetCtx2(h)
-	if r == driver.ErrorNotSupported { // a driver older than green contexts (12.5)
+	if r == driver.ErrorNotSupported {
+		if status, r := d.StreamIsCapturing(h); r != driver.Success {
+			return 0, driver.ErrorInvalidHandle
+		} else if status != driver.CaptureStatusNone {
+			return 0, driver.ErrorCaptureUnsupported
+		}
 		primary, r = d.StreamGetCtx(h)
 	}
 	switch {

@@ -110,12 +110,11 @@ func (d *Driver) CtxFromGreenCtx(g driver.GreenContext) (driver.Context, driver.
 	return c.handle, driver.Success
 }
 
-// StreamGetCtx2 is refused on a capturing stream, and invalidates the capture, as
-// StreamGetCtx is (streamAttrs).
+// StreamGetCtx2 leaves a capture alone, unlike StreamGetCtx (seen on an H100, driver 580).
 func (d *Driver) StreamGetCtx2(h driver.Stream) (driver.Context, driver.GreenContext, driver.Result) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	s, r := d.streamAttrs(h)
+	s, r := d.stream(h)
 	if r != driver.Success {
 		return 0, 0, r
 	}
@@ -126,21 +125,12 @@ func (d *Driver) StreamGetCtx2(h driver.Stream) (driver.Context, driver.GreenCon
 }
 
 // checkedContext is what StreamCheck answers of s's context, as the real check does: a
-// primary context's stream is proven by memory; a green context's the first time asks the
-// driver (cuStreamGetCtx_v2), which a capture refuses, so the check refuses it first
-// while s captures (without invalidating the capture) and afterwards knows the green
-// context; a stream of a context of its own is a live stream of a context not taken.
-// Caller holds d.mu.
-func (d *Driver) checkedContext(s *stream) (driver.Context, driver.Result) {
-	c := s.ctx
-	switch {
-	case c.own:
+// green context's stream has the primary context it was made from (asked of the driver
+// there, cuStreamGetCtx_v2); a stream of a context of its own is a live stream of a
+// context not taken.
+func (c *context) checkedContext() (driver.Context, driver.Result) {
+	if c.own {
 		return c.handle, driver.ErrorInvalidContext
-	case c.primary == nil || c.checked:
-		return c.objects().handle, driver.Success
-	case s.capture != nil:
-		return 0, driver.ErrorCaptureUnsupported
 	}
-	c.checked = true
-	return c.primary.handle, driver.Success
+	return c.objects().handle, driver.Success
 }

@@ -67,7 +67,7 @@ func (d *Driver) StreamCheck(h driver.Stream) (driver.Context, uint64, driver.Re
 	if !ok {
 		return 0, 0, driver.ErrorInvalidHandle
 	}
-	c, r := d.checkedContext(s)
+	c, r := s.ctx.checkedContext()
 	return c, s.id, r
 }
 

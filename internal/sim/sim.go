@@ -67,9 +67,8 @@ type context struct {
 	// objects it shares; own marks a context made with CtxCreate, which shares none
 	primary *context
 	own     bool
-	checked bool // a green context a stream check has met (checkedContext)
 	legacy  *stream
-	ptds   map[int]*stream // each OS thread's per-thread default stream, made on its first use
+	ptds    map[int]*stream // each OS thread's per-thread default stream, made on its first use
 	// blocking streams synchronize with the legacy stream
 	blocking map[*stream]struct{}
 	// hostFuncs serializes host functions, as the real driver runs them on one thread:

@@ -46,7 +46,7 @@ def explain(obj: Any) -> str:
     >>> import os; _ = os.environ.setdefault("STREAMBRIDGE_DRIVER", "sim")
     >>> import streambridge as sb
     >>> print(sb.explain(0xDEADBEEF).splitlines()[1])
-      refused     InvalidHandleError: stream check: CUDA_ERROR_INVALID_HANDLE: invalid resource handle (0xdeadbeef is not a live CUDA stream of a device's primary context; it was not passed to the driver)
+      refused     InvalidHandleError: stream check: CUDA_ERROR_INVALID_HANDLE: invalid resource handle (0xdeadbeef is not a live CUDA stream; it was not passed to the driver)
     """
     if isinstance(obj, Event):
         return _explain_event(obj, "streambridge.Event: " + (
@@ -75,7 +75,7 @@ def _explain_stream(obj: Any) -> str:
 
     special = s.ptr <= _tables.MAX_SPECIAL_STREAM
     row("handle", f"{s.ptr:#x}" + (f": {_tables.SPECIAL_STREAMS[s.ptr]} of device {s.device_id}" if special else ""))
-    row("device", f"{s.device_id}, in its primary context (the only kind streambridge takes)")
+    row("device", f"{s.device_id}, in its primary context or a green context of it")
     if isinstance(obj, _BaseStream):
         owner = ("streambridge: created here, destroyed on close() or collection" if s._owned
                  else "borrowed: streambridge never destroys it")
