@@ -267,17 +267,27 @@ func VerifyStream(handle, id uint64) (bool, error) {
 // its device, keeping nothing; where device is not -1 the event must be on it. Where idOut
 // is not 0 it is the address of a uint64 that receives the event's identity. The C core
 // checks a borrowed event so when it is wrapped (Event.from_handle) and verifies the
-// identity before every use (VerifyEvent).
+// identity before every use (VerifyEvent). vouched: where the driver's layout cannot be
+// learned, the handle is taken on the word of whoever made the wrapper (streams.Vouched),
+// on the stated device, or else the current context's, with boundary.VouchedEventID.
 //
 //streambridge:keepgil
-func CheckEvent(handle uint64, device int, idOut uint64) (int, error) {
+func CheckEvent(handle uint64, device int, idOut uint64, vouched bool) (int, error) {
 	b, err := driver()
 	if err != nil {
 		return 0, err
 	}
-	dev, id, err := b.Driver().EventIdentity(uintptr(handle))
+	var opts []streams.WrapOption
+	if vouched {
+		opts = append(opts, streams.Vouched())
+	}
+	dev, id, err := b.Driver().EventIdentity(uintptr(handle), opts...)
 	if err != nil {
 		return 0, err
+	}
+	if id == boundary.VouchedEventID && device >= 0 { // nothing read from the event to disagree with
+		out(idOut, id)
+		return device, nil
 	}
 	if device >= 0 && device != dev.Ordinal() {
 		return 0, &bridge.DeviceMismatchError{Handle: uintptr(handle), Stated: device, Actual: dev.Ordinal(), Event: true}

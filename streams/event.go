@@ -1,7 +1,9 @@
 package streams
 
 import (
+	"errors"
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -85,8 +87,14 @@ func (c *Context) OpenIPCEvent(h IPCEventHandle) (*Event, error) {
 // destroyed event, a stream handle) fails with [ErrInvalidHandle] before the driver, which
 // would crash on it, sees it; so does every later use once the event is destroyed, also
 // when its address names a new event. Close forgets the event; it never destroys it.
-func (d *Driver) WrapEvent(handle uintptr) (*Event, error) {
-	c, id, err := d.foreignEvent(handle)
+//
+// Where the driver's layout cannot be learned nothing can be proven, and the wrap fails
+// with [ErrNotSupported], unless [Vouched]: then the event is taken on the caller's word,
+// in the calling thread's current context (device 0's primary context where none is
+// current: the driver cannot say an event's context), and nothing is checked before each
+// use.
+func (d *Driver) WrapEvent(handle uintptr, opts ...WrapOption) (*Event, error) {
+	c, id, err := d.foreignEvent(handle, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -96,8 +104,8 @@ func (d *Driver) WrapEvent(handle uintptr) (*Event, error) {
 // EventIdentity is the device and identity of a live event handle that some other code
 // created, proven as [Driver.WrapEvent] proves it, keeping nothing: for a caller that keeps
 // the handle itself and checks it before each use with [Driver.VerifyEvent].
-func (d *Driver) EventIdentity(handle uintptr) (*Device, uint64, error) {
-	c, id, err := d.foreignEvent(handle)
+func (d *Driver) EventIdentity(handle uintptr, opts ...WrapOption) (*Device, uint64, error) {
+	c, id, err := d.foreignEvent(handle, opts)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -112,13 +120,17 @@ func (d *Driver) VerifyEvent(handle uintptr, id uint64) error {
 	if err := d.valid(); err != nil {
 		return err
 	}
+	if id == boundary.VouchedEventID { // taken on its wrapper's word: nothing to check
+		return nil
+	}
 	ctx, got, r := d.api.EventCheck(driver.Event(handle))
 	return still("event", boundary.EventGoneMessage, boundary.EventReusedMessage, handle, id, ctx, got, r)
 }
 
 // foreignEvent is the context and identity of an event handle some other code created,
-// proven live before the driver sees it.
-func (d *Driver) foreignEvent(handle uintptr) (*Context, uint64, error) {
+// proven live before the driver sees it; or, vouched where nothing can be proven, taken in
+// the current context with boundary.VouchedEventID.
+func (d *Driver) foreignEvent(handle uintptr, opts []WrapOption) (*Context, uint64, error) {
 	if err := d.valid(); err != nil {
 		return nil, 0, err
 	}
@@ -126,7 +138,11 @@ func (d *Driver) foreignEvent(handle uintptr) (*Context, uint64, error) {
 		return nil, 0, err
 	}
 	ctx, id, r := d.api.EventCheck(driver.Event(handle))
-	h, id, err := checked("event", handle, ctx, id, r, "")
+	h, id, err := checked("event", handle, ctx, id, r, vouchEventHint)
+	if errors.Is(err, ErrNotSupported) && vouched(opts) {
+		h, err = d.currentContext()
+		id = boundary.VouchedEventID
+	}
 	if err != nil {
 		return nil, 0, err
 	}
@@ -134,8 +150,37 @@ func (d *Driver) foreignEvent(handle uintptr) (*Context, uint64, error) {
 	return c, id, err
 }
 
+// vouchEventHint is what an event handle that cannot be proven says of the way to take it anyway.
+const vouchEventHint = "; where you know it is one and stays one while used, say so: in Go streams.Vouched(), in Python " +
+	"pass the framework's own event object (as_event(torch_event)) or Event.from_handle(ptr, vouched=True)"
+
+// currentContext is the calling thread's current context, or device 0's primary one where
+// none is current: the context a vouched event is taken in.
+func (d *Driver) currentContext() (driver.Context, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	c, r := d.api.CtxGetCurrent()
+	if err := d.check("cuCtxGetCurrent", r); err != nil || c != 0 {
+		return c, err
+	}
+	dev, err := d.Device(0)
+	if err != nil {
+		return 0, err
+	}
+	pc, err := dev.PrimaryContext()
+	if err != nil {
+		return 0, err
+	}
+	defer pc.Close()
+	return pc.handle, nil
+}
+
 // Owned reports whether Close destroys the event.
 func (e *Event) Owned() bool { return e != nil && e.ctx != nil && e.id == 0 }
+
+// proven reports whether e is borrowed with an identity to verify before each use (not
+// owned, not vouched for).
+func (e *Event) proven() bool { return e.id != 0 && e.id != boundary.VouchedEventID }
 
 // Handle is the CUevent.
 func (e *Event) Handle() uintptr {
@@ -178,7 +223,7 @@ func (e *Event) use() error {
 	if err := e.uses.enter(e); err != nil {
 		return err
 	}
-	if e.id != 0 {
+	if e.proven() {
 		if err := e.ctx.drv.VerifyEvent(uintptr(e.handle), e.id); err != nil {
 			e.done()
 			return err

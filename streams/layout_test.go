@@ -6,10 +6,12 @@ import (
 	"runtime"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/streambridge/streambridge/internal/boundary"
 	"github.com/streambridge/streambridge/internal/cuda"
 	"github.com/streambridge/streambridge/internal/driver"
 	"github.com/streambridge/streambridge/internal/sim"
@@ -67,8 +69,29 @@ func TestUnlearnableLayoutChild(t *testing.T) {
 		_, err = theirs.Query()
 		require.NoError(t, err, "the owner's stream lives on")
 
+		// an event likewise: refused bare, taken on the caller's word in the current context
 		_, err = d.WrapEvent(e.Handle())
-		require.ErrorIs(t, err, ErrNotSupported, "events cannot be vouched for yet")
+		require.ErrorIs(t, err, ErrNotSupported)
+		assert.Contains(t, err.Error(), "streams.Vouched()", "the error names the way to take it anyway")
+		ve, err := d.WrapEvent(e.Handle(), Vouched())
+		require.NoError(t, err)
+		assert.False(t, ve.Owned())
+		assert.Equal(t, 0, ve.Context().Device().Ordinal())
+		_, id, err = d.EventIdentity(e.Handle(), Vouched())
+		require.NoError(t, err)
+		assert.Equal(t, boundary.VouchedEventID, id, "nothing to check before each use")
+		require.NoError(t, d.VerifyEvent(e.Handle(), id))
+		other := newStream(t, c, StreamOptions{NonBlocking: true})
+		require.NoError(t, theirs.LaunchHostFunc(func() { time.Sleep(20 * time.Millisecond) }))
+		require.NoError(t, ve.Record(theirs))
+		require.NoError(t, other.WaitEvent(ve))
+		require.NoError(t, other.Synchronize())
+		done, err = ve.Query()
+		require.NoError(t, err)
+		assert.True(t, done, "the wait held the other stream until the record")
+		require.NoError(t, ve.Close()) // borrowed: forgotten, not destroyed
+		_, err = e.Query()
+		require.NoError(t, err, "the owner's event lives on")
 
 		proven, why, err := d.HandleProof()
 		require.NoError(t, err)

@@ -118,6 +118,12 @@ var EventFlags = []struct {
 	{"INTERPROCESS", driver.EventInterprocess},
 }
 
+// VouchedEventID is the identity a borrowed event is given where it was taken on its
+// wrapper's word, its layout unlearned (streams.Vouched): there is nothing to verify
+// before each use. An owned event's identity is 0; a proven one's, what the driver's event
+// object holds, which never comes near this.
+const VouchedEventID = ^uint64(0)
+
 // What the Go checks (streams.Driver.VerifyStream, VerifyEvent) and the C core's loads
 // both say of a borrowed stream or event destroyed since it was wrapped, in Go's verbs (tables.h has them in C's):
 // the handle; for a reused address also the identity found there and the one wrapped.

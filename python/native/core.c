@@ -415,7 +415,8 @@ static int make_fence(StreamCore *s) {
  * Go check (internal/cuda/validate_event.go), which reads fault-safely and says what is
  * wrong. */
 
-extern long long pyshim_CheckEvent(unsigned long long handle, long long device, unsigned long long id_out);
+extern long long pyshim_CheckEvent(unsigned long long handle, long long device, unsigned long long id_out,
+                                   char vouched);
 extern char pyshim_VerifyEvent(unsigned long long handle, unsigned long long id);
 extern char pyshim_EventMemory(unsigned long long out);
 
@@ -457,7 +458,7 @@ static int event_usable(EventCore *e) {
         sb_raise(SB_KIND_CLOSED, 0, "", "the event was closed", "");
         return 0;
     }
-    if (e->id == 0)
+    if (e->id == 0 || e->id == SB_VOUCHED_EVENT_ID) /* owned, or taken on its wrapper's word */
         return 1;
     const volatile uint64_t *o = event_object(e->eptr);
     if (o != NULL && o[event_memory[SB_EVMEM_CTX]] == e->ctx && o[event_memory[SB_EVMEM_ID]] == e->id)
@@ -1827,8 +1828,11 @@ static long long borrowed_device_arg(PyObject *device) {
  * type cls borrowing it, proven a live event before the driver sees it (on the stated
  * device, unless None), and keeping owner (what it came from, or NULL) alive. Proven by the
  * loads where they can (event_object, in a device's primary context the core knows), else
- * by the Go check, which says what is wrong; never destroyed by the core. */
-static PyObject *wrap_event(PyTypeObject *cls, PyObject *handle, PyObject *device_obj, PyObject *owner) {
+ * by the Go check, which says what is wrong; never destroyed by the core. vouched: where
+ * the driver's layout cannot be learned, taken on the word of whoever made the wrapper (a
+ * framework object kept alive with it, or from_handle(..., vouched=True)), on the stated
+ * device or the current context's, with nothing to verify before each use. */
+static PyObject *wrap_event(PyTypeObject *cls, PyObject *handle, PyObject *device_obj, PyObject *owner, char vouched) {
     unsigned long long h = event_handle_arg(handle);
     if (h == 0)
         return NULL;
@@ -1846,7 +1850,7 @@ static PyObject *wrap_event(PyTypeObject *cls, PyObject *handle, PyObject *devic
     }
     if (got < 0 || (device != -1 && device != got)) { /* not proven here, or the Go check says what is wrong */
         unsigned long long out = 0;
-        got = pyshim_CheckEvent(h, device, (uintptr_t)&out);
+        got = pyshim_CheckEvent(h, device, (uintptr_t)&out, vouched);
         if (PyErr_Occurred())
             return NULL;
         id = out;
@@ -1873,28 +1877,30 @@ static PyObject *wrap_event(PyTypeObject *cls, PyObject *handle, PyObject *devic
     return (PyObject *)e;
 }
 
-/* wrap_event(cls, handle, device, owner), for as_event. */
+/* wrap_event(cls, handle, device, owner), for as_event: vouched for by owner, a framework's
+ * event object kept alive with the wrapper. */
 static PyObject *fn_wrap_event(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 4 || !PyType_Check(args[0]) || !PyType_IsSubtype((PyTypeObject *)args[0], &EventCoreType)) {
         PyErr_SetString(PyExc_TypeError, "wrap_event takes an Event class, a handle, a device and an owner");
         return NULL;
     }
-    return wrap_event((PyTypeObject *)args[0], args[1], args[2], args[3]);
+    return wrap_event((PyTypeObject *)args[0], args[1], args[2], args[3], args[3] != Py_None);
 }
 
-/* Event.from_handle(handle, device=None), a class method. */
+/* Event.from_handle(handle, device=None, *, vouched=False), a class method. */
 static PyObject *event_from_handle(PyObject *cls, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
-    PyObject *handle = nargs > 0 ? args[0] : NULL, *device = nargs > 1 ? args[1] : Py_None;
+    PyObject *handle = nargs > 0 ? args[0] : NULL, *device = nargs > 1 ? args[1] : Py_None, *vouched = Py_False;
     Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
     if (nargs > 2) {
-        PyErr_Format(PyExc_TypeError, "from_handle takes at most 2 arguments (%zd given)", nargs);
+        PyErr_Format(PyExc_TypeError, "from_handle takes at most 2 positional arguments (%zd given)", nargs);
         return NULL;
     }
     for (Py_ssize_t i = 0; i < nkw; i++) {
         PyObject *name = PyTuple_GET_ITEM(kwnames, i);
         PyObject **slot = PyUnicode_CompareWithASCIIString(name, "handle") == 0 && nargs < 1   ? &handle
                           : PyUnicode_CompareWithASCIIString(name, "device") == 0 && nargs < 2 ? &device
-                                                                               : NULL;
+                          : PyUnicode_CompareWithASCIIString(name, "vouched") == 0             ? &vouched
+                                                                                               : NULL;
         if (slot == NULL) {
             PyErr_Format(PyExc_TypeError, "from_handle() got an unexpected or repeated argument %R", name);
             return NULL;
@@ -1905,7 +1911,11 @@ static PyObject *event_from_handle(PyObject *cls, PyObject *const *args, Py_ssiz
         PyErr_SetString(PyExc_TypeError, "from_handle() missing its handle");
         return NULL;
     }
-    return wrap_event((PyTypeObject *)cls, handle, device, NULL);
+    if (!PyBool_Check(vouched)) {
+        PyErr_Format(PyExc_TypeError, "vouched is a bool, not %.100s", Py_TYPE(vouched)->tp_name);
+        return NULL;
+    }
+    return wrap_event((PyTypeObject *)cls, handle, device, NULL, vouched == Py_True);
 }
 
 /* open_ipc_event(cls, device, handle): an event of type cls another process exported
@@ -1943,12 +1953,15 @@ static PyObject *fn_live_events(PyObject *self, PyObject *unused) { return PyLon
 
 static PyMethodDef event_core_methods[] = {
     {"from_handle", (PyCFunction)(void (*)(void))event_from_handle, METH_CLASS | METH_FASTCALL | METH_KEYWORDS,
-     "from_handle($type, /, handle, device=None)\n--\n\nBorrow a CUevent another library made (cuda.core's "
+     "from_handle($type, /, handle, device=None, *, vouched=False)\n--\n\nBorrow a CUevent another library made (cuda.core's "
      "``Stream.from_handle`` for events, which no peer has). The handle is proven a live event of a device's "
      "primary context before the driver sees it, and before every use after: a garbage integer, a destroyed "
      "event (also one whose address names a new event) or a stream handle raise :class:`InvalidHandleError`. "
      "Its device is read from the event and checked against ``device`` if given. Record, wait, query, "
-     "synchronize and elapsed time work on it; close only forgets it: its owner destroys it."},
+     "synchronize and elapsed time work on it; close only forgets it: its owner destroys it. Where the "
+     "driver's layout cannot be learned nothing can be proven, and the handle is refused, unless "
+     "``vouched=True``: the caller's word that it is a live event and stays one while used; it is then "
+     "taken on ``device`` (else the current context's) and not checked before each use."},
     {"record", (PyCFunction)(void (*)(void))event_record, METH_FASTCALL | METH_KEYWORDS,
      "record($self, /, stream=None)\n--\n\nRecord on ``stream`` (cuEventRecord); None is the current "
      "streambridge stream, else the device's legacy default stream, as CuPy and PyTorch take it."},

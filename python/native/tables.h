@@ -99,6 +99,7 @@ enum {
 #define SB_CONVENTION_RUNTIME 0
 #define SB_CONVENTION_ARRAY_INTERFACE 1
 #define SB_MAX_SPECIAL_STREAM 2ULL
+#define SB_VOUCHED_EVENT_ID 0xffffffffffffffffULL
 
 /* What a destroyed borrowed stream's or event's use says (see boundary.StreamGoneMessage). */
 #define SB_STREAM_GONE_MESSAGE "stream %#llx was destroyed (it is no longer a live stream); it was not passed to the driver"

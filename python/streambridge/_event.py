@@ -27,7 +27,7 @@ class Event(_c.EventCore):
     to get their behaviour). ``device`` picks the device, 0 by default.
     """
 
-    # from_handle(handle, device=None), the borrow of another library's CUevent, is the C
+    # from_handle(handle, device=None, *, vouched=False), the borrow of another library's CUevent, is the C
     # core's (core.c, event_from_handle), as ExternalStream's constructor is.
 
     @property
@@ -195,7 +195,9 @@ def as_event(obj: Any, device: Any = None) -> Event:
     """A streambridge event for anything event-like: a streambridge event (returned as is);
     an int handle (:meth:`Event.from_handle`); a torch, CuPy, cuda.core or Numba event, kept
     alive with the borrowed event (``to_torch()`` and the like give it back). The handle is
-    proven live before the driver sees it, as :meth:`Event.from_handle` proves it."""
+    proven live before the driver sees it, as :meth:`Event.from_handle` proves it; where the
+    driver's layout cannot be learned, a framework's event object vouches for its handle
+    (``from_handle(..., vouched=True)``)."""
     if isinstance(obj, Event):
         return obj
     if as_index(obj) is not None:

@@ -41,6 +41,22 @@ for name, make in [("as_stream", lambda: sb.as_stream(Theirs(owner.ptr))),
     print(name, ran == [name], e.query(), s.query(), s.device_id, s.priority == owner.priority, s.is_non_blocking)
     s.close()
 print("owner lives on:", owner.query())
+theirs = sb.Event(disable_timing=True)  # made here, standing in for another library's event
+try:
+    sb.Event.from_handle(theirs.ptr)
+    print("bare event: taken")
+except sb.CUDAError as e:
+    print("bare event: refused, says why and how:", e.name == "CUDA_ERROR_NOT_SUPPORTED", "could not be learned" in str(e)
+          and "vouched=True" in str(e) and "as_event" in str(e))
+ve = sb.Event.from_handle(theirs.ptr, vouched=True)
+other = sb.Stream(non_blocking=True)
+owner.launch_host_func(__import__("time").sleep, 0.02)
+ve.record(owner)
+other.wait_event(ve)
+other.synchronize()
+print("vouched event:", ve.borrowed, ve.query(), ve.device_id, ve.ptr == theirs.ptr)
+ve.close()
+print("their event lives on:", theirs.query())
 """
 
 
@@ -54,6 +70,9 @@ def test_an_unlearnable_layout_takes_streams_on_their_objects_word():
         "from_external True True True 0 True True",
         "vouched True True True 0 True True",
         "owner lives on: True",
+        "bare event: refused, says why and how: True True",
+        "vouched event: True True 0 True",
+        "their event lives on: True",
     ]
 
 
