@@ -147,6 +147,46 @@ func TestStreamsMadeEveryWayAreProven(t *testing.T) {
 	})
 }
 
+// Events made every way are proven likewise (the event layout, checked on such events
+// before it is trusted, holds for them): timing, blocking sync, interprocess, made on
+// another OS thread; each orders work as a wrapped event.
+func TestEventsMadeEveryWayAreProven(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		c := primary(t, d, 0)
+		made := map[string]*Event{
+			"timing":        newEvent(t, c, EventOptions{}),
+			"blocking sync": newEvent(t, c, EventOptions{BlockingSync: true, DisableTiming: true}),
+			"interprocess":  newEvent(t, c, EventOptions{Interprocess: true, DisableTiming: true}),
+		}
+		made2 := make(chan error)
+		go func() {
+			runtime.LockOSThread() // a thread of its own while the test's goroutine waits
+			defer runtime.UnlockOSThread()
+			e, err := c.NewEvent(EventOptions{DisableTiming: true})
+			made["another thread"] = e
+			made2 <- err
+		}()
+		require.NoError(t, <-made2)
+		t.Cleanup(func() { assert.NoError(t, made["another thread"].Close()) })
+		a := newStream(t, c, StreamOptions{NonBlocking: true})
+		b := newStream(t, c, StreamOptions{NonBlocking: true})
+		for name, theirs := range made {
+			e, err := d.WrapEvent(theirs.Handle())
+			require.NoError(t, err, name)
+			assert.False(t, e.Owned(), name)
+			assert.Equal(t, 0, e.Context().Device().Ordinal(), name)
+			var j journal
+			require.NoError(t, a.LaunchHostFunc(func() { time.Sleep(10 * time.Millisecond); j.add("a")() }))
+			require.NoError(t, e.Record(a), name)
+			require.NoError(t, b.WaitEvent(e), name)
+			require.NoError(t, b.LaunchHostFunc(j.add("b")))
+			require.NoError(t, b.Synchronize())
+			assert.Equal(t, []string{"a", "b"}, j.get(), name)
+			require.NoError(t, e.Close())
+		}
+	})
+}
+
 // Every layout of the software driver describes its objects as they are (StreamMemory,
 // EventMemory): the words at the offsets it gives hold the handle (streams), the context
 // and the identity, read from the memory itself.

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -96,9 +97,71 @@ func (d *Driver) learnEventLayout() eventLayout {
 	if l.ctxAt < 0 || l.idAt < 0 || l.nextAt < 0 || l.prevAt < 0 {
 		return eventLayout{}
 	}
-	l.ok = true
 	l.words = max(l.ctxAt, l.idAt, l.nextAt, l.prevAt) + 1
+	samples, ok := d.eventsMadeOtherWays(ctx)
+	defer func() {
+		for _, s := range samples {
+			d.EventDestroy(s.e)
+		}
+	}()
+	if !ok || !l.holds(samples) {
+		return eventLayout{} // learned from too few: nothing is proven rather than garbage accepted
+	}
+	l.ok = true
 	return l
+}
+
+// eventSample is an event the driver made, with the context its object must hold.
+type eventSample struct {
+	e   driver.Event
+	ctx driver.Context
+}
+
+// eventsMadeOtherWays makes the events a layout learned from plain ones must also read right
+// before it is trusted: one of each other flag (timing, blocking sync, interprocess), one
+// made on another OS thread (its object may lie in that thread's malloc arena), and two in
+// each other device's primary context that is active already (two: each is the other's
+// neighbour). The caller destroys them.
+func (d *Driver) eventsMadeOtherWays(ctx driver.Context) ([]eventSample, bool) {
+	var samples []eventSample
+	add := func(c driver.Context, flags uint32) bool {
+		e, r := d.EventCreate(c, flags)
+		if r != driver.Success {
+			return false
+		}
+		samples = append(samples, eventSample{e, c})
+		return true
+	}
+	ok := add(ctx, driver.EventDefault) && add(ctx, driver.EventBlockingSync) &&
+		add(ctx, driver.EventInterprocess|driver.EventDisableTiming)
+	elsewhere := make(chan bool)
+	go func() { // a goroutine locked to its thread, while the learner's is locked to it: another OS thread
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		elsewhere <- add(ctx, driver.EventDisableTiming)
+	}()
+	ok = <-elsewhere && ok
+	d.eachActivePrimary(func(other driver.Context) {
+		if other != ctx {
+			ok = add(other, driver.EventDisableTiming) && add(other, driver.EventDisableTiming) && ok
+		}
+	})
+	return samples, ok
+}
+
+// holds reports whether l reads every sample right: its context at l.ctxAt, linked into
+// its context's list (a neighbour points back), and an identity of its own.
+func (l *eventLayout) holds(samples []eventSample) bool {
+	obj := make([]uint64, l.words)
+	ids := map[uint64]bool{}
+	for _, s := range samples {
+		linked, ok := (reader{}).eventChain(uintptr(s.e), l, obj) // known good: process_vm_readv will do
+		if !ok || !linked || driver.Context(obj[l.ctxAt]) != s.ctx || ids[obj[l.idAt]] {
+			return false
+		}
+		ids[obj[l.idAt]] = true
+	}
+	return true
 }
 
 // eventChain reads a candidate event's object (the first len(obj) words) and, for each

@@ -200,3 +200,44 @@ func TestALayoutHoldsOnlyWhereEverySampleReadsRight(t *testing.T) {
 		assert.False(t, l.holds(bad), name)
 	}
 }
+
+// fakeEventList makes n event objects of context ctx, laid out as eventLayout{ctxAt: 0,
+// idAt: 1, nextAt: 2, prevAt: 3} and linked in order, with identities 11, 12, ...; kept
+// on the heap (fakeEvents) as fakeStreams are.
+func fakeEventList(ctx uint64, n int) ([]driver.Event, []*[4]uint64) {
+	objs := make([]*[4]uint64, n)
+	hs := make([]driver.Event, n)
+	for i := range objs {
+		objs[i] = &[4]uint64{ctx, 11 + uint64(i)}
+		hs[i] = driver.Event(uintptr(unsafe.Pointer(objs[i])))
+		if i > 0 {
+			objs[i][3] = uint64(hs[i-1])
+			objs[i-1][2] = uint64(hs[i])
+		}
+	}
+	fakeEvents = append(fakeEvents, objs...)
+	return hs, objs
+}
+
+var fakeEvents []*[4]uint64
+
+func TestAnEventLayoutHoldsOnlyWhereEverySampleReadsRight(t *testing.T) {
+	l := eventLayout{ctxAt: 0, idAt: 1, nextAt: 2, prevAt: 3, words: 4}
+	const ctx = 0xc0ffee
+	hs, _ := fakeEventList(ctx, 3)
+	good := []eventSample{{hs[0], ctx}, {hs[1], ctx}, {hs[2], ctx}}
+	assert.True(t, l.holds(good))
+
+	alone, _ := fakeEventList(ctx, 1)
+	broken, objs := fakeEventList(ctx, 2)
+	objs[1][3] = uint64(hs[0]) // its neighbour points elsewhere
+	for name, bad := range map[string][]eventSample{
+		"another context":    {{hs[0], ctx}, {hs[1], ctx + 1}},
+		"in no list":         {{hs[0], ctx}, {alone[0], ctx}},
+		"an identity twice":  {{hs[0], ctx}, {hs[0], ctx}},
+		"an unreadable one":  {{hs[0], ctx}, {driver.Event(unmappedAddr(t)), ctx}},
+		"a broken back link": {{broken[0], ctx}},
+	} {
+		assert.False(t, l.holds(bad), name)
+	}
+}
