@@ -107,7 +107,8 @@ type Bridge struct {
 	contexts map[int]*streams.Context
 }
 
-// New returns a Bridge over drv.
+// New returns a Bridge over drv. With a nil drv, every method of the Bridge returns
+// streams.ErrNil, naming New(nil), rather than panic.
 func New(drv *streams.Driver) *Bridge {
 	return &Bridge{drv: drv, contexts: map[int]*streams.Context{}}
 }
