@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/streambridge/streambridge/internal/driver"
+	"github.com/streambridge/streambridge/internal/sim"
 )
 
 // Streams of contexts other than a device's primary one (issue 26): a green context's
@@ -152,4 +153,40 @@ func TestAGreenStreamMetWhileCapturingLeavesTheCaptureAlone(t *testing.T) {
 			require.Equal(t, driver.Success, d.api.GraphDestroy(graph))
 		}
 	})
+}
+
+// An older driver (the software one reporting CUDA 12.4, a version before
+// cuGreenCtxStreamCreate and cuStreamGetCtx_v2) lacks what is newer: those answer
+// ErrorNotSupported, and everything else works as before. Below MinVersion the setting is
+// refused, naming it.
+func TestAnOlderDriverLacksOnlyWhatIsNewer(t *testing.T) {
+	t.Setenv(sim.VersionSetting, "12040")
+	d := newDriver(sim.New())
+	v, r := d.api.DriverGetVersion()
+	require.Equal(t, driver.Success, r)
+	assert.Equal(t, 12040, v)
+	c := primary(t, d, 0)
+	_, r = d.api.GreenCtxCreate(0)
+	assert.Equal(t, driver.ErrorNotSupported, r, "green contexts need cuGreenCtxStreamCreate (12.5)")
+	theirs := newStream(t, c, StreamOptions{NonBlocking: true})
+	_, _, r = d.api.StreamGetCtx2(driver.Stream(theirs.Handle()))
+	assert.Equal(t, driver.ErrorNotSupported, r)
+	s, err := d.WrapStream(theirs.Handle())
+	require.NoError(t, err)
+	e := newEvent(t, c, EventOptions{DisableTiming: true})
+	require.NoError(t, e.Record(s))
+	require.NoError(t, s.Synchronize())
+	own, r := d.api.CtxCreate(0)
+	require.Equal(t, driver.Success, r, "cuCtxCreate is old")
+	require.Equal(t, driver.Success, d.api.CtxDestroy(own))
+
+	for _, bad := range []string{"11080", "13010", "twelve"} {
+		t.Setenv(sim.VersionSetting, bad)
+		_, err := sim.ReportedVersion()
+		require.Error(t, err, bad)
+		assert.Contains(t, err.Error(), sim.VersionSetting, bad)
+		t.Setenv("STREAMBRIDGE_DRIVER", "sim")
+		_, err = Default()
+		require.ErrorIs(t, err, ErrSetting, bad)
+	}
 }

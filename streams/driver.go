@@ -107,6 +107,9 @@ func Default() (*Driver, error) {
 		if _, err := sim.Layout(); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrSetting, err)
 		}
+		if _, err := sim.ReportedVersion(); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrSetting, err)
+		}
 		return Sim(), nil
 	default:
 		return nil, fmt.Errorf("%w: STREAMBRIDGE_DRIVER=%q: want \"cuda\" (the default) or \"sim\" (the software driver)", ErrSetting, v)

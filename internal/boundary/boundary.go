@@ -141,7 +141,7 @@ var cVerbs = strings.NewReplacer("%#x", "%#llx", "%d", "%llu")
 // NVRTC loaders, the software driver). Go in an extension module sees the environment the
 // process started with, so the Python package hands these over from os.environ.
 var Settings = []string{"STREAMBRIDGE_DRIVER", "STREAMBRIDGE_LIBCUDA", "STREAMBRIDGE_LIBNVRTC",
-	"STREAMBRIDGE_SIM_DEVICES", sim.LayoutSetting, driver.LayoutSetting, "CUDA_HOME"}
+	"STREAMBRIDGE_SIM_DEVICES", sim.LayoutSetting, sim.VersionSetting, driver.LayoutSetting, "CUDA_HOME"}
 
 // StreamFlags are the cuStreamCreateWithPriority flags the C core makes streams with.
 var StreamFlags = []struct {

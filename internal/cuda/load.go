@@ -59,15 +59,12 @@ func load() error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrNoDriver, err)
 	}
-	for _, s := range symbols {
-		addr, err := resolve(s)
-		if err != nil {
-			return fmt.Errorf("%w: %s: %v", ErrNoDriver, s.name, err)
+	for _, e := range driver.EntryPoints {
+		addr, err := resolve(e)
+		if err != nil && !e.Optional {
+			return fmt.Errorf("%w: %s: %v", ErrNoDriver, e.Name, err)
 		}
-		*s.addr = addr
-	}
-	for _, s := range optionalSymbols {
-		*s.addr, _ = resolve(s)
+		*addresses[e.Name] = addr
 	}
 	if r := driver.Result(call(cuInit, 0)); r != driver.Success {
 		return &initError{r}
@@ -77,16 +74,8 @@ func load() error {
 	return nil
 }
 
-// MinVersion is the oldest CUDA driver streambridge works with (1000*major + 10*minor):
-// the newest ABI among the entry points it needs (symbols.go), so that it is stated once
-// and a driver that has them all passes.
-var MinVersion = func() int {
-	v := 0
-	for _, s := range symbols {
-		v = max(v, s.version)
-	}
-	return v
-}()
+// MinVersion is the oldest CUDA driver streambridge works with (driver.MinVersion).
+var MinVersion = driver.MinVersion
 
 // checkVersion refuses a driver older than MinVersion before any symbol is looked up,
 // naming both versions and the entry point that needs the newer one: resolving would fail
@@ -106,9 +95,9 @@ func checkVersion(lib uintptr) error {
 		return nil
 	}
 	newest := ""
-	for _, s := range symbols {
-		if s.version == MinVersion {
-			newest = s.name
+	for _, e := range driver.EntryPoints {
+		if !e.Optional && e.Version == MinVersion {
+			newest = e.Name
 			break
 		}
 	}
@@ -131,22 +120,22 @@ func (e *initError) Unwrap() []error { return []error{ErrNoDriver, e.r} }
 
 // resolver returns how to find a symbol: cuGetProcAddress with the symbol's ABI version
 // where the driver has it (as the CUDA runtime does), else the exported versioned name.
-func resolver(lib uintptr) (func(symbol) (uintptr, error), error) {
+func resolver(lib uintptr) (func(driver.EntryPoint) (uintptr, error), error) {
 	if gpa, err := purego.Dlsym(lib, "cuGetProcAddress_v2"); err == nil {
-		return func(s symbol) (uintptr, error) {
+		return func(e driver.EntryPoint) (uintptr, error) {
 			var fn uintptr
 			var status int32
-			name := cstring(s.name)
+			name := cstring(e.Name)
 			r0, _, _ := purego.SyscallN(gpa, uintptr(unsafe.Pointer(&name[0])), uintptr(unsafe.Pointer(&fn)),
-				uintptr(s.version), getProcAddressLegacyStream, uintptr(unsafe.Pointer(&status)))
+				uintptr(e.Version), getProcAddressLegacyStream, uintptr(unsafe.Pointer(&status)))
 			r := driver.Result(r0)
 			if r != driver.Success || fn == 0 {
-				return purego.Dlsym(lib, s.export)
+				return purego.Dlsym(lib, e.Export)
 			}
 			return fn, nil
 		}, nil
 	}
-	return func(s symbol) (uintptr, error) { return purego.Dlsym(lib, s.export) }, nil
+	return func(e driver.EntryPoint) (uintptr, error) { return purego.Dlsym(lib, e.Export) }, nil
 }
 
 func describe(r driver.Result) (string, string, bool) {

@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/streambridge/streambridge/internal/driver"
 )
 
 // The oldest driver is the newest ABI among the entry points resolved: CUDA 12.0 today
@@ -36,4 +38,13 @@ func TestAnOlderDriverIsRefusedByVersion(t *testing.T) {
 	require.ErrorIs(t, err, ErrNoDriver)
 	assert.EqualError(t, err, "no CUDA driver: the CUDA driver is version 11.8; streambridge needs 12.0 or newer "+
 		"(cuStreamGetId): update the NVIDIA driver")
+}
+
+// Every entry point of the one table has the variable its address is kept in, and no other
+// variable is kept.
+func TestEveryEntryPointHasItsAddress(t *testing.T) {
+	for _, e := range driver.EntryPoints {
+		assert.NotNil(t, addresses[e.Name], e.Name)
+	}
+	assert.Len(t, addresses, len(driver.EntryPoints))
 }

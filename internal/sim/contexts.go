@@ -50,6 +50,10 @@ func (d *Driver) CtxDestroy(h driver.Context) driver.Result {
 }
 
 func (d *Driver) GreenCtxCreate(dev driver.Device) (driver.GreenContext, driver.Result) {
+	if d.lacks("cuDeviceGetDevResource") || d.lacks("cuDevResourceGenerateDesc") || d.lacks("cuGreenCtxCreate") ||
+		d.lacks("cuGreenCtxStreamCreate") { // as the real driver's GreenCtxCreate needs them all
+		return 0, driver.ErrorNotSupported
+	}
 	d.mu.Lock()
 	v, r := d.device(dev)
 	d.mu.Unlock()
@@ -112,6 +116,9 @@ func (d *Driver) CtxFromGreenCtx(g driver.GreenContext) (driver.Context, driver.
 
 // StreamGetCtx2 leaves a capture alone, unlike StreamGetCtx (seen on an H100, driver 580).
 func (d *Driver) StreamGetCtx2(h driver.Stream) (driver.Context, driver.GreenContext, driver.Result) {
+	if d.lacks("cuStreamGetCtx_v2") {
+		return 0, 0, driver.ErrorNotSupported
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	s, r := d.stream(h)

@@ -25,9 +25,33 @@ import (
 	"github.com/streambridge/streambridge/internal/driver"
 )
 
-// Version is what DriverGetVersion reports: the driver API level whose semantics this
-// package follows.
+// Version is what DriverGetVersion reports where STREAMBRIDGE_SIM_VERSION does not say
+// otherwise: the driver API level whose semantics this package follows.
 const Version = 13000
+
+// VersionSetting names the environment variable that makes the software driver report an
+// older CUDA version (as 1000*major + 10*minor, from driver.MinVersion to Version) and
+// answer CUDA_ERROR_NOT_SUPPORTED from the optional entry points newer than it
+// (driver.EntryPoints), as such a driver lacks them.
+const VersionSetting = "STREAMBRIDGE_SIM_VERSION"
+
+// ReportedVersion is the version STREAMBRIDGE_SIM_VERSION names (Version when unset); an
+// error, naming the setting, for anything else.
+func ReportedVersion() (int, error) {
+	v := os.Getenv(VersionSetting)
+	if v == "" {
+		return Version, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < driver.MinVersion || n > Version {
+		return 0, fmt.Errorf("%s=%q: want a CUDA version as 1000*major + 10*minor, from %d (the oldest streambridge works with) to %d",
+			VersionSetting, v, driver.MinVersion, Version)
+	}
+	return n, nil
+}
+
+// lacks reports whether the version reported is older than the entry point named.
+func (d *Driver) lacks(name string) bool { return d.version < driver.EntryVersion(name) }
 
 // Driver is one software driver instance, with its own devices and objects.
 type Driver struct {
@@ -46,6 +70,7 @@ type Driver struct {
 	// checks answer ErrorNotSupported, the memory descriptions are not OK.
 	unlearnable bool
 	layout      objLayout // where its objects keep their words (memory_objects.go)
+	version     int       // what DriverGetVersion reports (ReportedVersion)
 }
 
 type device struct {
@@ -189,6 +214,9 @@ func New() *Driver {
 	d.unlearnable, _ = driver.Unlearnable() // streams.Default refuses a bad value before
 	n, _ = Layout()                         // and a bad layout
 	d.layout = layouts[n]
+	if d.version, err = ReportedVersion(); err != nil { // and a bad version
+		d.version = Version
+	}
 	return d
 }
 
@@ -270,7 +298,7 @@ func gone(h uintptr) {
 // GoneExitCode is the exit status of a process the software driver ended (see live).
 const GoneExitCode = 86
 
-func (d *Driver) DriverGetVersion() (int, driver.Result) { return Version, driver.Success }
+func (d *Driver) DriverGetVersion() (int, driver.Result) { return d.version, driver.Success }
 
 func (d *Driver) DeviceGetCount() (int, driver.Result) { return len(d.devices), driver.Success }
 
