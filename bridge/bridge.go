@@ -107,10 +107,12 @@ type Bridge struct {
 	contexts map[int]*streams.Context
 }
 
-// New returns a Bridge over drv. With a nil drv, every method of the Bridge returns
-// streams.ErrNil, naming New(nil), rather than panic.
-func New(drv *streams.Driver) *Bridge {
-	return &Bridge{drv: drv, contexts: map[int]*streams.Context{}}
+// New returns a Bridge over drv; an error matching streams.ErrNil where drv is nil.
+func New(drv *streams.Driver) (*Bridge, error) {
+	if drv == nil {
+		return nil, fmt.Errorf("%w: bridge.New needs a driver (streams.Default, streams.CUDA or streams.Sim)", streams.ErrNil)
+	}
+	return &Bridge{drv: drv, contexts: map[int]*streams.Context{}}, nil
 }
 
 var (
@@ -133,7 +135,7 @@ func Default() (*Bridge, error) {
 		var drv *streams.Driver
 		drv, defaultErr = streams.Default()
 		if defaultErr == nil {
-			defaultBridge = New(drv)
+			defaultBridge, defaultErr = New(drv)
 		}
 	})
 	if now := os.Getenv("STREAMBRIDGE_DRIVER"); defaultErr != nil && now != defaultSetting {
@@ -152,14 +154,13 @@ func (b *Bridge) Driver() *streams.Driver {
 	return b.drv
 }
 
-// valid is streams.ErrNil for a nil Bridge or one made by New(nil): the first check of
-// each of its methods.
+// valid is streams.ErrNil for a nil or zero Bridge: the first check of each of its methods.
 func (b *Bridge) valid() error {
 	switch {
 	case b == nil:
 		return streams.ErrNil
 	case b.drv == nil || b.contexts == nil:
-		return fmt.Errorf("%w: a bridge with no driver (New(nil), or a zero Bridge)", streams.ErrNil)
+		return fmt.Errorf("%w: a zero Bridge has no driver (make one with New)", streams.ErrNil)
 	}
 	return nil
 }

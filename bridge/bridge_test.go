@@ -14,7 +14,8 @@ import (
 )
 
 func newBridge(t *testing.T, d *streams.Driver) *Bridge {
-	b := New(d)
+	b, err := New(d)
+	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, b.Close()) })
 	return b
 }

@@ -11,7 +11,7 @@ import (
 // wrongly is an error. On the software driver, so that it runs everywhere.
 func ExampleBridge_Stream() {
 	d := streams.Sim()
-	b := bridge.New(d)
+	b, _ := bridge.New(d) // an error only where d is nil
 	defer b.Close()
 	dev, _ := d.Device(1)
 	ctx, _ := dev.PrimaryContext()

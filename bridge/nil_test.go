@@ -11,10 +11,14 @@ import (
 	"github.com/streambridge/streambridge/streams"
 )
 
-// A nil Bridge, one made by New(nil) and a zero one: every method returns streams.ErrNil
+// New(nil) is an error; a nil Bridge and a zero one: every method returns streams.ErrNil
 // (or nothing), none panics; Array.Expect without a stream likewise.
 func TestNilBridgesGetErrorsNotPanics(t *testing.T) {
-	for name, b := range map[string]*Bridge{"nil": nil, "New(nil)": New(nil), "zero": {}} {
+	none, err := New(nil)
+	require.ErrorIs(t, err, streams.ErrNil)
+	assert.Nil(t, none)
+	assert.Contains(t, err.Error(), "bridge.New needs a driver")
+	for name, b := range map[string]*Bridge{"nil": nil, "zero": {}} {
 		t.Run(name, func(t *testing.T) {
 			_, err := b.Stream(0x1000, Options{})
 			assert.ErrorIs(t, err, streams.ErrNil)

@@ -19,7 +19,8 @@ func vector(b *streams.Buffer, device, n int) string {
 
 func TestSaxpyOnAForeignStream(t *testing.T) {
 	testdrivers.Each(t, func(t *testing.T, d *streams.Driver) {
-		b := bridge.New(d)
+		b, err := bridge.New(d)
+		require.NoError(t, err)
 		t.Cleanup(func() { b.Close() })
 		c := testdrivers.Primary(t, d, 0)
 		theirs := testdrivers.Stream(t, c, streams.StreamOptions{NonBlocking: true}) // stands in for torch's
@@ -54,7 +55,8 @@ func TestSaxpyOnAForeignStream(t *testing.T) {
 
 func TestSaxpyRefusesBadArguments(t *testing.T) {
 	testdrivers.Each(t, func(t *testing.T, d *streams.Driver) {
-		b := bridge.New(d)
+		b, err := bridge.New(d)
+		require.NoError(t, err)
 		t.Cleanup(func() { b.Close() })
 		c := testdrivers.Primary(t, d, 0)
 		s := testdrivers.Stream(t, c, streams.StreamOptions{})

@@ -43,7 +43,8 @@ func main() {
 	must(consumer.Synchronize())
 
 	// A handle another framework gave you (torch's cuda_stream, CuPy's ptr, ...), with bridge:
-	b := bridge.New(d)
+	b, err := bridge.New(d)
+	must(err)
 	defer b.Close()
 	theirs, err := b.Stream(producer.Handle(), bridge.Options{}) // proven live; its device read from it
 	must(err)
