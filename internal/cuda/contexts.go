@@ -46,7 +46,7 @@ func (*Driver) CtxCreate(d driver.Device) (driver.Context, driver.Result) {
 		return 0, res(r)
 	}
 	if r := res(call(cuCtxSetCurrent, uintptr(prev))); r != driver.Success {
-		call(cuCtxDestroy, uintptr(c))
+		callReentrant(cuCtxDestroy, -1, uintptr(c))
 		return 0, r
 	}
 	return driver.Context(c), driver.Success

@@ -61,7 +61,7 @@ func load() error {
 	}
 	for _, e := range driver.EntryPoints {
 		addr, err := resolve(e)
-		if err != nil && !e.Optional {
+		if err != nil && e.Flags&driver.Optional == 0 {
 			return fmt.Errorf("%w: %s: %v", ErrNoDriver, e.Name, err)
 		}
 		*addresses[e.Name] = addr
@@ -96,7 +96,7 @@ func checkVersion(lib uintptr) error {
 	}
 	newest := ""
 	for _, e := range driver.EntryPoints {
-		if !e.Optional && e.Version == MinVersion {
+		if e.Flags&driver.Optional == 0 && e.Version == MinVersion {
 			newest = e.Name
 			break
 		}
