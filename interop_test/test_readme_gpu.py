@@ -1,5 +1,5 @@
-"""The README's GPU programs (torch and CuPy; a Go function of one's own on torch's data) run
-as shown."""
+"""The GPU programs of the README and docs/ (torch and CuPy; a Go function of one's own on
+torch's data) run as shown."""
 
 import pathlib
 import re
@@ -9,9 +9,10 @@ import sys
 import pytest
 from _interop import framework
 
-README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
-# The README's programs that need a GPU: those that use torch.
-BLOCKS = [b for b in re.findall(r"^```python\n(.*?)^```$", README.read_text(), flags=re.S | re.M) if "torch" in b]
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+TEXT = "\n".join(p.read_text() for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))])
+# The programs of the README and the documentation that need a GPU: those that use torch.
+BLOCKS = [b for b in re.findall(r"^```python\n(.*?)^```$", TEXT, flags=re.S | re.M) if "torch" in b]
 
 
 def test_the_readme_has_its_two_gpu_programs():

@@ -7,7 +7,7 @@
 # its header folders (space-separated), EXT_SUFFIX its extension suffix, such as
 # .cpython-312-x86_64-linux-gnu.so. No -lpython: an extension's symbols resolve at import.
 # STREAMBRIDGE_GO_PACKAGES: more Go packages (import paths or ./dirs, space-separated) to
-# export in the same module, each then importable as streambridge.ext.<name> (README, "Your
+# export in the same module, each then importable as streambridge.ext.<name> (docs/go-functions.md, "Your
 # own Go kernels"): one Go runtime in the process, one bridge shared with streambridge.
 # STREAMBRIDGE_GO_MODULES: the folders of the modules those packages live in, where not in
 # this one: for the build, go.mod requires each (replaced by its folder); go.mod and go.sum

@@ -1,7 +1,7 @@
 // Package gokernels is an example of your own Go package of GPU kernels, exported to Python
 // with gopy next to streambridge: a stream from PyTorch, CuPy or cuda.core goes in, and the
 // kernel this package launches runs on it, in order with the framework's work before and
-// after. README ("Your own Go kernels") says how to build one like it into the wheel.
+// after. docs/go-functions.md says how to build one like it into the wheel.
 //
 // From Python, call it through streambridge.go_function, which hands over a stream-like
 // argument as its validated handle and an array (anything with __cuda_array_interface__ or

@@ -1,4 +1,4 @@
-// Command hello is the README's first Go program: one stream waits for another's work, a
+// Command hello is the first Go program of docs/go.md: one stream waits for another's work, a
 // host function runs in stream order, and a handle from elsewhere is proven a live stream
 // (or refused) before the driver sees it. Where there is no GPU, run it on the software
 // driver: STREAMBRIDGE_DRIVER=sim go run ./examples/hello

@@ -10,13 +10,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The README shows this program whole, so what it shows compiles and runs.
-func TestTheReadmeShowsThisProgram(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+// docs/go.md shows this program whole, so what it shows compiles and runs.
+func TestTheDocsShowThisProgram(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/go.md")
 	require.NoError(t, err)
 	src, err := os.ReadFile("main.go")
 	require.NoError(t, err)
-	assert.Contains(t, string(readme), "```go\n"+string(src)+"```\n")
+	assert.Contains(t, string(doc), "```go\n"+string(src)+"```\n")
 }
 
 func TestItRunsOnTheSoftwareDriver(t *testing.T) {

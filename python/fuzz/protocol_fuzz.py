@@ -1,6 +1,8 @@
 """Fuzzes what streambridge reads from objects it is handed (atheris): the __cuda_stream__
 protocol (the C core's reader and the Python one), stream and event handles, stream-like
-attributes and __cuda_array_interface__ dicts. Every input must give a result or a typed
+attributes and __cuda_array_interface__ dicts, and the arguments around them (devices,
+priorities, flags, options, what a stream waits on or an event is recorded on, elapsed
+time's events, a module's options). Every input must give a result or a typed
 error (TypeError, ValueError and the package's own); anything else, and a handle that
 reaches the software driver unproven (which ends the process, exit status 86), is a
 finding.
@@ -80,6 +82,21 @@ def one(data: bytes) -> None:
         lambda v: sb.ExternalStream(v, value(fdp)),
         lambda v: sb.Event.from_handle(v),
         lambda v: _array.array_info(Speaks(v)),
+        lambda v: sb.Stream(non_blocking=v),
+        lambda v: sb.Stream(priority=v),
+        lambda v: sb.Stream(device=v),
+        lambda v: sb.Stream(null=v, ptds=value(fdp)),
+        lambda v: sb.Event(disable_timing=v, blocking=value(fdp)),
+        lambda v: sb.Event(enable_timing=v, interprocess=value(fdp)),
+        lambda v: sb.Device(v),
+        lambda v: OWNER.wait(v),
+        lambda v: OWNER.wait_stream(v),
+        lambda v: OWNER.wait_event(v),
+        lambda v: EVENT.record(v),
+        lambda v: EVENT.wait(v),
+        lambda v: sb.get_elapsed_time(v, EVENT),
+        lambda v: sb.Module('extern "C" __global__ void k() {}', options=v),
+        lambda v: sb.Module(v),
     ]
     call = calls[fdp.ConsumeIntInRange(0, len(calls) - 1)]
     try:

@@ -1,6 +1,6 @@
 """Go packages of your own, built into streambridge's native module next to it.
 
-Build the wheel with ``STREAMBRIDGE_GO_PACKAGES`` naming them (README, "Your own Go
+Build the wheel with ``STREAMBRIDGE_GO_PACKAGES`` naming them (docs/go-functions.md, "Your own Go
 kernels"); then ``from streambridge.ext import gokernels`` is gopy's module for package
 ``gokernels``, and :func:`streambridge.go_function` lets its functions take streams and
 arrays of any framework. One Go runtime serves them all, and they share streambridge's

@@ -25,7 +25,7 @@ def two_devices(driver_name) -> None:
     """Skips, saying so, where there is no device 1 (one GPU); the software driver has two."""
     try:
         streambridge.Stream(device=1).close()
-    except ValueError as e:  # the README's promise for a device the driver does not have
+    except ValueError as e:  # the documented promise (docs/python.md) for a device the driver does not have
         if "no such device" not in str(e):
             raise
         pytest.skip(f"SKIP: needs two devices, the {driver_name} driver has one: {e}")

@@ -1,7 +1,7 @@
 """The stream behaviours CuPy's and cuda.core's own tests state
 (CuPy: tests/cupy_tests/cuda_tests/test_stream.py; cuda.core: cuda_core/tests/test_stream.py),
 checked on streambridge's classes, so code written against either behaves the same here.
-Where streambridge differs on purpose, the test says so and the README's "Where streambridge
+Where streambridge differs on purpose, the test says so and docs/python.md's "Where streambridge
 differs" lists it. interop_test/test_mirrors_gpu.py runs the same scenarios on CuPy and
 cuda.core themselves beside ours on the GPU machine."""
 

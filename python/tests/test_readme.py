@@ -1,4 +1,5 @@
-"""The README's first Python program runs as shown, on the software driver."""
+"""The README's first Python program, and the documentation's examples (docs/), run as
+shown, on the software driver."""
 
 import os
 import pathlib
@@ -6,12 +7,21 @@ import re
 import subprocess
 import sys
 
-README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+# The README, then the documentation's pages, in the order of the site (mkdocs.yml).
+PAGES = [ROOT / "README.md"] + [ROOT / "docs" / page for page in re.findall(r"^\s*- [^:]+: (\S+\.md)$",
+                                                                         (ROOT / "mkdocs.yml").read_text(), flags=re.M)
+                                 if (ROOT / "docs" / page).exists()]
+TEXT = "\n".join(page.read_text() for page in PAGES)
 
 
 def python_blocks():
-    """The README's ```python blocks, in order."""
-    return re.findall(r"^```python\n(.*?)^```$", README.read_text(), flags=re.S | re.M)
+    """The ```python blocks of the README and the documentation, in order."""
+    return re.findall(r"^```python\n(.*?)^```$", TEXT, flags=re.S | re.M)
+
+
+def test_every_page_of_the_documentation_is_on_the_site():
+    assert sorted(p.name for p in PAGES[1:]) == sorted(p.name for p in (ROOT / "docs").glob("*.md"))
 
 
 def test_the_first_program_runs_on_the_software_driver():
@@ -34,7 +44,7 @@ def test_help_opens_with_an_example_that_runs():
 
 def test_the_explain_example_prints_what_the_readme_shows():
     block = next(b for b in python_blocks() if "sb.explain(" in b)
-    shown = re.search(r"^```text\n(.*?)^```$", README.read_text().split(block, 1)[1], flags=re.S | re.M).group(1)
+    shown = re.search(r"^```text\n(.*?)^```$", TEXT.split(block, 1)[1], flags=re.S | re.M).group(1)
     env = dict(os.environ, STREAMBRIDGE_DRIVER="sim")
     p = subprocess.run([sys.executable, "-c", block], capture_output=True, text=True, timeout=60, env=env)
     assert p.returncode == 0, p.stderr
