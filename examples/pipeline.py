@@ -35,11 +35,13 @@ extern "C" __global__ void axpb(float *y, const float *x, float a, float b, long
 
 def gpu_available() -> str:
     """Empty if the GPU pipeline can run, else why not."""
-    try:
-        import cupy  # noqa: F401
-        import torch
-    except ImportError as e:
-        return f"torch and CuPy are needed for the GPU pipeline ({e})"
+    import importlib.util
+
+    missing = [name for name, module in (("torch", "torch"), ("CuPy", "cupy")) if importlib.util.find_spec(module) is None]
+    if missing:
+        return f"torch and CuPy are needed for the GPU pipeline; this Python has no {' and no '.join(missing)}"
+    import torch
+
     if not torch.cuda.is_available():
         return "no CUDA device"
     import streambridge

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,7 +29,8 @@ func main() {
 func run() error {
 	d, err := streams.Default()
 	if errors.Is(err, streams.ErrNoDriver) {
-		fmt.Printf("No CUDA driver here (%v).\n", err)
+		_, why := streams.CUDA() // the reason alone, without Default's advice to set what the demo falls back to itself
+		fmt.Printf("No CUDA driver here: %s.\n", strings.TrimPrefix(why.Error(), streams.ErrNoDriver.Error()+": "))
 		fmt.Println("Running on the software driver: stream ordering, events, host callbacks and graph")
 		fmt.Println("replay are real; no kernel runs, and none is pretended.")
 		d = streams.Sim()

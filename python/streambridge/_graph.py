@@ -12,13 +12,21 @@ from ._tables import OBJECT_GRAPH
 
 class Graph:
     """A captured, instantiated CUDA graph (CUgraphExec), as CuPy's ``cuda.Graph``. Made by
-    :meth:`Stream.end_capture`; it cannot be made from a key."""
+    :meth:`Stream.end_capture`; it cannot be made from a key, and its state cannot be
+    written from outside."""
 
-    _key: int = 0
-    _device: int = 0
+    __slots__ = ("_key", "_device", "__weakref__")
+    _key: int
+    _device: int
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError("a Graph is made by Stream.end_capture()")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"a Graph's attributes are its own: {name} cannot be set")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"a Graph's attributes are its own: {name} cannot be deleted")
 
     def __reduce__(self) -> Any:
         raise TypeError("a Graph cannot be pickled or copied: it is this process's CUDA graph, and its key would "
@@ -27,8 +35,8 @@ class Graph:
     @classmethod
     def _made(cls, key: int, device: int) -> "Graph":
         self = cls.__new__(cls)
-        self._key = key
-        self._device = device
+        object.__setattr__(self, "_key", key)
+        object.__setattr__(self, "_device", device)
         return self
 
     def launch(self, stream: Any = None) -> None:
@@ -42,7 +50,8 @@ class Graph:
 
     def close(self) -> None:
         """Destroy the executable graph (cuGraphExecDestroy); launches in flight finish."""
-        key, self._key = self._key, 0
+        key = getattr(self, "_key", 0)
+        object.__setattr__(self, "_key", 0)
         if key:
             _core.release(key, OBJECT_GRAPH)
 

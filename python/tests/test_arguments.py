@@ -116,6 +116,24 @@ def test_a_kernels_function_is_set_once_and_read_only():
         kernel._launch(sb.Stream(), (1, 1, 1), (1, 1, 1), 0, ())
 
 
+def test_a_graphs_state_cannot_be_written():
+    """A Graph's key and device are its own: set when end_capture makes it, never from
+    outside (a forged key would name another graph of this process)."""
+    s = sb.Stream(non_blocking=True)
+    s.begin_capture()
+    s.record()
+    g = s.end_capture()
+    for name in ("_key", "_device", "anything"):
+        with pytest.raises(AttributeError):
+            setattr(g, name, 1)
+    with pytest.raises(AttributeError):
+        del g._key
+    g.launch(s)
+    s.synchronize()
+    g.close()
+    g.close()  # idempotent
+
+
 def test_graphs_and_modules_do_not_pickle():
     """A Graph's or Module's key names this process's object: pickled and loaded elsewhere,
     it would name another one (a Graph pickled, and launched another process's graph)."""
