@@ -37,7 +37,7 @@ PATH="$PWD/build/bin:$PATH" go tool gopy build -vm="${GOPY_PYTHON:-/usr/bin/pyth
 cflags=""
 for dir in $include; do cflags="$cflags -I$dir"; done
 sed -i "s|^#cgo CFLAGS: .*|#cgo CFLAGS:$cflags -Wno-error -Wno-implicit-function-declaration -Wno-int-conversion|; s|^#cgo LDFLAGS: .*|#cgo LDFLAGS: -ldl -lm|" "$gen/sbnative.go"
-cp python/native/*.c python/native/*.h "$gen/" # the object core, built into the same extension
+cp python/native/*.c python/native/*.inc python/native/*.h "$gen/" # the object core (core.c and the parts it includes), built into the same extension
 rm -f "$gen"/_sbnative*.so "$gen"/_sbnative*.h
 (cd "$gen" && go build -mod=mod -buildmode=c-shared -o "_sbnative$suffix" .)
 rm -f "$out"/_sbnative*.so "$out"/*.py
