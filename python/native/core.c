@@ -64,6 +64,13 @@
 #include <unistd.h>
 
 #include "tables.h"
+/* The Go exports the core calls (pyshim_*), as cgo declares them from gopy's generated Go:
+ * declared once, there, so that a call that does not match its export does not compile
+ * (the warnings gopy's own C needs silenced are errors here). */
+#pragma GCC diagnostic error "-Wint-conversion"
+#pragma GCC diagnostic error "-Wimplicit-function-declaration"
+#pragma GCC diagnostic error "-Wincompatible-pointer-types"
+#include "_cgo_export.h"
 
 #include "errors.inc"
 #include "gate.inc"
