@@ -21,10 +21,10 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
-	"unsafe"
 
 	"github.com/streambridge/streambridge/bridge"
 	"github.com/streambridge/streambridge/internal/boundary"
@@ -219,34 +219,25 @@ func WrapStream(handle uint64, device int, convention int, vouched bool) (int64,
 	return store(boundary.ObjectStream, s), nil
 }
 
-// CheckStream validates a foreign stream handle as WrapStream does and returns its device,
-// keeping nothing; where idOut is not 0 it is the address of a uint64 that receives the
-// stream's identity (the value of cuStreamGetId, read by the check; 0 for the special
-// handles, and for a vouched handle that could not be proven). The C core checks each
-// borrowed handle so when it is wrapped, and verifies the identity before every use
-// (VerifyStream).
+// CheckStream validates a foreign stream handle as WrapStream does, keeping nothing, and
+// returns its device and identity as "device id" (the value of cuStreamGetId, read by the
+// check; 0 for the special handles, and for a vouched handle that could not be proven).
+// The C core checks each borrowed handle so when it is wrapped, and verifies the identity
+// before every use (VerifyStream). Answers are returned, never written to an address a
+// caller passes: these exports are reachable from Python too.
 //
 //streambridge:keepgil
-func CheckStream(handle uint64, device int, convention int, idOut uint64, vouched bool) (int, error) {
+func CheckStream(handle uint64, device int, convention int, vouched bool) (string, error) {
 	b, err := driver()
 	if err != nil {
-		return 0, err
+		return "", err
 	}
 	dev, id, err := b.Identity(uintptr(handle), bridge.Options{Device: bridge.OnDevice(device), Convention: bridge.Convention(convention),
 		Vouched: vouched})
 	if err != nil {
-		return 0, err
+		return "", err
 	}
-	out(idOut, id)
-	return dev.Ordinal(), nil
-}
-
-// out writes v to a C caller's out-parameter: addr is the address of a uint64, or 0 for
-// none. gopy passes integers, not pointers, so the address travels as one.
-func out(addr, v uint64) {
-	if addr != 0 {
-		*(*uint64)(*(*unsafe.Pointer)(unsafe.Pointer(&addr))) = v
-	}
+	return fmt.Sprintf("%d %d", dev.Ordinal(), id), nil
 }
 
 // VerifyStream checks that a borrowed handle is still the live stream of identity id (see
@@ -263,19 +254,19 @@ func VerifyStream(handle, id uint64) (bool, error) {
 	return done(b.Driver().VerifyStream(uintptr(handle), id))
 }
 
-// CheckEvent proves a foreign event handle live (streams.Driver.EventIdentity) and returns
-// its device, keeping nothing; where device is not -1 the event must be on it. Where idOut
-// is not 0 it is the address of a uint64 that receives the event's identity. The C core
-// checks a borrowed event so when it is wrapped (Event.from_handle) and verifies the
-// identity before every use (VerifyEvent). vouched: where the driver's layout cannot be
-// learned, the handle is taken on the word of whoever made the wrapper (streams.Vouched),
-// on the stated device, or else the current context's, with boundary.VouchedEventID.
+// CheckEvent proves a foreign event handle live (streams.Driver.EventIdentity), keeping
+// nothing, and returns its device and identity as "device id"; where device is not -1 the
+// event must be on it. The C core checks a borrowed event so when it is wrapped
+// (Event.from_handle) and verifies the identity before every use (VerifyEvent). vouched:
+// where the driver's layout cannot be learned, the handle is taken on the word of whoever
+// made the wrapper (streams.Vouched), on the stated device, or else the current context's,
+// with boundary.VouchedEventID.
 //
 //streambridge:keepgil
-func CheckEvent(handle uint64, device int, idOut uint64, vouched bool) (int, error) {
+func CheckEvent(handle uint64, device int, vouched bool) (string, error) {
 	b, err := driver()
 	if err != nil {
-		return 0, err
+		return "", err
 	}
 	var opts []streams.WrapOption
 	if vouched {
@@ -283,17 +274,15 @@ func CheckEvent(handle uint64, device int, idOut uint64, vouched bool) (int, err
 	}
 	dev, id, err := b.Driver().EventIdentity(uintptr(handle), opts...)
 	if err != nil {
-		return 0, err
+		return "", err
 	}
 	if id == boundary.VouchedEventID && device >= 0 { // nothing read from the event to disagree with
-		out(idOut, id)
-		return device, nil
+		return fmt.Sprintf("%d %d", device, id), nil
 	}
 	if device >= 0 && device != dev.Ordinal() {
-		return 0, &bridge.DeviceMismatchError{Handle: uintptr(handle), Stated: device, Actual: dev.Ordinal(), Event: true}
+		return "", &bridge.DeviceMismatchError{Handle: uintptr(handle), Stated: device, Actual: dev.Ordinal(), Event: true}
 	}
-	out(idOut, id)
-	return dev.Ordinal(), nil
+	return fmt.Sprintf("%d %d", dev.Ordinal(), id), nil
 }
 
 // VerifyEvent checks that a borrowed event handle is still the live event of identity id
@@ -575,45 +564,44 @@ func ReadWords(addr uint64, n int) (string, error) {
 	return hex.EncodeToString(buf), nil
 }
 
-// StreamMemory writes where the driver's stream objects are and how they name themselves
-// to addr, the address of len(boundary.StreamMemoryFields) uint64s (see driver.StreamMemory):
-// the C core proves new handles and verifies borrowed streams' identities with them. False
-// where none is known (no check has run yet, or no layout was found).
+// StreamMemory is where the driver's stream objects are and how they name themselves, as
+// the len(boundary.StreamMemoryFields) words of driver.StreamMemory in decimal, separated by
+// spaces: the C core proves new handles and verifies borrowed streams' identities with
+// them. Empty where none is known (no check has run yet, or no layout was found).
 //
 //streambridge:keepgil
-func StreamMemory(addr uint64) bool {
+func StreamMemory() string {
 	b, err := driver()
 	if err != nil {
-		return false
+		return ""
 	}
 	m := b.Driver().StreamMemory()
-	return outWords(addr, boundary.StreamMemoryWords(m), m.OK)
+	return words(boundary.StreamMemoryWords(m), m.OK)
 }
 
-// outWords writes words to a C caller's array at addr, where ok; false where not, or addr
-// is 0.
-func outWords(addr uint64, words []uint64, ok bool) bool {
-	if !ok || addr == 0 {
-		return false
+// words spells words in decimal, separated by spaces, where ok; empty where not.
+func words(ws []uint64, ok bool) string {
+	if !ok {
+		return ""
 	}
-	for i, v := range words {
-		out(addr+8*uint64(i), v)
+	s := make([]string, len(ws))
+	for i, w := range ws {
+		s[i] = strconv.FormatUint(w, 10)
 	}
-	return true
+	return strings.Join(s, " ")
 }
 
-// EventMemory writes where the driver's event objects are and how they name themselves to
-// addr, the address of len(boundary.EventMemoryFields) uint64s (see driver.EventMemory), as
-// StreamMemory does for streams. False where none is known.
+// EventMemory is where the driver's event objects are and how they name themselves (see
+// driver.EventMemory), spelled as StreamMemory spells streams'. Empty where none is known.
 //
 //streambridge:keepgil
-func EventMemory(addr uint64) bool {
+func EventMemory() string {
 	b, err := driver()
 	if err != nil {
-		return false
+		return ""
 	}
 	m := b.Driver().EventMemory()
-	return outWords(addr, boundary.EventMemoryWords(m), m.OK)
+	return words(boundary.EventMemoryWords(m), m.OK)
 }
 
 // ValidationReads says how handle checks read memory now: "loads" (Go's SIGSEGV handler

@@ -67,3 +67,28 @@ def test_the_typed_user_script_runs():
     import typed_use
 
     assert typed_use.main()[0] == "callback ran"
+
+
+def test_the_go_exports_answer_and_write_to_no_address():
+    """The Go exports the C core asks (reachable from Python too) return their answers;
+    none takes an address to write to, so no Python call can make Go write anywhere."""
+    import inspect
+
+    import pytest
+
+    import streambridge as sb
+    from streambridge._native import pyshim
+
+    owner = sb.Stream(non_blocking=True)
+    sb.ExternalStream(owner.ptr)  # a wrap: the layout is learned
+    assert all(w.isdigit() for w in pyshim.StreamMemory().split())
+    device, ident = map(int, pyshim.CheckStream(owner.ptr, -1, 0, False).split())
+    assert device == owner.device_id and ident != 0
+    with pytest.raises(sb.InvalidHandleError):
+        pyshim.CheckStream(0xDEADBEEF, -1, 0, False)
+    for name, fn in vars(pyshim).items():
+        if inspect.isfunction(fn) and not name.startswith("_"):
+            params = set(inspect.signature(fn).parameters)
+            assert not params & {"idOut", "out", "outAt"}, name
+            assert "addr" not in params or name == "ReadWords", name  # ReadWords reads, fault-safely
+    owner.close()
