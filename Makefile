@@ -69,16 +69,26 @@ docs: $(AUDITWHEEL)
 	cp RATIONALE.md CONTRIBUTING.md build/docs/ && cp bench/RESULTS.md build/docs/bench/
 	build/tools-venv/bin/mkdocs build --strict -q
 
-wheel: $(AUDITWHEEL)
+# What the wheel is built from: a wheel newer than all of it is not built again (make demo
+# then make test builds it once).
+WHEEL_INPUTS := $(shell git ls-files -- '*.go' '*.c' '*.h' '*.inc' 'python/streambridge/*' 'scripts/*' go.mod go.sum \
+	pyproject.toml setup.py 2>/dev/null)
+WHEEL_STAMP = build/wheel-$(PYTAG).stamp
+
+wheel: $(WHEEL_STAMP)
+	@ls dist/*-$(PYTAG)-manylinux_*.whl 2>/dev/null || { rm -f $(WHEEL_STAMP) && $(MAKE) --no-print-directory $(WHEEL_STAMP); }
+	@ls dist/*-$(PYTAG)-manylinux_*.whl
+
+$(WHEEL_STAMP): $(WHEEL_INPUTS) | $(AUDITWHEEL)
 	@echo "building the wheel for $(PYTAG): gopy, then the native module (about 30 s; log: build/wheel.log)"
-	rm -rf build/lib* build/bdist.* dist/streambridge-*-$(PYTAG)-*.whl && mkdir -p build
+	rm -rf build/lib* build/bdist.* dist/streambridge-*-$(PYTAG)-*.whl $@ && mkdir -p build
 	$(WHEEL_BUILD) >build/wheel.log 2>&1 || (cat build/wheel.log; exit 1)
 	$(MANYLINUX) dist/streambridge-*-$(PYTAG)-linux_x86_64.whl >>build/wheel.log 2>&1 || (cat build/wheel.log; exit 1)
 	rm dist/streambridge-*-$(PYTAG)-linux_x86_64.whl
-	@ls dist/*-$(PYTAG)-manylinux_*.whl
+	touch $@
 
 # A wheel for the GPU machine's CPython 3.12, from its headers.
-wheel-cp312: $(AUDITWHEEL)
+wheel-cp312: | $(AUDITWHEEL)
 	@test -f $(PY312_HEADERS) || { echo "wheel-cp312 needs CPython 3.12's headers: a .tgz of /usr/include/python3.12 and /usr/include/x86_64-linux-gnu/python3.12 (PY312_HEADERS=$(PY312_HEADERS) is missing; ../shared/device/README.md says how it was made)"; exit 1; }
 	@echo "building the wheel for cp312 from $(PY312_HEADERS) (about 30 s; log: build/wheel.log)"
 	rm -rf build/py312 build/lib* build/bdist.* dist/streambridge-*-cp312-*.whl && mkdir -p build/py312 && tar -xzf $(PY312_HEADERS) -C build/py312
