@@ -22,7 +22,7 @@ import (
 // point cannot lose its result as cuStreamEndCapture once did (commits bc2b837, 32768e9).
 func TestEntryPointsThatCallBackGoThroughTheReentrantCall(t *testing.T) {
 	fset := token.NewFileSet()
-	files, err := filepath.Glob("*.go")
+	files, err := filepath.Glob(filepath.Join(packageDir(t), "*.go"))
 	require.NoError(t, err)
 	var parsed []*ast.File
 	for _, name := range files {
@@ -91,4 +91,20 @@ func TestEntryPointsThatCallBackGoThroughTheReentrantCall(t *testing.T) {
 		})
 	}
 	assert.Greater(t, seen, 50, "the calls were found")
+}
+
+// packageDir is this package's source folder: the test binary may run from elsewhere in the
+// module (scripts/gpu-check.sh runs every binary from streams/), so it is found from the
+// module's root, the first folder up from here with a go.mod.
+func packageDir(t *testing.T) string {
+	dir, err := os.Getwd()
+	require.NoError(t, err)
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return filepath.Join(dir, "internal", "cuda")
+		}
+		parent := filepath.Dir(dir)
+		require.NotEqual(t, dir, parent, "no go.mod above the working folder")
+		dir = parent
+	}
 }
