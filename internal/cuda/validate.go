@@ -225,19 +225,28 @@ func (d *Driver) streamsMadeOtherWays(ctx driver.Context) ([]streamSample, bool)
 		return r == driver.Success
 	}
 	ok := add(ctx, 0, 0) && add(ctx, driver.StreamNonBlocking, -1<<20)
-	elsewhere := make(chan bool)
+	ok = d.elsewhere(ctx, func(c driver.Context) bool { return add(c, driver.StreamNonBlocking, 0) }) && ok
+	return samples, ok
+}
+
+// elsewhere makes the samples every layout must also read right that differ in where they
+// are made, not how: sample(ctx) on another OS thread (its object may lie in that thread's
+// malloc arena), and sample(other) in each other device's primary context that is active
+// already (none is initialized for this). It reports whether each was made.
+func (d *Driver) elsewhere(ctx driver.Context, sample func(driver.Context) bool) bool {
+	made := make(chan bool)
 	go func() { // a goroutine locked to its thread, while the learner's is locked to it: another OS thread
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		elsewhere <- add(ctx, driver.StreamNonBlocking, 0)
+		made <- sample(ctx)
 	}()
-	ok = <-elsewhere && ok
+	ok := <-made
 	d.eachActivePrimary(func(other driver.Context) {
 		if other != ctx {
-			ok = add(other, driver.StreamNonBlocking, 0) && ok
+			ok = sample(other) && ok
 		}
 	})
-	return samples, ok
+	return ok
 }
 
 // holds reports whether l reads every sample right: its block leads to an object whose

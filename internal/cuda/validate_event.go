@@ -1,7 +1,6 @@
 package cuda
 
 import (
-	"runtime"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -134,18 +133,12 @@ func (d *Driver) eventsMadeOtherWays(ctx driver.Context) ([]eventSample, bool) {
 	}
 	ok := add(ctx, driver.EventDefault) && add(ctx, driver.EventBlockingSync) &&
 		add(ctx, driver.EventInterprocess|driver.EventDisableTiming)
-	elsewhere := make(chan bool)
-	go func() { // a goroutine locked to its thread, while the learner's is locked to it: another OS thread
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		elsewhere <- add(ctx, driver.EventDisableTiming)
-	}()
-	ok = <-elsewhere && ok
-	d.eachActivePrimary(func(other driver.Context) {
-		if other != ctx {
-			ok = add(other, driver.EventDisableTiming) && add(other, driver.EventDisableTiming) && ok
+	ok = d.elsewhere(ctx, func(c driver.Context) bool {
+		if c == ctx {
+			return add(c, driver.EventDisableTiming)
 		}
-	})
+		return add(c, driver.EventDisableTiming) && add(c, driver.EventDisableTiming) // each the other's neighbour
+	}) && ok
 	return samples, ok
 }
 
