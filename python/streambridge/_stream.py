@@ -64,8 +64,16 @@ class _BaseStream(_c.StreamCore):
         """The CUstream, as an int (CuPy's name)."""
         return self._ptr
 
-    cuda_stream = ptr  # PyTorch's name
-    handle = ptr  # cuda.core's name
+    @property
+    def cuda_stream(self) -> int:
+        """The CUstream, as an int (PyTorch's name). A property of its own, not ``= ptr``: a
+        type checker reads an alias of a property as a method."""
+        return self._ptr
+
+    @property
+    def handle(self) -> int:
+        """The CUstream, as an int (cuda.core's name)."""
+        return self._ptr
 
     @property
     def device_id(self) -> int:

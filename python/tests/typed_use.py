@@ -11,7 +11,11 @@ def main() -> List[str]:
     producer = sb.Stream(non_blocking=True)
     consumer = sb.Stream(non_blocking=True, priority=0)
     handle: int = producer.ptr
+    names_of_it: List[int] = [producer.handle, producer.cuda_stream]  # cuda.core's and PyTorch's names
+    assert names_of_it == [handle, handle]
     device: int = producer.device_id
+    ordinals: List[int] = [producer.device.index, producer.device.device_id]
+    assert ordinals == [device, device]
     borrowed = sb.ExternalStream(handle, device)
     assert borrowed == producer
 
