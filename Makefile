@@ -17,8 +17,9 @@ export STREAMBRIDGE_GO_MODULES = $(GO_MODULES)
 # Everything CI runs: formatting, vet, the core built without cgo, the Go tests with the
 # race detector, mypy --strict on the package and a user's script, then the wheel built,
 # installed into a fresh venv and tested with pytest (on the software driver here; on the
-# real one too where libcuda loads).
-test: deps check go-test typecheck pytest
+# real one too where libcuda loads), and the documentation site built with warnings as
+# errors.
+test: deps check go-test typecheck pytest docs
 
 deps:
 	bash scripts/deps.sh
