@@ -1,5 +1,7 @@
-// Package pyshim is the Go package gopy exports to Python as streambridge's native module.
-// Its functions take and return plain integers, so that each Python operation is one
+// Package pyshim is the Python module's Go side: the Go package gopy exports to Python as
+// streambridge's native module, and nothing for Go callers (its functions hand out keys and
+// raw entry points, and none writes to an address it is passed). Its functions take and
+// return plain integers, so that each Python operation is one
 // crossing into Go; streams, graphs, modules and kernels live in a table here,
 // named to Python by integer keys, each key usable only as the kind of object it was made
 // for. The frequent operations on them do not come here: the C core (python/native/core.c)
@@ -29,6 +31,7 @@ import (
 	"github.com/streambridge/streambridge/bridge"
 	"github.com/streambridge/streambridge/internal/boundary"
 	"github.com/streambridge/streambridge/internal/cuda"
+	"github.com/streambridge/streambridge/internal/plumbing"
 	"github.com/streambridge/streambridge/streams"
 )
 
@@ -434,13 +437,17 @@ func LiveStreams() int {
 }
 
 // Entry is the address of the C function for a cuda.h entry point the C core calls without
-// crossing into Go (boundary.EntryNames; see streams.Driver.Entry); 0 for one not offered.
+// crossing into Go (boundary.EntryNames; see driver.API.Entry); 0 for one not offered.
 func Entry(name string) (uint64, error) {
 	b, err := driver()
 	if err != nil {
 		return 0, err
 	}
-	return uint64(b.Driver().Entry(name)), nil
+	api := plumbing.API(b.Driver())
+	if api == nil {
+		return 0, streams.ErrNil
+	}
+	return uint64(api.Entry(name)), nil
 }
 
 // StreamBeginCapture starts capturing stream key s (cuStreamBeginCapture); mode is 0
@@ -575,7 +582,11 @@ func StreamMemory() string {
 	if err != nil {
 		return ""
 	}
-	m := b.Driver().StreamMemory()
+	api := plumbing.API(b.Driver())
+	if api == nil {
+		return ""
+	}
+	m := api.StreamMemory()
 	return words(boundary.StreamMemoryWords(m), m.OK)
 }
 
@@ -600,7 +611,11 @@ func EventMemory() string {
 	if err != nil {
 		return ""
 	}
-	m := b.Driver().EventMemory()
+	api := plumbing.API(b.Driver())
+	if api == nil {
+		return ""
+	}
+	m := api.EventMemory()
 	return words(boundary.EventMemoryWords(m), m.OK)
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/streambridge/streambridge/internal/cuda"
 	"github.com/streambridge/streambridge/internal/driver"
+	"github.com/streambridge/streambridge/internal/plumbing"
 	"github.com/streambridge/streambridge/internal/sim"
 )
 
@@ -212,35 +213,15 @@ func (d *Driver) borrowedContext(h driver.Context) (*Context, error) {
 	return c, nil
 }
 
-// Entry is the address of a C function with the signature and meaning of the cuda.h entry
-// point name (one of cuStreamQuery, cuEventRecord, cuStreamWaitEvent, cuEventQuery), for
-// bindings that call the driver without a crossing into Go for their most frequent calls
-// (the Python package does). On the software driver these are callbacks into it. 0 for
-// any other name. Such callers must pass only handles this package has validated or made.
-func (d *Driver) Entry(name string) uintptr {
-	if d.valid() != nil {
-		return 0
-	}
-	return d.api.Entry(name)
-}
-
-// StreamMemory is where the driver's stream objects are and how they name themselves, for
-// code outside Go that verifies a borrowed stream before each use with plain loads, as
-// [Driver.VerifyStream] does (the Python core does so); not OK where it cannot be known.
-func (d *Driver) StreamMemory() driver.StreamMemory {
-	if d.valid() != nil {
-		return driver.StreamMemory{}
-	}
-	return d.api.StreamMemory()
-}
-
-// EventMemory is where the driver's event objects are and how they name themselves (see
-// driver.EventMemory), for code outside Go that verifies a borrowed event with plain loads.
-func (d *Driver) EventMemory() driver.EventMemory {
-	if d.valid() != nil {
-		return driver.EventMemory{}
-	}
-	return d.api.EventMemory()
+// The raw entry points and the memory descriptions are plumbing for the Python module's
+// Go side, not this package's API: internal/plumbing hands them over.
+func init() {
+	plumbing.Register(func(v any) driver.API {
+		if d, ok := v.(*Driver); ok && d.valid() == nil {
+			return d.api
+		}
+		return nil
+	})
 }
 
 // HandleProof says how this driver proves a foreign stream handle live before the driver

@@ -16,16 +16,16 @@ import (
 	"github.com/streambridge/streambridge/internal/driver"
 )
 
-// The C entry points a binding calls without Go (Driver.Entry) order work as the methods
+// The C entry points a binding calls without Go (driver.API.Entry) order work as the methods
 // do, on both drivers.
 func TestEntryPointsOrderWork(t *testing.T) {
 	eachDriver(t, func(t *testing.T, d *Driver) {
 		entry := map[string]uintptr{}
 		for _, name := range driver.EntryNames {
-			entry[name] = d.Entry(name)
+			entry[name] = d.api.Entry(name)
 			require.NotZero(t, entry[name], name)
 		}
-		assert.Zero(t, d.Entry("cuMemAlloc"), "only the listed calls are offered")
+		assert.Zero(t, d.api.Entry("cuMemAlloc"), "only the listed calls are offered")
 		call := func(name string, args ...uintptr) driver.Result {
 			r, _, _ := purego.SyscallN(entry[name], args...)
 			return driver.Result(int32(r))
@@ -186,9 +186,9 @@ func TestEventDisownHandsTheHandleOver(t *testing.T) {
 		assert.NoError(t, err)
 		assert.ErrorIs(t, e.Synchronize(), ErrClosed, "the Event is closed")
 		require.NoError(t, e.Close(), "closing it again destroys nothing")
-		r, _, _ := purego.SyscallN(d.Entry("cuEventQuery"), h)
+		r, _, _ := purego.SyscallN(d.api.Entry("cuEventQuery"), h)
 		assert.Equal(t, driver.Success, driver.Result(int32(r)), "the event lives on")
-		r, _, _ = purego.SyscallN(d.Entry("cuEventDestroy"), h)
+		r, _, _ = purego.SyscallN(d.api.Entry("cuEventDestroy"), h)
 		assert.Equal(t, driver.Success, driver.Result(int32(r)))
 	})
 }
@@ -196,7 +196,7 @@ func TestEventDisownHandsTheHandleOver(t *testing.T) {
 // callEntries calls d's C entry points by name.
 func callEntries(d *Driver) func(name string, args ...uintptr) driver.Result {
 	return func(name string, args ...uintptr) driver.Result {
-		r, _, _ := purego.SyscallN(d.Entry(name), args...)
+		r, _, _ := purego.SyscallN(d.api.Entry(name), args...)
 		return driver.Result(int32(r))
 	}
 }

@@ -235,7 +235,7 @@ func TestWhatACaptureForbidsOtherThreads(t *testing.T) {
 		entry := func(name string, h uintptr) func() driver.Result {
 			return func() driver.Result {
 				var r uintptr
-				require.NoError(t, c.Do(func() error { r, _, _ = purego.SyscallN(d.Entry(name), h); return nil }))
+				require.NoError(t, c.Do(func() error { r, _, _ = purego.SyscallN(d.api.Entry(name), h); return nil }))
 				return driver.Result(r)
 			}
 		}

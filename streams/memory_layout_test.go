@@ -19,7 +19,7 @@ func TestStreamMemoryTellsALiveStreamFromADestroyedOne(t *testing.T) {
 		require.NoError(t, err)
 		_, id, err := d.StreamIdentity(s.Handle()) // a check: the real driver's layout is learned by now
 		require.NoError(t, err)
-		m := d.StreamMemory()
+		m := d.api.StreamMemory()
 		require.True(t, m.OK)
 		require.Greater(t, m.Words, max(m.BackAt, m.CtxAt, m.IDAt))
 		h := s.Handle()

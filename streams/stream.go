@@ -503,7 +503,7 @@ func (s *Stream) WaitStream(other *Stream) error {
 
 // Fence is the event WaitStream records on s for other streams to wait on, made in s's
 // context on first use. It belongs to s: valid until s is closed, and not to be closed by
-// the caller. Bindings that record and wait without Go use it (see Driver.Entry).
+// the caller. Bindings that record and wait without Go use it (see driver.API.Entry).
 func (s *Stream) Fence() (*Event, error) {
 	if err := s.use(); err != nil {
 		return nil, err

@@ -3,7 +3,7 @@
  * and the one path of every operation that reaches the driver often: stream query, record,
  * wait, wait_stream, event record, wait and query, host callbacks and kernel launches. Each
  * has one body here, for every stream (owned, borrowed, the special handles 0, 1 and 2) on
- * either driver: the entry points come from the Go core (streams.Driver.Entry), which offers
+ * either driver: the entry points come from the Go core (driver.API.Entry, through internal/plumbing), which offers
  * the same ones for the real driver and the software one. What every call checks lives in
  * that body: the process was not forked (gate), the call is not made from inside a host
  * callback (gate), the objects are open, the devices agree. A failure raises where it is
