@@ -65,12 +65,20 @@
 
 #include "tables.h"
 /* The Go exports the core calls (pyshim_*), as cgo declares them from gopy's generated Go:
- * declared once, there, so that a call that does not match its export does not compile
- * (the warnings gopy's own C needs silenced are errors here). */
+ * declared once, there, so that a call that does not match its export does not compile. */
+#include "_cgo_export.h"
+
+/* The core's own code builds clean of -Wall and -Wextra, each warning an error (gopy's C,
+ * built beside it, needs some silenced; these override that here), but for two that
+ * CPython's own conventions raise: method signatures with unused parameters, and type and
+ * module definitions that leave fields to zero. */
+#pragma GCC diagnostic error "-Wall"
+#pragma GCC diagnostic error "-Wextra"
 #pragma GCC diagnostic error "-Wint-conversion"
 #pragma GCC diagnostic error "-Wimplicit-function-declaration"
 #pragma GCC diagnostic error "-Wincompatible-pointer-types"
-#include "_cgo_export.h"
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 
 #include "errors.inc"
 #include "gate.inc"
