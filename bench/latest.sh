@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The table at the top of bench/RESULTS.md from one run on this machine's GPU: the Python
+# benchmark beside CuPy, PyTorch and cuda.core, then bench/run.sh (Go beside C), then
+# bench/table.py, which rewrites the table in bench/RESULTS.md. The outputs, and the
+# rewritten RESULTS.md, are kept in $OUT (or a temporary folder). Where there is no Go, pass
+# the prebuilt test binary, as to run.sh (make gpu-build makes .device/streams.test; set
+# BENCHSTAT=.device/benchstat too).
+#   bash bench/latest.sh [streams.test]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-$(mktemp -d)}
+python3 bench/python_bench.py --rounds 5 | tee "$out/python_bench.txt"
+OUT=$out bash bench/run.sh "$@" | tee "$out/go_vs_c.txt"
+machine=${MACHINE:-$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)}
+python3 bench/table.py --python "$out/python_bench.txt" --c "$out/c.txt" --go "$out/go.txt" \
+  --machine "${machine:-an unnamed GPU}" --update bench/RESULTS.md
+cp bench/RESULTS.md "$out/RESULTS.md"
+echo "bench/RESULTS.md rewritten; the outputs are in $out"

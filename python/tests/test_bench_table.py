@@ -1,0 +1,48 @@
+"""bench/table.py writes the table at the top of bench/RESULTS.md from one run's outputs
+(bench/latest.sh on a GPU machine); here from a saved run (bench/testdata, the H100 run of
+2026-11-25)."""
+
+import importlib.util
+import pathlib
+import shutil
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+DATA = ROOT / "bench" / "testdata"
+
+
+def table():
+    spec = importlib.util.spec_from_file_location("bench_table", ROOT / "bench" / "table.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_table_reads_every_ratio_and_every_benchmark_pair():
+    t = table()
+    text = t.section((DATA / "python_bench.txt").read_text(), (DATA / "c.txt").read_text(),
+                     (DATA / "go.txt").read_text(), "one H100", "2026-11-25")
+    assert "| query | streambridge | 288 | cuda.core Event.is_done (it has no stream query) 289 | 0.99 (0.81) | 1.2 |" in text
+    assert "| host callback into Python, enqueue to run (median of 2000, idle stream) | streambridge | 16665 | cupy 17106 | 0.97 | 1.2 |" in text
+    assert "| Query | 224.9 | 480.9 | 2.14 |" in text
+    assert "| WaitStream | 364.6 | 421.1 | 1.16 |" in text  # against C's record+wait, the same two calls
+    ratios = sum(line.startswith("  ratio ") for line in (DATA / "python_bench.txt").read_text().splitlines())
+    assert text.count("\n| ") - 2 - 7 == ratios  # a row per ratio; two header rows; seven Go/C pairs
+
+
+def test_the_update_replaces_the_section_and_nothing_else(tmp_path):
+    results = tmp_path / "RESULTS.md"
+    shutil.copy(ROOT / "bench" / "RESULTS.md", results)
+    before = results.read_text()
+    args = [sys.executable, str(ROOT / "bench" / "table.py"), "--python", str(DATA / "python_bench.txt"),
+            "--c", str(DATA / "c.txt"), "--go", str(DATA / "go.txt"), "--machine", "a test", "--date", "2000-01-01",
+            "--update", str(results)]
+    subprocess.run(args, check=True)
+    once = results.read_text()
+    subprocess.run(args, check=True)
+    assert results.read_text() == once
+    t = table()
+    outside = lambda s: s[:s.index(t.BEGIN)] + s[s.index(t.END):]  # noqa: E731
+    assert outside(once) == outside(before)
+    assert "## Latest: a test, 2000-01-01" in once
