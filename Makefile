@@ -70,10 +70,10 @@ docs: $(AUDITWHEEL)
 	cp RATIONALE.md CONTRIBUTING.md build/docs/ && cp bench/RESULTS.md build/docs/bench/
 	build/tools-venv/bin/mkdocs build --strict -q
 
-# What the wheel is built from: a wheel newer than all of it is not built again (make demo
-# then make test builds it once).
-WHEEL_INPUTS := $(shell git ls-files -- '*.go' '*.c' '*.h' '*.inc' 'python/streambridge/*' 'scripts/*' go.mod go.sum \
-	pyproject.toml setup.py 2>/dev/null)
+# What the wheel is built from, tracked or new (not ignored): a wheel newer than all of it is
+# not built again (make demo then make test builds it once).
+WHEEL_INPUTS := $(shell git ls-files --cached --others --exclude-standard -- '*.go' '*.c' '*.h' '*.inc' \
+	'python/streambridge/*' 'scripts/*' go.mod go.sum pyproject.toml setup.py 2>/dev/null)
 WHEEL_STAMP = build/wheel-$(PYTAG).stamp
 
 wheel: $(WHEEL_STAMP)

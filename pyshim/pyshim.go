@@ -31,6 +31,7 @@ import (
 	"github.com/streambridge/streambridge/bridge"
 	"github.com/streambridge/streambridge/internal/boundary"
 	"github.com/streambridge/streambridge/internal/cuda"
+	driverapi "github.com/streambridge/streambridge/internal/driver"
 	"github.com/streambridge/streambridge/internal/plumbing"
 	"github.com/streambridge/streambridge/streams"
 )
@@ -578,6 +579,15 @@ func ReadWords(addr uint64, n int) (string, error) {
 //
 //streambridge:keepgil
 func StreamMemory() string {
+	return memoryWords(func(api driverapi.API) ([]uint64, bool) {
+		m := api.StreamMemory()
+		return boundary.StreamMemoryWords(m), m.OK
+	})
+}
+
+// memoryWords spells the words of the memory description read spells them out of the
+// process's driver, in decimal, separated by spaces; empty where there is none.
+func memoryWords(read func(driverapi.API) ([]uint64, bool)) string {
 	b, err := driver()
 	if err != nil {
 		return ""
@@ -586,12 +596,7 @@ func StreamMemory() string {
 	if api == nil {
 		return ""
 	}
-	m := api.StreamMemory()
-	return words(boundary.StreamMemoryWords(m), m.OK)
-}
-
-// words spells words in decimal, separated by spaces, where ok; empty where not.
-func words(ws []uint64, ok bool) string {
+	ws, ok := read(api)
 	if !ok {
 		return ""
 	}
@@ -607,16 +612,10 @@ func words(ws []uint64, ok bool) string {
 //
 //streambridge:keepgil
 func EventMemory() string {
-	b, err := driver()
-	if err != nil {
-		return ""
-	}
-	api := plumbing.API(b.Driver())
-	if api == nil {
-		return ""
-	}
-	m := api.EventMemory()
-	return words(boundary.EventMemoryWords(m), m.OK)
+	return memoryWords(func(api driverapi.API) ([]uint64, bool) {
+		m := api.EventMemory()
+		return boundary.EventMemoryWords(m), m.OK
+	})
 }
 
 // ValidationReads says how handle checks read memory now: "loads" (Go's SIGSEGV handler
