@@ -31,7 +31,6 @@ import (
 	"github.com/streambridge/streambridge/bridge"
 	"github.com/streambridge/streambridge/internal/boundary"
 	"github.com/streambridge/streambridge/internal/cuda"
-	driverapi "github.com/streambridge/streambridge/internal/driver"
 	"github.com/streambridge/streambridge/internal/plumbing"
 	"github.com/streambridge/streambridge/streams"
 )
@@ -579,15 +578,6 @@ func ReadWords(addr uint64, n int) (string, error) {
 //
 //streambridge:keepgil
 func StreamMemory() string {
-	return memoryWords(func(api driverapi.API) ([]uint64, bool) {
-		m := api.StreamMemory()
-		return boundary.StreamMemoryWords(m), m.OK
-	})
-}
-
-// memoryWords spells the words of the memory description read spells them out of the
-// process's driver, in decimal, separated by spaces; empty where there is none.
-func memoryWords(read func(driverapi.API) ([]uint64, bool)) string {
 	b, err := driver()
 	if err != nil {
 		return ""
@@ -596,7 +586,12 @@ func memoryWords(read func(driverapi.API) ([]uint64, bool)) string {
 	if api == nil {
 		return ""
 	}
-	ws, ok := read(api)
+	m := api.StreamMemory()
+	return words(boundary.StreamMemoryWords(m), m.OK)
+}
+
+// words spells words in decimal, separated by spaces, where ok; empty where not.
+func words(ws []uint64, ok bool) string {
 	if !ok {
 		return ""
 	}
@@ -612,10 +607,16 @@ func memoryWords(read func(driverapi.API) ([]uint64, bool)) string {
 //
 //streambridge:keepgil
 func EventMemory() string {
-	return memoryWords(func(api driverapi.API) ([]uint64, bool) {
-		m := api.EventMemory()
-		return boundary.EventMemoryWords(m), m.OK
-	})
+	b, err := driver()
+	if err != nil {
+		return ""
+	}
+	api := plumbing.API(b.Driver())
+	if api == nil {
+		return ""
+	}
+	m := api.EventMemory()
+	return words(boundary.EventMemoryWords(m), m.OK)
 }
 
 // ValidationReads says how handle checks read memory now: "loads" (Go's SIGSEGV handler
