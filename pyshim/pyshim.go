@@ -273,14 +273,11 @@ func CheckEvent(handle uint64, device int, vouched bool) (string, error) {
 	}
 	var opts []streams.WrapOption
 	if vouched {
-		opts = append(opts, streams.Vouched())
+		opts = append(opts, streams.VouchedOn(device))
 	}
 	dev, id, err := b.Driver().EventIdentity(uintptr(handle), opts...)
 	if err != nil {
 		return "", err
-	}
-	if id == boundary.VouchedEventID && device >= 0 { // nothing read from the event to disagree with
-		return fmt.Sprintf("%d %d", device, id), nil
 	}
 	if device >= 0 && device != dev.Ordinal() {
 		return "", &bridge.DeviceMismatchError{Handle: uintptr(handle), Stated: device, Actual: dev.Ordinal(), Event: true}

@@ -90,9 +90,9 @@ func (c *Context) OpenIPCEvent(h IPCEventHandle) (*Event, error) {
 //
 // Where the driver's layout cannot be learned nothing can be proven, and the wrap fails
 // with [ErrNotSupported], unless [Vouched]: then the event is taken on the caller's word,
-// in the calling thread's current context (device 0's primary context where none is
-// current: the driver cannot say an event's context), and nothing is checked before each
-// use.
+// in the primary context of the device [VouchedOn] states, else the calling thread's
+// current context (device 0's primary context where none is current: the driver cannot
+// say an event's context), and nothing is checked before each use.
 func (d *Driver) WrapEvent(handle uintptr, opts ...WrapOption) (*Event, error) {
 	c, id, err := d.foreignEvent(handle, opts)
 	if err != nil {
@@ -139,8 +139,8 @@ func (d *Driver) foreignEvent(handle uintptr, opts []WrapOption) (*Context, uint
 	}
 	ctx, id, r := d.api.EventCheck(driver.Event(handle))
 	h, id, err := checked("event", handle, ctx, id, r, vouchEventHint)
-	if errors.Is(err, ErrNotSupported) && vouched(opts) {
-		h, err = d.currentContext()
+	if o := wrapOptionsOf(opts); errors.Is(err, ErrNotSupported) && o.vouched {
+		h, err = d.vouchedContext(o.device)
 		id = boundary.VouchedEventID
 	}
 	if err != nil {
@@ -154,16 +154,20 @@ func (d *Driver) foreignEvent(handle uintptr, opts []WrapOption) (*Context, uint
 const vouchEventHint = "; where you know it is one and stays one while used, say so: in Go streams.Vouched(), in Python " +
 	"pass the framework's own event object (as_event(torch_event)) or Event.from_handle(ptr, vouched=True)"
 
-// currentContext is the calling thread's current context, or device 0's primary one where
-// none is current: the context a vouched event is taken in.
-func (d *Driver) currentContext() (driver.Context, error) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	c, r := d.api.CtxGetCurrent()
-	if err := d.check("cuCtxGetCurrent", r); err != nil || c != 0 {
-		return c, err
+// vouchedContext is the context a vouched event is taken in: device's primary one where a
+// device is stated (not -1); else the calling thread's current context, or device 0's
+// primary one where none is current.
+func (d *Driver) vouchedContext(device int) (driver.Context, error) {
+	if device < 0 {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		c, r := d.api.CtxGetCurrent()
+		if err := d.check("cuCtxGetCurrent", r); err != nil || c != 0 {
+			return c, err
+		}
+		device = 0
 	}
-	dev, err := d.Device(0)
+	dev, err := d.Device(device)
 	if err != nil {
 		return 0, err
 	}

@@ -80,6 +80,11 @@ func TestUnlearnableLayoutChild(t *testing.T) {
 		_, id, err = d.EventIdentity(e.Handle(), Vouched())
 		require.NoError(t, err)
 		assert.Equal(t, boundary.VouchedEventID, id, "nothing to check before each use")
+		if n, err := d.DeviceCount(); err == nil && n > 1 { // a stated device is the one it is taken on
+			on, _, err := d.EventIdentity(e.Handle(), VouchedOn(1))
+			require.NoError(t, err)
+			assert.Equal(t, 1, on.Ordinal())
+		}
 		require.NoError(t, d.VerifyEvent(e.Handle(), id))
 		other := newStream(t, c, StreamOptions{NonBlocking: true})
 		require.NoError(t, theirs.LaunchHostFunc(func() { time.Sleep(20 * time.Millisecond) }))

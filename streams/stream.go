@@ -159,7 +159,10 @@ func (d *Driver) StreamIdentity(handle uintptr, opts ...WrapOption) (*Device, ui
 // WrapOption is an option of [Driver.WrapStream] and [Driver.StreamIdentity].
 type WrapOption func(*wrapOptions)
 
-type wrapOptions struct{ vouched bool }
+type wrapOptions struct {
+	vouched bool
+	device  int // VouchedOn's; -1: the current context's
+}
 
 // Vouched is the caller's word that the handle is a live stream and stays one while the
 // wrapper is used: another framework's stream object kept alive with the wrapper, say.
@@ -167,6 +170,14 @@ type wrapOptions struct{ vouched bool }
 // still refused; where it cannot be learned, the handle is taken on that word, its context
 // asked of the driver (cuStreamGetCtx), and no identity is checked before each use.
 func Vouched() WrapOption { return func(o *wrapOptions) { o.vouched = true } }
+
+// VouchedOn is [Vouched], with the device the handle is on: where the layout cannot be
+// learned, an event (whose context the driver cannot be asked) is taken on that device's
+// primary context rather than the calling thread's current one. A stream's device is read
+// from the handle or asked of the driver, as with Vouched.
+func VouchedOn(ordinal int) WrapOption {
+	return func(o *wrapOptions) { o.vouched, o.device = true, ordinal }
+}
 
 // VerifyStream reports whether handle is still the live stream whose identity
 // [Driver.StreamIdentity] (or a wrap) read: a handle whose stream was destroyed fails with
@@ -212,7 +223,7 @@ func (d *Driver) foreignContext(handle uintptr, opts []WrapOption) (*Context, ui
 		return nil, 0, fmt.Errorf("streambridge: stream handle %d is a per-context default stream and names no context; wrap it with Context.WrapStream", handle)
 	}
 	h, id, err := d.identify(driver.Stream(handle))
-	if errors.Is(err, ErrNotSupported) && vouched(opts) {
+	if errors.Is(err, ErrNotSupported) && wrapOptionsOf(opts).vouched {
 		var r driver.Result
 		h, r = d.api.StreamGetCtx(driver.Stream(handle)) // live on the caller's word
 		id, err = 0, d.check("cuStreamGetCtx", r)
@@ -224,14 +235,14 @@ func (d *Driver) foreignContext(handle uintptr, opts []WrapOption) (*Context, ui
 	return c, id, err
 }
 
-func vouched(opts []WrapOption) bool {
-	var o wrapOptions
+func wrapOptionsOf(opts []WrapOption) wrapOptions {
+	o := wrapOptions{device: -1}
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&o)
 		}
 	}
-	return o.vouched
+	return o
 }
 
 // identify refuses a handle that is not a live stream, without the driver touching it,
@@ -260,12 +271,9 @@ func checked(what string, h uintptr, ctx driver.Context, id uint64, r driver.Res
 	case driver.ErrorInvalidContext:
 		return 0, 0, &CallError{Call: what + " check", Result: r,
 			Hint: fmt.Sprintf("%#x is a live CUDA %s of context %#x, which is neither a device's primary context nor a green context made "+
-				"from one (one made with cuCtxCreate, say): streambridge's events and kernels live in primary contexts, and the driver "+
-				"lets no stream of such a context use them; make the %s in the device's primary context or a green context", h, what, ctx, what)}
-	case driver.ErrorCaptureUnsupported:
-		return 0, 0, fmt.Errorf("streambridge: %s check: %#x is a live %s of a context that is not a primary one, met while it "+
-			"captures: this driver (older than CUDA 12.5) can say which context it is only by invalidating the capture; wrap it "+
-			"before the capture begins or after it ends: %w", what, h, what, ErrCapturing)
+				"from one as the driver says (one made with cuCtxCreate, say; a driver before CUDA 12.5 cannot say): streambridge's "+
+				"events and kernels live in primary contexts, and the driver lets no stream of such a context use them; make the %s "+
+				"in the device's primary context or a green context", h, what, ctx, what)}
 	default:
 		return 0, 0, &CallError{Call: what + " check", Result: r,
 			Hint: fmt.Sprintf("%#x is not a live CUDA %s; it was not passed to the driver", h, what)}

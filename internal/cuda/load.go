@@ -74,10 +74,7 @@ func load() error {
 	return nil
 }
 
-// MinVersion is the oldest CUDA driver streambridge works with (driver.MinVersion).
-var MinVersion = driver.MinVersion
-
-// checkVersion refuses a driver older than MinVersion before any symbol is looked up,
+// checkVersion refuses a driver older than driver.MinVersion before any symbol is looked up,
 // naming both versions and the entry point that needs the newer one: resolving would fail
 // on that symbol, with an error that does not say the driver is too old.
 // cuDriverGetVersion needs no cuInit.
@@ -91,18 +88,18 @@ func checkVersion(lib uintptr) error {
 	if r != 0 {
 		return fmt.Errorf("%w: cuDriverGetVersion: %v", ErrNoDriver, driver.Result(r))
 	}
-	if int(*v) >= MinVersion {
+	if int(*v) >= driver.MinVersion {
 		return nil
 	}
 	newest := ""
 	for _, e := range driver.EntryPoints {
-		if e.Flags&driver.Optional == 0 && e.Version == MinVersion {
+		if e.Flags&driver.Optional == 0 && e.Version == driver.MinVersion {
 			newest = e.Name
 			break
 		}
 	}
 	return fmt.Errorf("%w: the CUDA driver is version %s; streambridge needs %s or newer (%s): update the NVIDIA driver",
-		ErrNoDriver, versionString(int(*v)), versionString(MinVersion), newest)
+		ErrNoDriver, versionString(int(*v)), versionString(driver.MinVersion), newest)
 }
 
 // versionString is a CUDA version as cuDriverGetVersion gives it, as "12.0".

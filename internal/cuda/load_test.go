@@ -15,12 +15,12 @@ import (
 // The oldest driver is the newest ABI among the entry points resolved: CUDA 12.0 today
 // (cuStreamGetId).
 func TestMinVersionIsTheNewestEntryPointsABI(t *testing.T) {
-	assert.Equal(t, 12000, MinVersion)
-	assert.Equal(t, "12.0", versionString(MinVersion))
+	assert.Equal(t, 12000, driver.MinVersion)
+	assert.Equal(t, "12.0", versionString(driver.MinVersion))
 	assert.Equal(t, "11.8", versionString(11080))
 }
 
-// A driver older than MinVersion is refused before any symbol is looked up, with an error
+// A driver older than driver.MinVersion is refused before any symbol is looked up, with an error
 // naming both versions, the entry point that needs the newer one and what to do: a stand-in
 // libcuda (STREAMBRIDGE_LIBCUDA) that has only cuDriverGetVersion, reporting 11.8.
 func TestAnOlderDriverIsRefusedByVersion(t *testing.T) {

@@ -412,20 +412,13 @@ func init() { greens.Store(&map[greenKey]driver.Context{}) }
 
 // otherContext asks the driver about a live stream of a context that is not a primary
 // one: a green context's answers the primary context it was made from; another's,
-// ErrorInvalidContext with its context. A driver older than cuStreamGetCtx_v2 (12.5) has
-// only cuStreamGetCtx, which a capture refuses and is invalidated by: there a capturing
-// stream is not asked, and the answer is ErrorCaptureUnsupported.
+// ErrorInvalidContext with its context. A driver without cuStreamGetCtx_v2 (before 12.5)
+// cannot say which a stream is: its answer is ErrorInvalidContext too.
 func (d *Driver) otherContext(h driver.Stream, ctx driver.Context, hdr [2]uint64) (driver.Context, driver.Result) {
 	primary, green, r := d.StreamGetCtx2(h)
-	if r == driver.ErrorNotSupported {
-		if status, r := d.StreamIsCapturing(h); r != driver.Success {
-			return 0, driver.ErrorInvalidHandle
-		} else if status != driver.CaptureStatusNone {
-			return 0, driver.ErrorCaptureUnsupported
-		}
-		primary, r = d.StreamGetCtx(h)
-	}
 	switch {
+	case r == driver.ErrorNotSupported:
+		return ctx, driver.ErrorInvalidContext
 	case r != driver.Success:
 		return 0, driver.ErrorInvalidHandle
 	case green == 0 && primary == ctx:

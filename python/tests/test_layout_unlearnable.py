@@ -54,7 +54,8 @@ owner.launch_host_func(__import__("time").sleep, 0.02)
 ve.record(owner)
 other.wait_event(ve)
 other.synchronize()
-print("vouched event:", ve.borrowed, ve.query(), ve.device_id, ve.ptr == theirs.ptr)
+print("vouched event:", ve.borrowed, ve.query(), ve.device_id, ve.ptr == theirs.ptr,
+      sb.Event.from_handle(theirs.ptr, 1, vouched=True).device_id)  # a stated device is the one it is taken on
 ve.close()
 print("their event lives on:", theirs.query())
 """
@@ -71,7 +72,7 @@ def test_an_unlearnable_layout_takes_streams_on_their_objects_word():
         "vouched True True True 0 True True",
         "owner lives on: True",
         "bare event: refused, says why and how: True True",
-        "vouched event: True True 0 True",
+        "vouched event: True True 0 True 1",
         "their event lives on: True",
     ]
 
