@@ -69,6 +69,11 @@ var ErrCapturing = errors.New("not allowed during capture")
 // is ErrInvalidDevice (cuDeviceGet's answer); the error says how many it has.
 var ErrNoSuchDevice = errors.New("streambridge: no such device")
 
+// ErrWrongDevice is matched (errors.Is) by an event recorded on a stream of another device
+// than the event's, refused before the driver (which would answer "invalid resource
+// handle"); the error names both devices. A wait may cross devices: WaitEvent takes any.
+var ErrWrongDevice = errors.New("streambridge: the event and the stream are on different devices")
+
 // ErrWrongThread is returned by a call on a wrapper of the per-thread default stream
 // (handle 2) from an OS thread other than the one it was wrapped on: that thread's
 // per-thread stream is another stream, and work on it would not be ordered with the rest.

@@ -186,17 +186,24 @@ func soakDuration(t *testing.T) time.Duration {
 
 // Eight goroutines doing random calls on shared streams, events and graphs, closing and
 // remaking them now and then: every call succeeds or fails with ErrClosed, and the process
-// lives (a destroyed handle reaching either driver ends it).
+// lives (a destroyed handle reaching either driver ends it). The objects are spread over
+// every device the driver has (up to four).
 func TestSoakRandomCallsWithCloses(t *testing.T) {
 	eachDriver(t, func(t *testing.T, d *Driver) {
-		c := primary(t, d, 0)
+		n, err := d.DeviceCount()
+		require.NoError(t, err)
+		contexts := make([]*Context, min(n, 4))
+		for i := range contexts {
+			contexts[i] = primary(t, d, i)
+		}
+		t.Logf("objects on %d devices", len(contexts))
 		const slots, workers = 4, 8
 		var objs [slots]atomic.Pointer[raceObjects]
 		var mu sync.Mutex // newRaceObjects registers cleanups on t: one goroutine at a time
 		remake := func(i int) {
 			mu.Lock()
 			defer mu.Unlock()
-			objs[i].Store(newRaceObjects(t, c))
+			objs[i].Store(newRaceObjects(t, contexts[i%len(contexts)]))
 		}
 		for i := range slots {
 			remake(i)

@@ -452,12 +452,16 @@ func (s *Stream) Synchronize() error {
 }
 
 // Record records e on the stream (cuEventRecord): e completes when the work submitted so
-// far has.
+// far has. e must be of the stream's device ([ErrWrongDevice]).
 func (s *Stream) Record(e *Event) error {
 	if err := s.useWithEvent(e); err != nil {
 		return err
 	}
 	defer s.doneWithEvent(e)
+	if ed, sd := e.ctx.dev.Ordinal(), s.ctx.dev.Ordinal(); ed != sd {
+		return fmt.Errorf("%w: an event of device %d recorded on a stream of device %d (record it on a stream of "+
+			"device %d; a stream of any device may wait for it)", ErrWrongDevice, ed, sd, ed)
+	}
 	if err := s.ctx.drv.check("cuEventRecord", s.api.EventRecord(s.callCtx(), e.handle, s.handle)); err != nil {
 		return err
 	}

@@ -237,11 +237,13 @@ type EventMemory struct {
 // capture that an owned stream's destroy meets (the capture's graph, and the callbacks it
 // holds, would be lost with the stream), and the exchange of the thread's capture mode
 // around its queries and synchronizes (see StreamQuery), and the stream's synchronize
-// (Python's, which Ctrl-C ends on the main thread). The C core keeps them in this order
-// (internal/boundary generates its table).
+// (Python's, which Ctrl-C ends on the main thread), and the current context's device (the
+// default device of Python's constructors, as cudaGetDevice answers). The C core keeps them
+// in this order (internal/boundary generates its table).
 var EntryNames = []string{"cuStreamQuery", "cuEventRecord", "cuStreamWaitEvent", "cuEventQuery",
 	"cuLaunchHostFunc", "cuLaunchKernel", "cuCtxGetCurrent", "cuCtxSetCurrent",
 	"cuEventCreate", "cuEventDestroy", "cuEventSynchronize", "cuEventElapsedTime", "cuIpcGetEventHandle",
 	"cuStreamCreateWithPriority", "cuStreamDestroy", "cuCtxGetStreamPriorityRange",
 	"cuStreamGetCaptureInfo", "cuUserObjectCreate", "cuUserObjectRelease", "cuGraphRetainUserObject",
-	"cuStreamEndCapture", "cuGraphDestroy", "cuThreadExchangeStreamCaptureMode", "cuStreamSynchronize"}
+	"cuStreamEndCapture", "cuGraphDestroy", "cuThreadExchangeStreamCaptureMode", "cuStreamSynchronize",
+	"cuCtxGetDevice"}

@@ -59,6 +59,13 @@ func (d *Driver) Entry(name string) uintptr {
 				}
 				return uintptr(r)
 			}),
+			"cuCtxGetDevice": purego.NewCallback(func(out uintptr) uintptr {
+				dev, r := entryDriver.Load().CtxGetDevice()
+				if r == driver.Success {
+					*(*int32)(addr(out)) = int32(dev)
+				}
+				return uintptr(r)
+			}),
 			"cuCtxSetCurrent": purego.NewCallback(func(c uintptr) uintptr {
 				return uintptr(entryDriver.Load().CtxSetCurrent(driver.Context(c)))
 			}),

@@ -45,7 +45,8 @@ enum sb_entry {
     SB_cuGraphDestroy = 21,
     SB_cuThreadExchangeStreamCaptureMode = 22,
     SB_cuStreamSynchronize = 23,
-    SB_ENTRY_COUNT = 24
+    SB_cuCtxGetDevice = 24,
+    SB_ENTRY_COUNT = 25
 };
 
 /* The CUresults the core tells apart. */

@@ -23,7 +23,7 @@ kernels).
 from ._errors import (CallbackReentryError, CaptureError, ClosedError, CompileError, CUDAError, DeviceMismatchError,
                       ForkedProcessError, InvalidHandleError, NoDriverError, NotStreamLikeError, ProtocolError)
 from ._core import driver_name as driver
-from ._device import Device
+from ._device import Device, current_device, device_count
 from ._event import Event, as_event, get_elapsed_time
 from ._explain import explain
 from ._handover import hand_over
@@ -55,7 +55,9 @@ __all__ = [
     "as_event",
     "as_stream",
     "callback_errors",
+    "current_device",
     "current_stream",
+    "device_count",
     "driver",
     "ext",
     "explain",

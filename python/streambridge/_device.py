@@ -6,6 +6,7 @@ from __future__ import annotations
 import operator
 from typing import Any, Optional
 
+from . import _core
 from ._core import core as _c
 
 
@@ -30,6 +31,21 @@ class Device(int):
     def __repr__(self) -> str:
         return f"streambridge.Device({int(self)})"
 
+    def set_current(self) -> None:
+        """Make this device current on the calling thread: its primary context becomes the
+        thread's current context (cuCtxSetCurrent), as ``torch.cuda.set_device``, ``with
+        cupy.cuda.Device(n)`` (``cudaSetDevice``) and cuda.core's ``Device.set_current`` do.
+        Streams, events and modules made with no device are made on the current device."""
+        _c.set_current_device(int(self))
+
+
+def current_device() -> Device:
+    """The calling thread's current device: that of the context current on this thread, as
+    ``torch.cuda.set_device``, ``with cupy.cuda.Device(n)``, cuda.core's
+    ``Device.set_current`` or :meth:`Device.set_current` left it; device 0 on a thread where
+    none is, as ``cudaGetDevice`` answers. Every constructor given no device uses it."""
+    return Device(_c.current_device())
+
 
 def as_index(value: Any) -> Optional[int]:
     """``value`` as an int where it is one or has ``__index__`` (NumPy's integers, as CuPy and
@@ -43,9 +59,22 @@ def as_index(value: Any) -> Optional[int]:
         return None
 
 
+def device_count() -> int:
+    """The number of devices the driver has (cuDeviceGetCount), as
+    ``torch.cuda.device_count()`` and ``cupy.cuda.runtime.getDeviceCount()``."""
+    return _core.device_count()
+
+
+def device_or_current(device: Any) -> int:
+    """A device argument's ordinal, with None (or -1) the calling thread's current device."""
+    index = device_index(device)
+    return _c.current_device() if index < 0 else index
+
+
 def device_index(device: Any) -> int:
-    """-1 for "from the handle"; an int (or NumPy integer); "cuda:N"; or anything with an
-    ``index`` (torch.device)."""
+    """-1 for "not said" (None, -1, "cuda", a torch.device with no index: from the handle for
+    a borrowed stream, else the current device); an int (or NumPy integer); "cuda:N"; or
+    anything with an ``index`` (torch.device)."""
     if device is None:
         return -1
     if isinstance(device, bool):
@@ -58,6 +87,8 @@ def device_index(device: Any) -> int:
             raise ValueError(f"device must be -1 or a device ordinal, not {device}")
         return device
     if isinstance(device, str):
+        if device == "cuda":  # as torch.device("cuda"): no device said
+            return -1
         kind, _, ordinal = device.partition(":")
         if kind != "cuda" or not (ordinal.isascii() and ordinal.isdigit()) or int(ordinal) >= 2**31:
             raise ValueError(f"device string must look like 'cuda:N', not {device!r}")

@@ -7,7 +7,7 @@ import inspect
 from typing import Any, Optional
 
 from ._core import core as _c
-from ._device import as_index, device_index
+from ._device import as_index, device_or_current
 from ._errors import ClosedError
 
 _OPTION_NAMES = ("timing_enabled", "blocking_sync", "ipc_enabled")
@@ -103,7 +103,7 @@ class Event(_c.EventCore):
             raise TypeError(f"handle must be bytes, not {type(handle).__name__}")
         if len(handle) != 64:
             raise ValueError(f"handle must be the 64 bytes ipc_handle() returned, not {len(handle)}")
-        return _c.open_ipc_event(cls, max(device_index(device), 0), bytes(handle))
+        return _c.open_ipc_event(cls, device_or_current(device), bytes(handle))
 
     def to_torch(self) -> Any:
         """The torch event this one borrows (:func:`as_event` of a torch event). PyTorch

@@ -16,8 +16,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 from . import _core, _handover
 from ._array import array_info
 from ._core import core as _c
-from ._device import device_index
-from ._errors import ClosedError
+from ._device import device_or_current
+from ._errors import ClosedError, DeviceMismatchError
 from ._stream import ExternalStream, _BaseStream, resolve
 
 Dim = Union[int, Sequence[int]]
@@ -58,7 +58,7 @@ class Module(_c.ModuleCore):
         for item in opts + list(name_expressions):
             if "\n" in item:
                 raise ValueError(f"an option or name expression has a newline: {item!r}")
-        self._device = max(device_index(device), 0)
+        self._device = device_or_current(device)
         self._key = _core.compile_module(self._device, code, name, arch, "\n".join(opts),
                                          "\n".join(name_expressions), bool(ptx))
 
@@ -108,7 +108,7 @@ class Kernel(_c.KernelCore):
         if type(shared_mem) is not int or not 0 <= shared_mem < 2**32:
             raise ValueError(f"shared_mem must be a byte count, not {shared_mem!r}")
         s = stream if isinstance(stream, _BaseStream) else resolve(stream, self._device)
-        values, waits = marshal(args, dlpack_stream(s))
+        values, waits = marshal(args, dlpack_stream(s), self._device)
         if waits:
             wait_producers(s, waits)
         self._launch(s, g, b, shared_mem, values)
@@ -149,7 +149,8 @@ def dlpack_stream(s: Any) -> int:
     return s.ptr or 1
 
 
-def marshal(args: Sequence[Any], consumer: Optional[int] = None) -> Tuple[Tuple[int, ...], List[Any]]:
+def marshal(args: Sequence[Any], consumer: Optional[int] = None,
+            device: Optional[int] = None) -> Tuple[Tuple[int, ...], List[Any]]:
     """Each kernel argument as up to 8 bytes in an int, and the producer streams to wait for.
 
     - ``bool``: 1 byte; ``int``: ``long long`` (8 bytes); ``float``: ``double``, as CuPy;
@@ -158,7 +159,10 @@ def marshal(args: Sequence[Any], consumer: Optional[int] = None) -> Tuple[Tuple[
       arrays, cuda.core buffers): their device pointer. A v3 interface's ``stream`` is
       honoured: the launch waits for it (1 the legacy stream, 2 the per-thread one, None
       nothing; 0 is an error); a DLPack producer is given ``consumer``, the launch's stream
-      in DLPack's reading, and orders its work before it;
+      in DLPack's reading, and orders its work before it. An array that says it is on
+      another device than ``device`` (the kernel's) raises DeviceMismatchError before the
+      launch: the kernel would fault reading it (an illegal address, fatal to the context);
+      pass its pointer as an ``int`` where peer access makes it readable;
     - streambridge-known device pointers: pass ``int`` values yourself.
     """
     if type(args) is tuple and not args:
@@ -185,6 +189,9 @@ def marshal(args: Sequence[Any], consumer: Optional[int] = None) -> Tuple[Tuple[
             if info is None:
                 raise TypeError(f"argument {i}: {type(a).__name__} is not a kernel argument (an int, float, "
                                 "bool, NumPy scalar, or a device array with __cuda_array_interface__ or DLPack)")
+            if device is not None and info.device >= 0 and info.device != device:
+                raise DeviceMismatchError(f"argument {i}: the array is on device {info.device}, the kernel on device "
+                                          f"{device}: copy it there, or launch a module loaded on device {info.device}")
             if info.stream is not None:
                 waits.append(info.stream)
             values.append(info.ptr)

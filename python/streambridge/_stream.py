@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from . import _core
 from ._core import core as _c
-from ._device import Device, as_index, device_index
+from ._device import Device, as_index, device_index, device_or_current
 from ._errors import NotStreamLikeError, ProtocolError
 from ._event import Event
 from ._graph import Graph, end_capture
@@ -378,16 +378,14 @@ class _CurrentStreams(threading.local):
 _current_streams = _CurrentStreams()
 
 
-def current_stream(device: Any = 0) -> "_BaseStream":
-    """The calling thread's current stream of ``device`` (0 by default, as every
-    streambridge constructor): the one made current by ``use()`` or ``with``, else the
-    device's legacy default stream, as ``cupy.cuda.get_current_stream`` and
-    ``torch.cuda.current_stream`` answer. Only streambridge's calls read it: ``with s`` does not
-    make ``s`` CuPy's or PyTorch's current stream."""
-    index = device_index(device)
-    if index < 0:
-        raise ValueError("current_stream takes a device ordinal, not -1")
-    return _current_streams.of(index)
+def current_stream(device: Any = None) -> "_BaseStream":
+    """The calling thread's current stream of ``device`` (the current device by default, as
+    every streambridge constructor: :func:`current_device`): the one made current by
+    ``use()`` or ``with``, else the device's legacy default stream, as
+    ``cupy.cuda.get_current_stream`` and ``torch.cuda.current_stream`` answer. Only
+    streambridge's calls read it: ``with s`` does not make ``s`` CuPy's or PyTorch's current
+    stream."""
+    return _current_streams.of(device_or_current(device))
 
 
 def _numba_handle(obj: Any) -> Optional[int]:

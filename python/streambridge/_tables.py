@@ -42,6 +42,7 @@ ENTRY_NAMES = (
     "cuGraphDestroy",
     "cuThreadExchangeStreamCaptureMode",
     "cuStreamSynchronize",
+    "cuCtxGetDevice",
 )
 
 # The environment settings the Go core reads, handed over from os.environ.

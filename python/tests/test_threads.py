@@ -20,11 +20,11 @@ import streambridge as sb
 CLOSED_OR_OK = (sb.ClosedError,)
 
 
-def _objects():
-    """One round's objects: a stream and an event that get closed, the stream, event and
-    graph the calls use with them."""
-    s, other = sb.Stream(non_blocking=True), sb.Stream(non_blocking=True)
-    e, end = sb.Event(), sb.Event()
+def _objects(device=0):
+    """One round's objects on device: a stream and an event that get closed, the stream,
+    event and graph the calls use with them."""
+    s, other = sb.Stream(non_blocking=True, device=device), sb.Stream(non_blocking=True, device=device)
+    e, end = sb.Event(device=device), sb.Event(device=device)
     s.record(e)
     other.record(end)
     other.begin_capture()
@@ -151,9 +151,11 @@ def test_event_closed_while_another_thread_synchronizes_on_it():
 
 
 def soak(seconds, threads=8, seed=0):
-    """Eight threads doing random calls on shared objects, closing and remaking them now
-    and then; returns (calls, refused as closed). Any other error is raised."""
-    slots = [_objects() for _ in range(4)]
+    """Eight threads doing random calls on shared objects, spread over every device (up to
+    four), closing and remaking them now and then; returns (calls, refused as closed,
+    devices). Any other error is raised."""
+    devices = min(sb.device_count(), 4)
+    slots = [_objects(i % devices) for i in range(4)]
     lock = threading.Lock()
     deadline = time.monotonic() + seconds
     counts = [0, 0]
@@ -169,7 +171,7 @@ def soak(seconds, threads=8, seed=0):
                 if rng.randrange(200) == 0:
                     o[closes].close()
                     with lock:
-                        slots[i] = _objects()
+                        slots[i] = _objects(i % devices)
                 else:
                     call(o)
                 counts[0] += 1
@@ -187,7 +189,7 @@ def soak(seconds, threads=8, seed=0):
         raise errors[0]
     for o in slots:
         o["other"].synchronize()
-    return counts
+    return counts[0], counts[1], devices
 
 
 def test_soak_in_a_child_process():
@@ -196,13 +198,13 @@ def test_soak_in_a_child_process():
     r = subprocess.run([sys.executable, __file__, "--soak", os.environ.get("STREAMBRIDGE_SOAK_SECONDS", "2")],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, f"exit {r.returncode}\n{r.stdout}\n{r.stderr[-4000:]}"
-    assert "soak:" in r.stdout
+    assert f"8 threads, {min(sb.device_count(), 4)} devices" in r.stdout
 
 
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--soak":
-        calls, refused = soak(float(sys.argv[2]))
-        print(f"soak: {calls} calls, {refused} refused as closed, 8 threads, driver {sb.driver()}")
+        calls, refused, devices = soak(float(sys.argv[2]))
+        print(f"soak: {calls} calls, {refused} refused as closed, 8 threads, {devices} devices, driver {sb.driver()}")
     else:
         sys.exit("usage: test_threads.py --soak SECONDS")
 
