@@ -32,3 +32,14 @@ def pytest_collection_modifyitems(config, items):
         if here in Path(item.path).parents:
             item.add_marker(pytest.mark.skip(reason=f"SKIP: {why}"))
 
+
+
+@pytest.fixture(autouse=True)
+def current_device_as_found():
+    """Each test starts on the current device the one before found: streambridge's default
+    device is the thread's current one, and a framework may leave another current (JAX makes
+    every device's context current in turn as it starts)."""
+    before = streambridge.current_device()
+    yield
+    if streambridge.current_device() != before:
+        before.set_current()
