@@ -39,6 +39,7 @@ extern "C" __global__ void axpb(float *y, const float *x, float a, float b, long
 
 def main() -> int:
     import cupy
+    import numpy
     import torch
     import torch.distributed as dist
 
@@ -60,7 +61,7 @@ def main() -> int:
 
         s = sb.Stream(non_blocking=True)  # this rank's device, from torch.cuda.set_device
         s.wait_stream(sb.as_stream(torch.cuda.current_stream()))  # after the all-reduce
-        kernel((N + 255) // 256, 256, (y, x, A, B, N), stream=s)
+        kernel((N + 255) // 256, 256, (y, x, numpy.float32(A), numpy.float32(B), N), stream=s)
         with s.to_cupy():
             want = A * (world * (world + 1) / 2) + B
             wrong = int(cupy.count_nonzero(cupy.asarray(y) != cupy.float32(want)))

@@ -180,6 +180,14 @@ def test_a_device_0_kernel_refuses_a_device_1_tensor_before_the_launch():
     s0.synchronize()
     torch.cuda.synchronize(1)
     assert (on_0_ok.item(), on_1.item()) == (9, 0)
+    # A device-1 kernel takes the device-1 tensor while device 0 is current (torch exports
+    # DLPack only with its tensor's device current: the launch reads it so), and device 0
+    # stays current.
+    assert streambridge.current_device() == 0
+    s1 = streambridge.Stream(device=1)
+    streambridge.Module(src, device=1).get_kernel("put")(1, 1, (on_1, 11), stream=s1)
+    s1.synchronize()
+    assert on_1.item() == 11 and streambridge.current_device() == 0
 
 
 def test_an_event_of_one_device_recorded_on_the_others_torch_stream_is_refused():

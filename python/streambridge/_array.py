@@ -95,11 +95,16 @@ def _from_interface(obj: Any, cai: Any) -> ArrayInfo:
                          "default stream, 2 for the per-thread one, None for no synchronization)")
     if stream is not None and (isinstance(stream, bool) or not isinstance(stream, int)):
         raise TypeError(f"__cuda_array_interface__ stream must be an int or None, not {stream!r}")
-    device = -1
-    if hasattr(obj, "__dlpack_device__"):  # torch and CuPy say their device here, cheaply
-        dev_type, dev_id = obj.__dlpack_device__()
-        device = dev_id if dev_type == _KDL_CUDA else -1
-    return ArrayInfo(data[0], typestr, shape, tuple(strides), device, bool(data[1]), stream)
+    return ArrayInfo(data[0], typestr, shape, tuple(strides), array_device(obj), bool(data[1]), stream)
+
+
+def array_device(obj: Any) -> int:
+    """The CUDA device an array says it is on (``__dlpack_device__``, which torch and CuPy
+    answer cheaply); -1 where it does not say."""
+    if not hasattr(obj, "__dlpack_device__"):
+        return -1
+    dev_type, dev_id = obj.__dlpack_device__()
+    return dev_id if dev_type == _KDL_CUDA and isinstance(dev_id, int) else -1
 
 
 _KDL_CUDA = 2

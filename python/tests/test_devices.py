@@ -64,17 +64,27 @@ class _Array:
 
     def __init__(self, device):
         self.device = device
-        self.__cuda_array_interface__ = {"version": 3, "data": (0x7F0000000000, False), "shape": (4,),
-                                         "typestr": "<f4", "strides": None, "stream": None}
+        self.read_on = []
+
+    @property
+    def __cuda_array_interface__(self):
+        self.read_on.append(sb.current_device())
+        return {"version": 3, "data": (0x7F0000000000, False), "shape": (4,), "typestr": "<f4", "strides": None,
+                "stream": None}
 
     def __dlpack_device__(self):
         return (2, self.device)  # kDLCUDA
 
 
-def test_a_kernel_refuses_an_array_of_another_device_before_the_launch():
-    values, waits = marshal((_Array(1), 7), None, 1)
+def test_a_kernel_refuses_an_array_of_another_device_before_the_launch(two_devices, current_device_kept):
+    sb.Device(0).set_current()
+    a = _Array(1)
+    values, waits = marshal((a, 7), None, 1)
     assert values == (0x7F0000000000, 7) and waits == []
+    assert a.read_on[-1] == 1 and sb.current_device() == 0  # read with the kernel's device current, as torch needs
+    refused = _Array(1)
     with pytest.raises(sb.DeviceMismatchError, match="argument 0: the array is on device 1, the kernel on device 0"):
-        marshal((_Array(1),), None, 0)
+        marshal((refused,), None, 0)
     with pytest.raises(sb.DeviceMismatchError, match="argument 1"):
         marshal((5, _Array(0)), None, 1)
+    assert sb.current_device() == 0
