@@ -133,9 +133,10 @@ def test_the_current_device_as_torch_and_cupy_set_it_is_the_default_device():
 
 
 def test_device_0_waits_for_slow_device_1_work_from_8_threads():
-    # Each thread: a slow fill on a stream of device 1; a stream of device 0 waits for it
-    # through streambridge, then copies the data across (a peer copy on device 0's stream).
-    # A missing wait would copy the zeros that were there before the fill.
+    # Each thread: a fill on a stream of device 1, held back by a host callback until the
+    # thread lets it go, and slow; a stream of device 0 waits for it through streambridge,
+    # then copies the data across (a peer copy on device 0's stream). A missing wait would
+    # copy the zeros that were there before the fill.
     torch, cupy = framework("torch"), framework("cupy")
     two_devices(torch)
     n = 1 << 20
@@ -147,12 +148,15 @@ def test_device_0_waits_for_slow_device_1_work_from_8_threads():
         x = torch.zeros(n, device="cuda:1")
         y = torch.empty(n, device="cuda:0")
         torch.cuda.synchronize(1)
+        gate = threading.Event()
+        a.launch_host_func(lambda _: gate.wait(30), None)
         with torch.cuda.device(1), torch.cuda.stream(a.to_torch()):
-            torch.cuda._sleep(int(0.1 * 2e9))
+            torch.cuda._sleep(int(0.05 * 2e9))
             x.fill_(float(i + 1))
         b.wait_stream(a)
-        waited[i] = b.query() is False
+        waited[i] = b.query() is False  # device 1's work cannot have ended: the gate holds it
         cupy.cuda.runtime.memcpyPeerAsync(y.data_ptr(), 0, x.data_ptr(), 1, x.numel() * 4, b.ptr)
+        gate.set()
         b.synchronize()
         results[i] = (float(y.min().item()), float(y.max().item()))
 
