@@ -154,8 +154,8 @@ def test_device_0_waits_for_slow_device_1_work_from_8_threads():
             torch.cuda._sleep(int(0.05 * 2e9))
             x.fill_(float(i + 1))
         b.wait_stream(a)
-        waited[i] = b.query() is False  # device 1's work cannot have ended: the gate holds it
         cupy.cuda.runtime.memcpyPeerAsync(y.data_ptr(), 0, x.data_ptr(), 1, x.numel() * 4, b.ptr)
+        waited[i] = b.query() is False  # the copy waits: device 1's work cannot have ended, the gate holds it
         gate.set()
         b.synchronize()
         results[i] = (float(y.min().item()), float(y.max().item()))

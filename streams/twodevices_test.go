@@ -66,15 +66,13 @@ func TestWorkOnOneDeviceWaitsForSlowWorkOnTheOther(t *testing.T) {
 				err := firstError(
 					slow[g].LaunchHostFunc(func() { time.Sleep(200 * time.Millisecond); slowDone.Store(true) }),
 					fast[g].WaitStream(slow[g]),
+					fast[g].LaunchHostFunc(func() { afterSlow[g].Store(slowDone.Load()) }),
 				)
 				if err == nil {
-					waiting[g], err = fast[g].Query() // device 0's stream waits for device 1's
+					waiting[g], err = fast[g].Query() // device 0's work waits for device 1's
 					waiting[g] = !waiting[g]
 				}
-				errs <- firstError(err,
-					fast[g].LaunchHostFunc(func() { afterSlow[g].Store(slowDone.Load()) }),
-					fast[g].Synchronize(),
-				)
+				errs <- firstError(err, fast[g].Synchronize())
 			}()
 		}
 		wg.Wait()
