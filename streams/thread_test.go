@@ -3,10 +3,10 @@ package streams
 import (
 	"fmt"
 	"runtime"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/streambridge/streambridge/internal/driver"
 )
@@ -24,20 +24,11 @@ func TestContextsAcrossGoroutinesAndDevices(t *testing.T) {
 		}
 		t.Logf("%d device(s)", n)
 		const goroutines, iterations = 64, 50
-		errs := make(chan error, goroutines)
-		var wg sync.WaitGroup
+		var group errgroup.Group
 		for g := range goroutines {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				errs <- exercise(d, ctxs, g, iterations)
-			}()
+			group.Go(func() error { return exercise(d, ctxs, g, iterations) })
 		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			require.NoError(t, err)
-		}
+		require.NoError(t, group.Wait())
 	})
 }
 

@@ -1,13 +1,14 @@
 package streams
 
 import (
-	"sync"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
 )
 
 // What only a second device shows. The software driver has two devices; a machine with one
@@ -56,14 +57,11 @@ func TestWorkOnOneDeviceWaitsForSlowWorkOnTheOther(t *testing.T) {
 		}
 		var afterSlow [goroutines]atomic.Bool
 		var waiting [goroutines]bool
-		errs := make(chan error, goroutines)
-		var wg sync.WaitGroup
+		var group errgroup.Group
 		for g := range goroutines {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			group.Go(func() error {
 				var slowDone atomic.Bool
-				err := firstError(
+				err := errors.Join(
 					slow[g].LaunchHostFunc(func() { time.Sleep(200 * time.Millisecond); slowDone.Store(true) }),
 					fast[g].WaitStream(slow[g]),
 					fast[g].LaunchHostFunc(func() { afterSlow[g].Store(slowDone.Load()) }),
@@ -72,26 +70,13 @@ func TestWorkOnOneDeviceWaitsForSlowWorkOnTheOther(t *testing.T) {
 					waiting[g], err = fast[g].Query() // device 0's work waits for device 1's
 					waiting[g] = !waiting[g]
 				}
-				errs <- firstError(err, fast[g].Synchronize())
-			}()
+				return errors.Join(err, fast[g].Synchronize())
+			})
 		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			require.NoError(t, err)
-		}
+		require.NoError(t, group.Wait())
 		for g := range goroutines {
 			assert.True(t, waiting[g], "goroutine %d: device 0's stream was not waiting for device 1's", g)
 			assert.True(t, afterSlow[g].Load(), "goroutine %d: device 0's work ran before device 1's", g)
 		}
 	})
-}
-
-func firstError(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }
