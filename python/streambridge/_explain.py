@@ -200,6 +200,8 @@ def report() -> str:
         lines.append(f"  device {d}: {text or why}")
     proof, why = _ask(_core.handle_proof)
     lines.append(f"stream handles: {proof or why}")
+    current, why = _ask(_core.core.current_device)
+    lines.append(f"current device of this thread (the default device): {current if why is None else why}")
     lines.append("current streams:")
     for framework, make in _framework_streams():
         stream, why = _ask(make)

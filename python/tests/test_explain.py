@@ -114,6 +114,7 @@ def test_python_m_streambridge_prints_the_driver_devices_and_current_streams(dri
     assert lines[1].startswith(f"driver: {driver_name} (CUDA ") and "device(s)" in lines[1]
     assert lines[2].startswith("  device 0: ") and "compute capability" in lines[2]
     assert "current streams:" in lines
+    assert "current device of this thread (the default device): 0" in lines  # a new process sets none
     assert any(line.startswith("- streambridge: ") and line.endswith("a stream") for line in lines)
     assert "stream handles: proven live before use (the layout of the driver's stream objects was learned: " \
            "a handle is proven by reading them)" in lines
