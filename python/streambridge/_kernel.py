@@ -170,18 +170,13 @@ def marshal(args: Sequence[Any], consumer: Optional[int] = None,
         return (), []
     if isinstance(args, (str, bytes)) or not isinstance(args, (tuple, list)):
         raise TypeError(f"kernel arguments must be a tuple or list, not {type(args).__name__}")
-    before = -1
-    if device is not None and any(is_array(a) for a in args):
-        before = _c.current_device()
-        if before == device:
-            before = -1
-        else:
-            _c.set_current_device(device)
+    if device is None or not any(is_array(a) for a in args):
+        return _marshal(args, consumer, device)
+    before = _c.enter_device(device)  # the thread's context as it was, set back exactly
     try:
         return _marshal(args, consumer, device)
     finally:
-        if before >= 0:
-            _c.set_current_device(before)
+        _c.leave_device(before)
 
 
 def _marshal(args: Sequence[Any], consumer: Optional[int],
