@@ -8,6 +8,7 @@ import ctypes
 from typing import Any, List, NamedTuple, Optional, Tuple
 
 from . import _core
+from ._errors import DeviceMismatchError
 
 
 class ArrayInfo(NamedTuple):
@@ -104,7 +105,19 @@ def array_device(obj: Any) -> int:
     if not hasattr(obj, "__dlpack_device__"):
         return -1
     dev_type, dev_id = obj.__dlpack_device__()
-    return dev_id if dev_type == _KDL_CUDA and isinstance(dev_id, int) else -1
+    return dev_id if dev_type == _KDL_CUDA and isinstance(dev_id, int) and not isinstance(dev_id, bool) else -1
+
+
+def check_device(i: int, obj: Any, device: int, user: str) -> None:
+    """DeviceMismatchError where argument i, an array, says it is on another device than
+    ``device``, that of ``user`` (a kernel, a Go function's stream): asked before the array
+    is read, which a producer may refuse (torch, for a tensor of a device not current) or act
+    on; the work would fault reading it (an illegal address, fatal to the context). An
+    ``int`` pointer is not checked: pass one where peer access makes the memory readable."""
+    on = array_device(obj)
+    if on >= 0 and on != device:
+        raise DeviceMismatchError(f"argument {i}: the array is on device {on}, {user} on device {device}: copy it "
+                                  f"there, or use one of device {on}")
 
 
 _KDL_CUDA = 2
@@ -120,6 +133,18 @@ _capsule_name.argtypes = [ctypes.py_object]
 # ndim and dtype (code, bits, lanes); shape; strides; byte_offset.
 _VERSIONED_FLAGS_WORD, _VERSIONED_TENSOR_AT, _READ_ONLY = 3, 32, 1
 _MAX_NDIM = 64
+
+
+def _exported(obj: Any, device: int, consumer: Optional[int]) -> Any:
+    """``obj.__dlpack__(stream=consumer)``, with obj's device current on the calling thread:
+    torch exports a tensor only so (BufferError otherwise), whichever device a launch or a Go
+    function is on. The thread's context is then set back exactly as it was (another
+    device's, a green context's, or none)."""
+    before = _core.core.enter_device(device)
+    try:
+        return obj.__dlpack__(stream=consumer)
+    finally:
+        _core.core.leave_device(before)
 
 
 def _words(addr: int, n: int, what: str) -> List[int]:
@@ -145,7 +170,9 @@ def _from_dlpack(obj: Any, consumer: Optional[int]) -> ArrayInfo:
     dev_type, dev_id = obj.__dlpack_device__()
     if dev_type != _KDL_CUDA:
         raise ValueError(f"a DLPack array must be on a CUDA device, not device type {dev_type}")
-    capsule = obj.__dlpack__(stream=consumer)
+    if isinstance(dev_id, bool) or not isinstance(dev_id, int) or not 0 <= dev_id < 2**31:
+        raise ValueError(f"__dlpack_device__ must name a device ordinal, not {dev_id!r}")
+    capsule = _exported(obj, dev_id, consumer)
     if type(capsule).__name__ != "PyCapsule":
         raise TypeError(f"__dlpack__ must return a PyCapsule, not {type(capsule).__name__}")
     name = _capsule_name(capsule)

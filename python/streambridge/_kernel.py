@@ -14,10 +14,10 @@ import struct
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _core, _handover
-from ._array import array_device, array_info
+from ._array import array_info, check_device
 from ._core import core as _c
 from ._device import device_or_current
-from ._errors import ClosedError, DeviceMismatchError
+from ._errors import ClosedError
 from ._stream import ExternalStream, _BaseStream, resolve
 
 Dim = Union[int, Sequence[int]]
@@ -162,25 +162,13 @@ def marshal(args: Sequence[Any], consumer: Optional[int] = None,
       in DLPack's reading, and orders its work before it. An array that says it is on
       another device than ``device`` (the kernel's) raises DeviceMismatchError before the
       launch: the kernel would fault reading it (an illegal address, fatal to the context);
-      pass its pointer as an ``int`` where peer access makes it readable. Arrays are read
-      with ``device`` current (torch exports DLPack only on its tensor's device);
+      pass its pointer as an ``int`` where peer access makes it readable;
     - streambridge-known device pointers: pass ``int`` values yourself.
     """
     if type(args) is tuple and not args:
         return (), []
     if isinstance(args, (str, bytes)) or not isinstance(args, (tuple, list)):
         raise TypeError(f"kernel arguments must be a tuple or list, not {type(args).__name__}")
-    if device is None or not any(is_array(a) for a in args):
-        return _marshal(args, consumer, device)
-    before = _c.enter_device(device)  # the thread's context as it was, set back exactly
-    try:
-        return _marshal(args, consumer, device)
-    finally:
-        _c.leave_device(before)
-
-
-def _marshal(args: Sequence[Any], consumer: Optional[int],
-             device: Optional[int]) -> Tuple[Tuple[int, ...], List[Any]]:
     values, waits = [], []
     for i, a in enumerate(args):
         if isinstance(a, bool):
@@ -197,10 +185,8 @@ def _marshal(args: Sequence[Any], consumer: Optional[int],
                 raise ValueError(f"argument {i}: {a.dtype} is wider than 8 bytes")
             values.append(int.from_bytes(raw.ljust(8, b"\0"), "little"))
         else:
-            on = array_device(a) if device is not None else -1
-            if on >= 0 and on != device:  # before __dlpack__, which a producer may refuse or act on
-                raise DeviceMismatchError(f"argument {i}: the array is on device {on}, the kernel on device "
-                                          f"{device}: copy it there, or launch a module loaded on device {on}")
+            if device is not None:
+                check_device(i, a, device, "the kernel")
             info = array_info(a, consumer)
             if info is None:
                 raise TypeError(f"argument {i}: {type(a).__name__} is not a kernel argument (an int, float, "

@@ -7,6 +7,7 @@ import threading
 import pytest
 
 import streambridge as sb
+from streambridge._array import array_info
 from streambridge._kernel import marshal
 
 
@@ -64,11 +65,9 @@ class _Array:
 
     def __init__(self, device):
         self.device = device
-        self.read_on = []
 
     @property
     def __cuda_array_interface__(self):
-        self.read_on.append(sb.current_device())
         return {"version": 3, "data": (0x7F0000000000, False), "shape": (4,), "typestr": "<f4", "strides": None,
                 "stream": None}
 
@@ -76,15 +75,39 @@ class _Array:
         return (2, self.device)  # kDLCUDA
 
 
-def test_a_kernel_refuses_an_array_of_another_device_before_the_launch(two_devices, current_device_kept):
-    sb.Device(0).set_current()
-    a = _Array(1)
-    values, waits = marshal((a, 7), None, 1)
+def test_a_kernel_refuses_an_array_of_another_device_before_the_launch(two_devices):
+    values, waits = marshal((_Array(1), 7), None, 1)
     assert values == (0x7F0000000000, 7) and waits == []
-    assert a.read_on[-1] == 1 and sb.current_device() == 0  # read with the kernel's device current, as torch needs
-    refused = _Array(1)
     with pytest.raises(sb.DeviceMismatchError, match="argument 0: the array is on device 1, the kernel on device 0"):
-        marshal((refused,), None, 0)
+        marshal((_Array(1),), None, 0)
     with pytest.raises(sb.DeviceMismatchError, match="argument 1"):
         marshal((5, _Array(0)), None, 1)
-    assert sb.current_device() == 0
+
+
+def test_a_dlpack_array_is_exported_with_its_device_current(two_devices, current_device_kept):
+    # torch exports a tensor only with its device current (BufferError otherwise): a launch
+    # or a Go function on any device reads it so, and the thread's device is set back.
+    from test_dlpack import Producer  # a capsule over memory made here, on device 1
+
+    class Recording(Producer):
+        def __dlpack__(self, stream=None):
+            self.exported_on = sb.current_device()
+            return super().__dlpack__(stream)
+
+    for current in (0, 1):
+        sb.Device(current).set_current()
+        p = Recording()
+        assert array_info(p, 1).device == 1
+        assert p.exported_on == 1 and sb.current_device() == current
+
+
+@pytest.mark.parametrize("device", [2**70, -1, "1", True, 1 << 20])
+def test_a_dlpack_device_that_is_no_device_is_a_value_error(device):
+    from test_dlpack import Producer
+
+    class Says(Producer):
+        def __dlpack_device__(self):
+            return (2, device)
+
+    with pytest.raises(ValueError, match="device"):
+        array_info(Says(), 1)
