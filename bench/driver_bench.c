@@ -3,8 +3,10 @@
 // Run: ./driver_bench internal/kernels/kernels.ptx
 // Prints lines shaped like Go's benchmark output, so benchstat compares both (bench/run.sh).
 #include <cuda.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #define CHECK(call)                                                          \
@@ -117,6 +119,67 @@ static void bench(const char *name, void (*fn)(void), long iters) {
   CHECK(cuStreamDestroy(b));
 }
 
+/* As Go's throughput benchmarks (streams/bench_test.go): n threads at once, each with the
+   context current and two streams and an event of its own, iters calls in all (iters/n
+   each), started together; ns/op is wall time per call over all of them. */
+struct worker {
+  long calls;
+  int query; /* 0: record+wait pairs, 1: queries */
+  CUstream a, b;
+  CUevent e;
+  pthread_barrier_t *start, *done;
+};
+
+static void *work(void *p) {
+  struct worker *w = p;
+  CHECK(cuCtxSetCurrent(ctx));
+  pthread_barrier_wait(w->start);
+  for (long i = 0; i < w->calls; i++) {
+    if (w->query) {
+      CUresult r = cuStreamQuery(w->a);
+      if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY) CHECK(r);
+    } else {
+      CHECK(cuEventRecord(w->e, w->a));
+      CHECK(cuStreamWaitEvent(w->b, w->e, 0));
+    }
+  }
+  pthread_barrier_wait(w->done);
+  return NULL;
+}
+
+static void throughput(const char *name, int query, int n, long iters) {
+  struct worker w[16];
+  pthread_t t[16];
+  pthread_barrier_t start, done;
+  pthread_barrier_init(&start, NULL, n + 1);
+  pthread_barrier_init(&done, NULL, n + 1);
+  warm();
+  for (int i = 0; i < n; i++) {
+    w[i] = (struct worker){iters / n + (i < iters % n), query, NULL, NULL, NULL, &start, &done};
+    CHECK(cuStreamCreate(&w[i].a, CU_STREAM_NON_BLOCKING));
+    CHECK(cuStreamCreate(&w[i].b, CU_STREAM_NON_BLOCKING));
+    CHECK(cuEventCreate(&w[i].e, CU_EVENT_DISABLE_TIMING));
+    pthread_create(&t[i], NULL, work, &w[i]);
+  }
+  pthread_barrier_wait(&start);
+  double t0 = now_ns();
+  pthread_barrier_wait(&done);
+  double dt = now_ns() - t0;
+  for (int i = 0; i < n; i++) {
+    pthread_join(t[i], NULL);
+    CHECK(cuStreamSynchronize(w[i].a));
+    CHECK(cuStreamSynchronize(w[i].b));
+    CHECK(cuEventDestroy(w[i].e));
+    CHECK(cuStreamDestroy(w[i].a));
+    CHECK(cuStreamDestroy(w[i].b));
+  }
+  pthread_barrier_destroy(&start);
+  pthread_barrier_destroy(&done);
+  printf("BenchmarkC/%s/goroutines=%d\t%ld\t%.1f ns/op\t%.0f calls/s\n", name, n, iters, dt / iters,
+         iters / dt * 1e9);
+  fflush(stdout);
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: %s kernels.ptx [count]\n", argv[0]);
@@ -131,6 +194,15 @@ int main(int argc, char **argv) {
   CHECK(cuCtxSetCurrent(ctx));
   CHECK(cuModuleLoad(&mod, argv[1]));
   CHECK(cuModuleGetFunction(&empty, mod, "empty"));
+  if (argc > 3 && strcmp(argv[3], "threads") == 0) { /* as Go's *Throughput benchmarks */
+    static const int counts[] = {1, 2, 4, 8, 16};
+    for (int i = 0; i < count; i++)
+      for (int k = 0; k < 5; k++) {
+        throughput("RecordWaitThroughput", 0, counts[k], 2000000);
+        throughput("QueryThroughput", 1, counts[k], 2000000);
+      }
+    return 0;
+  }
   if (argc > 3) { /* "history": how cuStreamQuery's cost depends on what ran before */
     warming = 0;
     bench("QueryFirst", query, 200000);

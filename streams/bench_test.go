@@ -1,11 +1,14 @@
 package streams
 
 import (
+	"fmt"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/streambridge/streambridge/internal/driver"
+	"golang.org/x/sync/errgroup"
 )
 
 // Benchmarks of the paths the issue sets targets for, on the real driver. bench/run.sh
@@ -275,4 +278,90 @@ func BenchmarkStreamCheck(b *testing.B) {
 			b.Fatal(r)
 		}
 	})
+}
+
+// throughputCounts are the goroutine counts of the throughput benchmarks, as the C
+// program's thread counts (bench/driver_bench.c, "threads").
+var throughputCounts = []int{1, 2, 4, 8, 16}
+
+// throughput runs op from n goroutines at once, each on an OS thread of its own with the
+// context current, on two streams and an event of its own, b.N calls in all (b.N/n each):
+// ns/op is wall time per call over all of them, and calls/s is reported. bench/run.sh runs
+// these unpinned, beside the C program's threads.
+func throughput(b *testing.B, n int, op func(a, s *Stream, e *Event) error) {
+	c := primary(b, realDriver(b), 0)
+	type own struct {
+		a, s *Stream
+		e    *Event
+	}
+	owns := make([]own, n)
+	for i := range owns {
+		owns[i] = own{newStream(b, c, StreamOptions{NonBlocking: true}), newStream(b, c, StreamOptions{NonBlocking: true}),
+			newEvent(b, c, EventOptions{DisableTiming: true})}
+	}
+	warm(b, c)
+	b.ReportAllocs()
+	var ready, start sync.WaitGroup
+	ready.Add(n)
+	start.Add(1)
+	var group errgroup.Group
+	for i := range n {
+		calls := b.N / n
+		if i < b.N%n {
+			calls++
+		}
+		group.Go(func() error {
+			return c.Do(func() error {
+				ready.Done()
+				start.Wait()
+				for range calls {
+					if err := op(owns[i].a, owns[i].s, owns[i].e); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		})
+	}
+	ready.Wait()
+	b.ResetTimer()
+	start.Done()
+	err := group.Wait()
+	b.StopTimer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
+	for _, o := range owns {
+		_ = o.a.Synchronize()
+		_ = o.s.Synchronize()
+	}
+}
+
+// BenchmarkRecordWaitThroughput is record+wait pairs (one call: a pair) from 1 to 16
+// goroutines at once.
+func BenchmarkRecordWaitThroughput(b *testing.B) {
+	for _, n := range throughputCounts {
+		b.Run(fmt.Sprintf("goroutines=%d", n), func(b *testing.B) {
+			throughput(b, n, func(a, s *Stream, e *Event) error {
+				if err := a.Record(e); err != nil {
+					return err
+				}
+				return s.WaitEvent(e)
+			})
+		})
+	}
+}
+
+// BenchmarkQueryThroughput is queries of a stream whose work is done, from 1 to 16
+// goroutines at once.
+func BenchmarkQueryThroughput(b *testing.B) {
+	for _, n := range throughputCounts {
+		b.Run(fmt.Sprintf("goroutines=%d", n), func(b *testing.B) {
+			throughput(b, n, func(a, _ *Stream, _ *Event) error {
+				_, err := a.Query()
+				return err
+			})
+		})
+	}
 }
