@@ -24,7 +24,7 @@ END = "<!-- /latest -->"
 RATIO = re.compile(r"^  ratio (?P<who>.+?) / (?:fastest peer \((?P<peer>.+)\)|(?P<one>[\w.]+)): "
                    r"(?P<ratio>[\d.]+)(?: \(best rounds: (?P<best>[\d.]+)\))?\s+\[bar (?P<bar>[^\]]+)\]$")
 TIME = re.compile(r"^  (?P<who>.+?)\s+(?P<ns>\d+) ns$")
-BENCH = re.compile(r"^Benchmark(?P<name>[A-Za-z]+)(?:-\d+)?\s+\d+\s+(?P<ns>[\d.]+) ns/op")
+BENCH = re.compile(r"^Benchmark(?P<name>[A-Za-z]+(?:/goroutines=\d+)?)(?:-\d+)?\s+\d+\s+(?P<ns>[\d.]+) ns/op")
 
 
 def python_rows(text: str) -> list[tuple[str, str, str, str, str, str]]:

@@ -31,6 +31,16 @@ def test_the_table_reads_every_ratio_and_every_benchmark_pair():
     assert text.count("\n| ") - 2 - 7 == ratios  # a row per ratio; two header rows; seven Go/C pairs
 
 
+def test_throughput_rows_pair_by_goroutine_count():
+    # bench/run.sh's throughput rounds, in the shapes the C program and Go's testing print
+    c = "BenchmarkRecordWaitThroughput/goroutines=4\t2000000\t150.0 ns/op\t6666667 calls/s\n"
+    go = ("BenchmarkRecordWaitThroughput/goroutines=4-16\t2000000\t165.0 ns/op\t6060606 calls/s\t0 B/op\t0 allocs/op\n"
+          "BenchmarkQueryThroughput/goroutines=16-16\t2000000\t40.0 ns/op\t25000000 calls/s\t0 B/op\t0 allocs/op\n")
+    text = table().section("", c, go, "one H100", "2026-11-25")
+    assert "| RecordWaitThroughput/goroutines=4 | 150.0 | 165.0 | 1.10 |" in text
+    assert "QueryThroughput" not in text  # no C row to pair it with
+
+
 def test_the_update_replaces_the_section_and_nothing_else(tmp_path):
     results = tmp_path / "RESULTS.md"
     shutil.copy(ROOT / "bench" / "RESULTS.md", results)
