@@ -17,6 +17,10 @@ Operations (each framework's own spelling):
                       stream's synchronize in each library's spelling (the same work for all:
                       what differs is the wait; streambridge's polls on the main thread, so
                       that Ctrl-C ends it)
+  record+wait from N Python threads
+                      1, 2, 4 and 8 threads at once, each with two streams and an event of
+                      its own, ns a pair over all of them (what a data loader or a serving
+                      process does; issue 29: keep the lead under threads)
 And, outside the table, each library's synchronize after a 5 ms kernel (median of 40).
   hand_over per array argument
                       streambridge.hand_over of one array, over an empty launch (the reference
@@ -38,11 +42,13 @@ import time
 
 
 def per_op(fn, n):
+    """ns an operation of fn(n), which does n of them; or what fn answers where it times
+    itself (a number: ns an operation, its setup left out)."""
     gc.disable()
     try:
         t = time.perf_counter_ns()
-        fn(n)
-        return (time.perf_counter_ns() - t) / n
+        own = fn(n)
+        return own if own is not None else (time.perf_counter_ns() - t) / n
     finally:
         gc.enable()
 
@@ -94,6 +100,36 @@ def long_wait(launch, sync, n=40):
         sync()
         stamps.append(time.perf_counter_ns() - t)
     return statistics.median(stamps)
+
+
+def threads_ns(make, pair, threads, n, enter=None):
+    """ns a record+wait pair with ``threads`` Python threads at it at once, n pairs in all
+    (wall time over all of them, their setup left out): each thread has the objects
+    ``make()`` gives it (``pair(*objects)`` is one record and one wait), runs ``enter()``
+    first where given, and they start together."""
+    import threading
+
+    objects = [make() for _ in range(threads)]
+    start = threading.Barrier(threads + 1)
+
+    def work(o, pairs):
+        if enter is not None:
+            enter()
+        start.wait()
+        for _ in range(pairs):
+            pair(*o)
+
+    ts = [threading.Thread(target=work, args=(o, n // threads)) for o in objects]
+    for t in ts:
+        t.start()
+    start.wait()
+    t0 = time.perf_counter_ns()
+    for t in ts:
+        t.join()
+    return (time.perf_counter_ns() - t0) / (n // threads * threads)
+
+
+THREAD_COUNTS = (1, 2, 4, 8)
 
 
 def main() -> int:
@@ -263,6 +299,35 @@ def main() -> int:
         "torch": after_launch(t_sync.synchronize),
         "cuda.core": after_launch(k_sync.sync),
     }
+    # Record+wait from several Python threads at once, each on streams and an event of its
+    # own: what a data loader or a serving process does. The GIL is shared; the driver's own
+    # lock too.
+    def rw_pair(record, wait):
+        return lambda a, b, e: (record(a, e), wait(b, e))
+
+    per_thread = {
+        "streambridge": (lambda: (sb.Stream(non_blocking=True), sb.Stream(non_blocking=True),
+                                  sb.Event(disable_timing=True)),
+                         rw_pair(lambda a, e: a.record(e), lambda b, e: b.wait_event(e))),
+        "torch": (lambda: (torch.cuda.Stream(), torch.cuda.Stream(), torch.cuda.Event()),
+                  rw_pair(lambda a, e: e.record(a), lambda b, e: b.wait_event(e))),
+        "cupy": (lambda: (cupy.cuda.Stream(non_blocking=True), cupy.cuda.Stream(non_blocking=True),
+                          cupy.cuda.Event(disable_timing=True)),
+                 rw_pair(lambda a, e: e.record(a), lambda b, e: b.wait_event(e))),
+        "cuda.core": (lambda: (lambda a: (a, dev.create_stream(), a.record(options=EventOptions(timing_enabled=False))))(
+                          dev.create_stream()),
+                      rw_pair(lambda a, e: a.record(e), lambda b, e: b.wait(e))),
+    }
+
+    def in_threads(threads, make, pair):
+        def run(n):  # each thread makes device 0 current first, as cuda.core asks of a thread
+            return threads_ns(make, pair, threads, max(n, threads), enter=dev.set_current)
+        return run
+
+    for threads in THREAD_COUNTS:
+        ops[f"record+wait from {threads} Python threads, each with its own streams (ns a pair, all together)"] = {
+            name: in_threads(threads, make, pair) for name, (make, pair) in per_thread.items()}
+
     bars = {"stream create+close": 1.0, "event create+close": 1.0,
             "hand_over per array argument": "0.25 to be on by default"}
 

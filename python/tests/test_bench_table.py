@@ -56,3 +56,26 @@ def test_the_update_replaces_the_section_and_nothing_else(tmp_path):
     outside = lambda s: s[:s.index(t.BEGIN)] + s[s.index(t.END):]  # noqa: E731
     assert outside(once) == outside(before)
     assert "## Latest: a test, 2000-01-01" in once
+
+
+def test_threads_ns_runs_every_pair_on_the_threads_own_objects():
+    spec = importlib.util.spec_from_file_location("python_bench", ROOT / "bench" / "python_bench.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    import threading
+    made, seen, entered = [], [], []
+
+    def make():
+        made.append(object())
+        return (made[-1],)
+
+    def pair(o):
+        seen.append((threading.get_ident(), o))
+
+    ns = bench.threads_ns(make, pair, 4, 1000, enter=lambda: entered.append(threading.get_ident()))
+    assert ns > 0 and len(seen) == 1000 and len(made) == 4 and len(set(entered)) == 4
+    by_thread = {}
+    for ident, o in seen:
+        by_thread.setdefault(ident, set()).add(id(o))
+    assert sorted(map(len, by_thread.values())) == [1, 1, 1, 1]  # each thread used one object, its own
+    assert len({next(iter(v)) for v in by_thread.values()}) == 4
