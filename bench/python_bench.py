@@ -345,7 +345,7 @@ def main() -> int:
         "wrap: pyshim_ValidationReads (a crossing and the rt_sigaction, no reads)": loop(_core.validation_reads),
         "wrap: a bare instance shaped as ExternalStream + teardown (no check)": loop(Bare),
         "wrap event: core.wrap_event alone (the C check and instance, no Python)": loop(
-            lambda: _core.core.wrap_event(sb.Event, event_handle, None, None)),
+            lambda: _core.core.wrap_event(sb.Event, event_handle, None, None, False)),
         "create: Event.__new__ alone (the Python instance, no driver)": loop(lambda: sb.Event.__new__(sb.Event)),
         "create: Stream.__new__ alone (the Python instance, no driver)": loop(lambda: sb.Stream.__new__(sb.Stream)),
     }

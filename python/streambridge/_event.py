@@ -9,6 +9,7 @@ from typing import Any, Optional
 from ._core import core as _c
 from ._device import as_index, device_or_current
 from ._errors import ClosedError
+from ._provenance import frameworks_own
 
 _OPTION_NAMES = ("timing_enabled", "blocking_sync", "ipc_enabled")
 
@@ -196,8 +197,8 @@ def as_event(obj: Any, device: Any = None) -> Event:
     an int handle (:meth:`Event.from_handle`); a torch, CuPy, cuda.core or Numba event, kept
     alive with the borrowed event (``to_torch()`` and the like give it back). The handle is
     proven live before the driver sees it, as :meth:`Event.from_handle` proves it; where the
-    driver's layout cannot be learned, a framework's event object vouches for its handle
-    (``from_handle(..., vouched=True)``)."""
+    driver's layout cannot be learned, a framework's own event object vouches for its handle
+    (``from_handle(..., vouched=True)``), and an object that only looks like one does not."""
     if isinstance(obj, Event):
         return obj
     if as_index(obj) is not None:
@@ -206,7 +207,7 @@ def as_event(obj: Any, device: Any = None) -> Event:
     if h is None:
         raise TypeError(f"{type(obj).__module__}.{type(obj).__name__} is not event-like (an int CUevent, or a "
                         "torch, CuPy, cuda.core or Numba event)")
-    return _c.wrap_event(Event, h, device, obj)  # from_handle's wrap, keeping obj
+    return _c.wrap_event(Event, h, device, obj, frameworks_own(obj))  # from_handle's wrap, keeping obj
 
 
 def get_elapsed_time(start: Event, end: Event) -> float:

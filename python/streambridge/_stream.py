@@ -13,6 +13,7 @@ from ._device import Device, as_index, device_index, device_or_current
 from ._errors import NotStreamLikeError, ProtocolError
 from ._event import Event
 from ._graph import Graph, end_capture
+from ._provenance import frameworks_own
 
 
 def callback_errors() -> List[BaseException]:
@@ -432,14 +433,17 @@ def as_stream(obj: Any, device: Any = None) -> _BaseStream:
     is); an int handle; an object speaking ``__cuda_stream__`` (cuda.core, CuPy 14, recent
     PyTorch); a ``torch.cuda.Stream`` (``.cuda_stream``), a ``cupy.cuda.Stream`` (``.ptr``)
     or a Numba stream (``.handle.value``). The object is kept alive with the stream; its
-    device is read from the handle and checked against ``device`` if given.
+    device is read from the handle and checked against ``device`` if given. Where the
+    driver's layout cannot be learned, a protocol object or a framework's own stream vouches
+    for its handle; an object that only has a ``ptr`` or ``cuda_stream`` does not.
     """
     if isinstance(obj, _BaseStream):
         return obj
     handle = as_index(obj)  # an int, or a NumPy integer
     if handle is not None:
         return ExternalStream(handle, -1 if device is None else device)
-    if hasattr(type(obj), "__cuda_stream__"):
+    protocol = hasattr(type(obj), "__cuda_stream__")
+    if protocol:
         handle = _protocol_handle(obj)
     elif isinstance(getattr(obj, "cuda_stream", None), int):  # torch.cuda.Stream
         handle = obj.cuda_stream
@@ -450,6 +454,8 @@ def as_stream(obj: Any, device: Any = None) -> _BaseStream:
     else:
         raise NotStreamLikeError(f"{type(obj).__name__} is not stream-like (an int, a __cuda_stream__ object, "
                                  "or a torch, CuPy, cuda.core or Numba stream)")
-    s = ExternalStream(handle, -1 if device is None else device, vouched=True)  # obj is kept: its word
+    # obj is kept: its word, where it speaks the protocol or is its framework's own stream
+    # (anything else with a ptr is proven, or refused where that cannot be, as an int is)
+    s = ExternalStream(handle, -1 if device is None else device, vouched=protocol or frameworks_own(obj))
     s._owner = obj
     return s

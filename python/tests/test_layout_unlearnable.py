@@ -95,3 +95,56 @@ def test_a_bad_layout_setting_is_named():
     out = subprocess.run([sys.executable, "-c", child], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert "STREAMBRIDGE_LAYOUT=\"maybe\"" in out.stdout, out.stdout
+
+
+LOOKALIKES = r"""
+import sys, types
+import streambridge as sb
+
+def framework_class(module, name, **fields):
+    cls = type(name, (), {})
+    cls.__module__ = module
+    return cls
+
+owner, theirs = sb.Stream(non_blocking=True), sb.Event(disable_timing=True)
+TorchEvent = framework_class("torch.cuda.streams", "Event")
+CupyStream = framework_class("cupy.cuda.stream", "Stream")
+
+def wrapped(make):
+    try:
+        return "taken" if make() is not None else "?"
+    except sb.CUDAError as e:
+        return "refused: " + e.name
+    except sb.InvalidHandleError as e:
+        return "refused: invalid"
+
+# Classes that only name a framework's module: their handles are not taken on their word.
+e = TorchEvent(); e.cuda_event = theirs.ptr
+s = CupyStream(); s.ptr = owner.ptr
+print("lookalike event:", wrapped(lambda: sb.as_event(e)))
+print("lookalike stream:", wrapped(lambda: sb.as_stream(s)))
+garbage = TorchEvent(); garbage.cuda_event = 0x1234
+print("explain of a lookalike with garbage:", " ".join(sb.explain(garbage).splitlines()[1].split()[:2]))
+# The same classes, as their framework's module defines them (imported in this process):
+# its own objects vouch for their handles.
+for module, cls in (("torch.cuda.streams", TorchEvent), ("cupy.cuda.stream", CupyStream)):
+    m = sys.modules.setdefault(module, types.ModuleType(module))
+    setattr(m, cls.__name__, cls)
+print("framework's event:", wrapped(lambda: sb.as_event(e)))
+print("framework's stream:", wrapped(lambda: sb.as_stream(s)))
+"""
+
+
+def test_only_a_frameworks_own_object_vouches_for_its_handle():
+    # A garbage handle taken on a lookalike's word would reach the driver: SIGSEGV on a GPU
+    # (the software driver ends the process, exit 86: explain() of one did so before).
+    env = dict(os.environ, STREAMBRIDGE_LAYOUT="unlearnable")
+    out = subprocess.run([sys.executable, "-c", LOOKALIKES], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.splitlines() == [
+        "lookalike event: refused: CUDA_ERROR_NOT_SUPPORTED",
+        "lookalike stream: refused: CUDA_ERROR_NOT_SUPPORTED",
+        "explain of a lookalike with garbage: refused CUDAError:",
+        "framework's event: taken",
+        "framework's stream: taken",
+    ]
