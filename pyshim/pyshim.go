@@ -31,6 +31,7 @@ import (
 	"github.com/streambridge/streambridge/bridge"
 	"github.com/streambridge/streambridge/internal/boundary"
 	"github.com/streambridge/streambridge/internal/cuda"
+	driverapi "github.com/streambridge/streambridge/internal/driver"
 	"github.com/streambridge/streambridge/internal/plumbing"
 	"github.com/streambridge/streambridge/streams"
 )
@@ -436,13 +437,9 @@ func LiveStreams() int {
 // Entry is the address of the C function for a cuda.h entry point the C core calls without
 // crossing into Go (boundary.EntryNames; see driver.API.Entry); 0 for one not offered.
 func Entry(name string) (uint64, error) {
-	b, err := driver()
+	api, err := driverAPI()
 	if err != nil {
 		return 0, err
-	}
-	api := plumbing.API(b.Driver())
-	if api == nil {
-		return 0, streams.ErrNil
 	}
 	return uint64(api.Entry(name)), nil
 }
@@ -575,16 +572,25 @@ func ReadWords(addr uint64, n int) (string, error) {
 //
 //streambridge:keepgil
 func StreamMemory() string {
-	b, err := driver()
+	api, err := driverAPI()
 	if err != nil {
-		return ""
-	}
-	api := plumbing.API(b.Driver())
-	if api == nil {
 		return ""
 	}
 	m := api.StreamMemory()
 	return words(boundary.StreamMemoryWords(m), m.OK)
+}
+
+// driverAPI is the driver's plumbing (internal/plumbing): the raw entry points and memory
+// descriptions, for the C core.
+func driverAPI() (driverapi.API, error) {
+	b, err := driver()
+	if err != nil {
+		return nil, err
+	}
+	if api := plumbing.API(b.Driver()); api != nil {
+		return api, nil
+	}
+	return nil, streams.ErrNil
 }
 
 // words spells words in decimal, separated by spaces, where ok; empty where not.
@@ -604,12 +610,8 @@ func words(ws []uint64, ok bool) string {
 //
 //streambridge:keepgil
 func EventMemory() string {
-	b, err := driver()
+	api, err := driverAPI()
 	if err != nil {
-		return ""
-	}
-	api := plumbing.API(b.Driver())
-	if api == nil {
 		return ""
 	}
 	m := api.EventMemory()

@@ -227,23 +227,14 @@ type EventMemory struct {
 	OK                                 bool
 }
 
-// EntryNames are the entry points API.Entry offers: calls on stream and event objects, the
-// life of the events and streams the C core owns (Python's Event and Stream are made and
-// destroyed there, as CuPy's and cuda.core's are in Cython, with the priority range a new
-// stream's priority is checked against), and the current-context pair the C core uses to
-// give a special handle (0, 1, 2) or a new event or stream its context, and what ties a
-// host callback captured into a graph to that graph's life (the capture's graph, and a
-// user object the graph holds, whose destructor frees the callback), and the end of a
-// capture that an owned stream's destroy meets (the capture's graph, and the callbacks it
-// holds, would be lost with the stream), and the exchange of the thread's capture mode
-// around its queries and synchronizes (see StreamQuery), and the stream's synchronize
-// (Python's, which Ctrl-C ends on the main thread), and the current context's device (the
-// default device of Python's constructors, as cudaGetDevice answers). The C core keeps them
-// in this order (internal/boundary generates its table).
-var EntryNames = []string{"cuStreamQuery", "cuEventRecord", "cuStreamWaitEvent", "cuEventQuery",
-	"cuLaunchHostFunc", "cuLaunchKernel", "cuCtxGetCurrent", "cuCtxSetCurrent",
-	"cuEventCreate", "cuEventDestroy", "cuEventSynchronize", "cuEventElapsedTime", "cuIpcGetEventHandle",
-	"cuStreamCreateWithPriority", "cuStreamDestroy", "cuCtxGetStreamPriorityRange",
-	"cuStreamGetCaptureInfo", "cuUserObjectCreate", "cuUserObjectRelease", "cuGraphRetainUserObject",
-	"cuStreamEndCapture", "cuGraphDestroy", "cuThreadExchangeStreamCaptureMode", "cuStreamSynchronize",
-	"cuCtxGetDevice"}
+// EntryNames are the entry points API.Entry offers, in the order the C core keeps them
+// (internal/boundary generates its table): those EntryPoints flags CCore.
+var EntryNames = func() []string {
+	var names []string
+	for _, e := range EntryPoints {
+		if e.Flags&CCore != 0 {
+			names = append(names, e.Name)
+		}
+	}
+	return names
+}()

@@ -23,6 +23,17 @@ const (
 	// on a stack that the callback may move (internal/cuda's callReentrant; a test holds
 	// each call site to this).
 	CallsBack
+	// CCore: the Python module's C core calls it directly, through API.Entry (EntryNames):
+	// calls on stream and event objects, the life of the events and streams the C core owns
+	// (made and destroyed there, as CuPy's and cuda.core's are in Cython, with the priority
+	// range a new stream's priority is checked against), the current-context calls that
+	// give a special handle (0, 1, 2) or a new event or stream its context and read the
+	// default device (as cudaGetDevice answers), what ties a host callback captured into a
+	// graph to that graph's life (the capture's graph, a user object the graph holds, whose
+	// destructor frees the callback), the end of a capture an owned stream's destroy meets,
+	// the exchange of the thread's capture mode around its queries and synchronizes, and
+	// the stream's synchronize (Python's, which Ctrl-C ends on the main thread).
+	CCore
 )
 
 // EntryPoints is the one table of the driver's entry points this project calls: the real
@@ -42,46 +53,46 @@ var EntryPoints = []EntryPoint{
 	{"cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRetain", 7000, 0},
 	{"cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease_v2", 11000, CallsBack},
 	{"cuDevicePrimaryCtxGetState", "cuDevicePrimaryCtxGetState", 7000, 0},
-	{"cuCtxGetCurrent", "cuCtxGetCurrent", 4000, 0},
-	{"cuCtxSetCurrent", "cuCtxSetCurrent", 4000, 0},
-	{"cuCtxGetDevice", "cuCtxGetDevice", 2000, 0},
-	{"cuCtxGetStreamPriorityRange", "cuCtxGetStreamPriorityRange", 5050, 0},
-	{"cuStreamCreateWithPriority", "cuStreamCreateWithPriority", 5050, 0},
-	{"cuStreamDestroy", "cuStreamDestroy_v2", 4000, CallsBack},
-	{"cuStreamQuery", "cuStreamQuery", 2000, 0},
-	{"cuStreamSynchronize", "cuStreamSynchronize", 2000, 0},
-	{"cuStreamWaitEvent", "cuStreamWaitEvent", 3020, 0},
+	{"cuCtxGetCurrent", "cuCtxGetCurrent", 4000, CCore},
+	{"cuCtxSetCurrent", "cuCtxSetCurrent", 4000, CCore},
+	{"cuCtxGetDevice", "cuCtxGetDevice", 2000, CCore},
+	{"cuCtxGetStreamPriorityRange", "cuCtxGetStreamPriorityRange", 5050, CCore},
+	{"cuStreamCreateWithPriority", "cuStreamCreateWithPriority", 5050, CCore},
+	{"cuStreamDestroy", "cuStreamDestroy_v2", 4000, CallsBack | CCore},
+	{"cuStreamQuery", "cuStreamQuery", 2000, CCore},
+	{"cuStreamSynchronize", "cuStreamSynchronize", 2000, CCore},
+	{"cuStreamWaitEvent", "cuStreamWaitEvent", 3020, CCore},
 	{"cuStreamGetPriority", "cuStreamGetPriority", 5050, 0},
 	{"cuStreamGetFlags", "cuStreamGetFlags", 5050, 0},
 	{"cuStreamGetCtx", "cuStreamGetCtx", 9020, 0},
 	{"cuStreamGetId", "cuStreamGetId", 12000, 0},
-	{"cuThreadExchangeStreamCaptureMode", "cuThreadExchangeStreamCaptureMode", 10010, 0},
-	{"cuLaunchHostFunc", "cuLaunchHostFunc", 10000, 0},
+	{"cuThreadExchangeStreamCaptureMode", "cuThreadExchangeStreamCaptureMode", 10010, CCore},
+	{"cuLaunchHostFunc", "cuLaunchHostFunc", 10000, CCore},
 	{"cuStreamBeginCapture", "cuStreamBeginCapture_v2", 10010, 0},
-	{"cuStreamEndCapture", "cuStreamEndCapture", 10000, CallsBack},
+	{"cuStreamEndCapture", "cuStreamEndCapture", 10000, CallsBack | CCore},
 	{"cuStreamIsCapturing", "cuStreamIsCapturing", 10000, 0},
-	{"cuStreamGetCaptureInfo", "cuStreamGetCaptureInfo_v2", 11030, 0},
+	{"cuStreamGetCaptureInfo", "cuStreamGetCaptureInfo_v2", 11030, CCore},
 	{"cuGraphGetNodes", "cuGraphGetNodes", 10000, 0},
 	{"cuGraphInstantiateWithFlags", "cuGraphInstantiateWithFlags", 11040, 0},
 	{"cuGraphLaunch", "cuGraphLaunch", 10000, 0},
 	{"cuGraphUpload", "cuGraphUpload", 11010, 0},
 	{"cuGraphExecDestroy", "cuGraphExecDestroy", 10000, CallsBack},
-	{"cuGraphDestroy", "cuGraphDestroy", 10000, CallsBack},
-	{"cuUserObjectCreate", "cuUserObjectCreate", 11030, 0},
-	{"cuUserObjectRelease", "cuUserObjectRelease", 11030, CallsBack},
-	{"cuGraphRetainUserObject", "cuGraphRetainUserObject", 11030, 0},
-	{"cuEventCreate", "cuEventCreate", 2000, 0},
-	{"cuEventDestroy", "cuEventDestroy_v2", 4000, 0},
-	{"cuEventRecord", "cuEventRecord", 2000, 0},
-	{"cuEventQuery", "cuEventQuery", 2000, 0},
-	{"cuEventSynchronize", "cuEventSynchronize", 2000, 0},
-	{"cuEventElapsedTime", "cuEventElapsedTime", 2000, 0},
-	{"cuIpcGetEventHandle", "cuIpcGetEventHandle", 4010, 0},
+	{"cuGraphDestroy", "cuGraphDestroy", 10000, CallsBack | CCore},
+	{"cuUserObjectCreate", "cuUserObjectCreate", 11030, CCore},
+	{"cuUserObjectRelease", "cuUserObjectRelease", 11030, CallsBack | CCore},
+	{"cuGraphRetainUserObject", "cuGraphRetainUserObject", 11030, CCore},
+	{"cuEventCreate", "cuEventCreate", 2000, CCore},
+	{"cuEventDestroy", "cuEventDestroy_v2", 4000, CCore},
+	{"cuEventRecord", "cuEventRecord", 2000, CCore},
+	{"cuEventQuery", "cuEventQuery", 2000, CCore},
+	{"cuEventSynchronize", "cuEventSynchronize", 2000, CCore},
+	{"cuEventElapsedTime", "cuEventElapsedTime", 2000, CCore},
+	{"cuIpcGetEventHandle", "cuIpcGetEventHandle", 4010, CCore},
 	{"cuIpcOpenEventHandle", "cuIpcOpenEventHandle", 4010, 0},
 	{"cuModuleLoadData", "cuModuleLoadData", 2000, 0},
 	{"cuModuleUnload", "cuModuleUnload", 2000, 0},
 	{"cuModuleGetFunction", "cuModuleGetFunction", 2000, 0},
-	{"cuLaunchKernel", "cuLaunchKernel", 4000, 0},
+	{"cuLaunchKernel", "cuLaunchKernel", 4000, CCore},
 	{"cuMemAlloc", "cuMemAlloc_v2", 3020, 0},
 	{"cuMemFree", "cuMemFree_v2", 3020, 0},
 	{"cuMemcpyHtoD", "cuMemcpyHtoD_v2", 3020, 0},

@@ -45,7 +45,8 @@ def _itemsize(typestr: str) -> int:
     return int(typestr[2:])
 
 
-def array_info(obj: Any, consumer: Optional[int] = None) -> Optional[ArrayInfo]:
+def array_info(obj: Any, consumer: Optional[int] = None, device: Optional[int] = None,
+               user: str = "") -> Optional[ArrayInfo]:
     """The array ``obj`` describes, and how to order its producer's work before
     ``consumer``, the stream that will use the data (DLPack's convention: 1 legacy, 2
     per-thread, else a handle); None for an object that speaks neither protocol.
@@ -54,14 +55,33 @@ def array_info(obj: Any, consumer: Optional[int] = None) -> Optional[ArrayInfo]:
     ``stream`` for the caller to wait on (0 there is an error, as v3 says; None is nothing
     to wait for). An earlier version says nothing of it (torch's is version 2), so where the
     object also speaks DLPack, DLPack is read: ``__dlpack__(stream=consumer)`` makes the
-    producer order its work before ``consumer`` (torch: its current stream's)."""
+    producer order its work before ``consumer`` (torch: its current stream's).
+
+    Where ``device`` is given (that of ``user``, a kernel), an array that says it is on
+    another device (``__dlpack_device__``: torch, CuPy) raises DeviceMismatchError before it
+    is read, which a producer may refuse (torch, for a tensor of a device not current) or act
+    on: the work would fault reading it (an illegal address, fatal to the context). An
+    ``int`` pointer is not checked: pass one where peer access makes the memory readable."""
     cai = getattr(obj, "__cuda_array_interface__", None)
     dlpack = hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__")
+    said = obj.__dlpack_device__() if hasattr(obj, "__dlpack_device__") else None
+    on = _ordinal(said)
+    if device is not None and on >= 0 and on != device:
+        raise DeviceMismatchError(f"the array is on device {on}, {user} on device {device}: copy it there, or use "
+                                  f"one of device {on}")
     if cai is not None and not (dlpack and _version(cai) < 3):
-        return _from_interface(obj, cai)
+        return _from_interface(cai, on)
     if dlpack:
-        return _from_dlpack(obj, consumer)
+        return _from_dlpack(obj, consumer, said)
     return None
+
+
+def _ordinal(said: Any) -> int:
+    """The CUDA device a ``__dlpack_device__`` answer names; -1 where it names none."""
+    if not isinstance(said, tuple) or len(said) != 2:
+        return -1
+    dev_type, dev_id = said
+    return dev_id if dev_type == _KDL_CUDA and isinstance(dev_id, int) and not isinstance(dev_id, bool) else -1
 
 
 def _version(cai: Any) -> int:
@@ -74,7 +94,7 @@ def _version(cai: Any) -> int:
     return version
 
 
-def _from_interface(obj: Any, cai: Any) -> ArrayInfo:
+def _from_interface(cai: Any, device: int) -> ArrayInfo:
     version = _version(cai)
     data = cai.get("data")
     if not isinstance(data, tuple) or len(data) != 2 or not isinstance(data[0], int):
@@ -96,28 +116,7 @@ def _from_interface(obj: Any, cai: Any) -> ArrayInfo:
                          "default stream, 2 for the per-thread one, None for no synchronization)")
     if stream is not None and (isinstance(stream, bool) or not isinstance(stream, int)):
         raise TypeError(f"__cuda_array_interface__ stream must be an int or None, not {stream!r}")
-    return ArrayInfo(data[0], typestr, shape, tuple(strides), array_device(obj), bool(data[1]), stream)
-
-
-def array_device(obj: Any) -> int:
-    """The CUDA device an array says it is on (``__dlpack_device__``, which torch and CuPy
-    answer cheaply); -1 where it does not say."""
-    if not hasattr(obj, "__dlpack_device__"):
-        return -1
-    dev_type, dev_id = obj.__dlpack_device__()
-    return dev_id if dev_type == _KDL_CUDA and isinstance(dev_id, int) and not isinstance(dev_id, bool) else -1
-
-
-def check_device(i: int, obj: Any, device: int, user: str) -> None:
-    """DeviceMismatchError where argument i, an array, says it is on another device than
-    ``device``, that of ``user`` (a kernel, a Go function's stream): asked before the array
-    is read, which a producer may refuse (torch, for a tensor of a device not current) or act
-    on; the work would fault reading it (an illegal address, fatal to the context). An
-    ``int`` pointer is not checked: pass one where peer access makes the memory readable."""
-    on = array_device(obj)
-    if on >= 0 and on != device:
-        raise DeviceMismatchError(f"argument {i}: the array is on device {on}, {user} on device {device}: copy it "
-                                  f"there, or use one of device {on}")
+    return ArrayInfo(data[0], typestr, shape, tuple(strides), device, bool(data[1]), stream)
 
 
 _KDL_CUDA = 2
@@ -162,12 +161,12 @@ def _signed(v: int, bits: int = 64) -> int:
     return v - (1 << bits) if v >= 1 << (bits - 1) else v
 
 
-def _from_dlpack(obj: Any, consumer: Optional[int]) -> ArrayInfo:
+def _from_dlpack(obj: Any, consumer: Optional[int], said: Any) -> ArrayInfo:
     """A DLPack producer's array. The capsule is read, not consumed: the producer keeps
     ownership (released with the capsule), and ``obj`` must outlive the use of the data.
     Every pointer in it is read through the Go core's fault-protected reader, so a broken
-    producer gets a ValueError, not a crash."""
-    dev_type, dev_id = obj.__dlpack_device__()
+    producer gets a ValueError, not a crash. ``said`` is what its ``__dlpack_device__`` said."""
+    dev_type, dev_id = said
     if dev_type != _KDL_CUDA:
         raise ValueError(f"a DLPack array must be on a CUDA device, not device type {dev_type}")
     if isinstance(dev_id, bool) or not isinstance(dev_id, int) or not 0 <= dev_id < 2**31:

@@ -36,7 +36,7 @@ class Device(int):
         thread's current context (cuCtxSetCurrent), as ``torch.cuda.set_device``, ``with
         cupy.cuda.Device(n)`` (``cudaSetDevice``) and cuda.core's ``Device.set_current`` do.
         Streams, events and modules made with no device are made on the current device."""
-        _c.set_current_device(int(self))
+        _c.enter_device(int(self))  # the context it replaces is not set back
 
 
 def current_device() -> Device:
@@ -66,9 +66,9 @@ def device_count() -> int:
 
 
 def device_or_current(device: Any) -> int:
-    """A device argument's ordinal, with None (or -1) the calling thread's current device."""
-    index = device_index(device)
-    return _c.current_device() if index < 0 else index
+    """A device argument's ordinal, with None (or -1) the calling thread's current device: the
+    C core's reading (device_arg), which its constructors use."""
+    return _c.device_arg(device)
 
 
 def device_index(device: Any) -> int:

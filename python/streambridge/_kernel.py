@@ -14,10 +14,10 @@ import struct
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _core, _handover
-from ._array import array_info, check_device
+from ._array import array_info
 from ._core import core as _c
 from ._device import device_or_current
-from ._errors import ClosedError
+from ._errors import ClosedError, DeviceMismatchError
 from ._stream import ExternalStream, _BaseStream, resolve
 
 Dim = Union[int, Sequence[int]]
@@ -185,9 +185,10 @@ def marshal(args: Sequence[Any], consumer: Optional[int] = None,
                 raise ValueError(f"argument {i}: {a.dtype} is wider than 8 bytes")
             values.append(int.from_bytes(raw.ljust(8, b"\0"), "little"))
         else:
-            if device is not None:
-                check_device(i, a, device, "the kernel")
-            info = array_info(a, consumer)
+            try:
+                info = array_info(a, consumer, device, "the kernel")
+            except DeviceMismatchError as e:
+                raise DeviceMismatchError(f"argument {i}: {e}") from None
             if info is None:
                 raise TypeError(f"argument {i}: {type(a).__name__} is not a kernel argument (an int, float, "
                                 "bool, NumPy scalar, or a device array with __cuda_array_interface__ or DLPack)")
