@@ -102,3 +102,62 @@ def test_a_torch_capture_survives_another_threads_queries():
     g.replay()
     torch.cuda.synchronize()
     assert torch.equal(y, x * 2 + 1)
+
+
+def test_a_query_of_the_stream_torch_captures_on_is_refused_and_the_capture_goes_on():
+    """A query of the stream torch.cuda.graph captures on, borrowed through as_stream, would
+    be refused by the driver and invalidate torch's capture (as torch's own query does):
+    streambridge asks first and raises CaptureError, and torch's graph replays right. The
+    legacy stream is left alone by a capture on torch's non-blocking stream."""
+    torch = framework("torch")
+    x = torch.arange(N, device="cuda", dtype=torch.float32)
+    y = torch.empty_like(x)
+    g = torch.cuda.CUDAGraph()
+    refused = []
+    with torch.cuda.stream(torch.cuda.Stream()):
+        torch.mul(x, 2, out=y)  # warm up outside the capture
+        torch.cuda.synchronize()
+        with torch.cuda.graph(g):  # global mode
+            torch.mul(x, 2, out=y)
+            borrowed = streambridge.as_stream(torch.cuda.current_stream())
+            for call in (borrowed.query, lambda: borrowed.done, borrowed.synchronize):
+                try:
+                    call()
+                except streambridge.CaptureError as exc:
+                    refused.append(str(exc))
+            assert borrowed.is_capturing()
+            torch.add(y, 1, out=y)
+    assert len(refused) == 3, refused
+    y.zero_()
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(y, x * 2 + 1)
+
+
+def test_a_query_of_a_cupy_stream_capturing_is_refused_and_the_capture_goes_on():
+    """The same for CuPy's capture (Stream.begin_capture, relaxed by default in CuPy)."""
+    cupy = framework("cupy")
+    x = cupy.arange(N, dtype=cupy.float32)
+    y = cupy.empty_like(x)
+    cs = cupy.cuda.Stream(non_blocking=True)
+    with cs:
+        cupy.multiply(x, 2, out=y)  # compile outside the capture
+    cs.synchronize()
+    borrowed = streambridge.as_stream(cs)
+    cs.begin_capture()
+    with cs:
+        cupy.multiply(x, 2, out=y)
+    for call in (borrowed.query, lambda: borrowed.done):
+        try:
+            call()
+            raise AssertionError("a query of a capturing CuPy stream answered")
+        except streambridge.CaptureError:
+            pass
+    with cs:
+        cupy.add(y, 1, out=y)
+    graph = cs.end_capture()
+    y.fill(0)
+    graph.launch(cs)
+    cs.synchronize()
+    assert bool((y == x * 2 + 1).all())
+    assert borrowed.query() is True

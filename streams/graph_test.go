@@ -244,6 +244,86 @@ func TestWrapAStreamAnotherLibraryIsCapturing(t *testing.T) {
 	}
 }
 
+// A query of a borrowed stream that another library captures on: the driver would refuse it
+// in every mode and invalidate that library's capture, so a borrowed stream's query always
+// asks first and is refused (ErrCapturing); the capture goes on, and the library ends it.
+func TestQueryOfABorrowedStreamAnotherLibraryCapturesIsRefusedFirst(t *testing.T) {
+	for _, mode := range []driver.CaptureMode{driver.CaptureModeGlobal, driver.CaptureModeThreadLocal, driver.CaptureModeRelaxed} {
+		t.Run(fmt.Sprint(mode), func(t *testing.T) {
+			eachDriver(t, func(t *testing.T, d *Driver) {
+				runtime.LockOSThread() // the other library begins and ends on one thread
+				defer runtime.UnlockOSThread()
+				c := primary(t, d, 0)
+				h := foreignStream(t, c, driver.StreamNonBlocking)
+				s := wrapStream(t, c, h)
+				ready, err := s.Query()
+				require.NoError(t, err)
+				assert.True(t, ready, "idle, before the capture")
+				require.NoError(t, d.check("cuStreamBeginCapture", d.api.StreamBeginCapture(driver.Stream(h), mode)))
+				_, err = s.Query()
+				assert.ErrorIs(t, err, ErrCapturing)
+				st, _, err := s.CaptureInfo()
+				require.NoError(t, err)
+				assert.Equal(t, CaptureActive, st, "the capture goes on")
+				g, r := d.api.StreamEndCapture(driver.Stream(h))
+				require.Equal(t, driver.Success, r, "the library ends its capture")
+				require.Equal(t, driver.Success, d.api.GraphDestroy(g))
+				ready, err = s.Query()
+				require.NoError(t, err, "after the capture")
+				assert.True(t, ready)
+			})
+		})
+	}
+}
+
+// The legacy stream synchronizes with every blocking stream: while one captures, the
+// driver refuses any use of the legacy stream, in every capture mode, and invalidates that
+// capture (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT). Each use of a wrapper of the legacy stream
+// (handles 0 and 1) is refused first (ErrCapturing), and the capture goes on; a
+// non-blocking stream, and the legacy stream after the capture, work.
+func TestTheLegacyStreamIsRefusedWhileABlockingStreamCaptures(t *testing.T) {
+	for _, mode := range []driver.CaptureMode{driver.CaptureModeGlobal, driver.CaptureModeThreadLocal, driver.CaptureModeRelaxed} {
+		t.Run(fmt.Sprint(mode), func(t *testing.T) {
+			eachDriver(t, func(t *testing.T, d *Driver) {
+				c := primary(t, d, 0)
+				blocking := newStream(t, c, StreamOptions{})
+				other := newStream(t, c, StreamOptions{NonBlocking: true})
+				e := newEvent(t, c, EventOptions{DisableTiming: true})
+				require.NoError(t, other.Record(e))
+				require.NoError(t, blocking.BeginCapture(CaptureMode(mode)))
+				require.NoError(t, blocking.LaunchHostFunc(func() {}))
+				for _, h := range []uintptr{NullStream, LegacyStream} {
+					legacy := wrapStream(t, c, h)
+					uses := map[string]func() error{
+						"Query":          func() error { _, err := legacy.Query(); return err },
+						"Synchronize":    legacy.Synchronize,
+						"Record":         func() error { return legacy.Record(e) },
+						"WaitEvent":      func() error { return legacy.WaitEvent(e) },
+						"LaunchHostFunc": func() error { return legacy.LaunchHostFunc(func() {}) },
+						"IsCapturing":    func() error { _, err := legacy.IsCapturing(); return err },
+					}
+					for name, use := range uses {
+						assert.ErrorIs(t, use(), ErrCapturing, "%s of handle %d", name, h)
+					}
+				}
+				require.NoError(t, other.Synchronize(), "a non-blocking stream answers")
+				ready, err := other.Query()
+				require.NoError(t, err)
+				assert.True(t, ready)
+				st, _, err := blocking.CaptureInfo()
+				require.NoError(t, err)
+				assert.Equal(t, CaptureActive, st, "the capture goes on")
+				g, err := blocking.EndCapture()
+				require.NoError(t, err)
+				require.NoError(t, g.Close())
+				legacy := wrapStream(t, c, LegacyStream)
+				require.NoError(t, legacy.Record(e), "after the capture")
+				require.NoError(t, legacy.Synchronize())
+			})
+		})
+	}
+}
+
 // A graph launched into a capture: the driver refuses it in every mode and invalidates
 // the capture (H100, driver 580; the software driver does the same), so Launch refuses it
 // first, with ErrCapturing, and the capture goes on.

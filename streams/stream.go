@@ -368,7 +368,27 @@ func (s *Stream) use() error {
 			return err
 		}
 	}
+	if s.handle < driver.StreamPerThread { // 0 and 1: the legacy stream
+		if err := s.legacyUsable(); err != nil {
+			s.done()
+			return err
+		}
+	}
 	return nil
+}
+
+// legacyUsable refuses the legacy stream while a blocking stream of its context captures
+// ([ErrCapturing]). The legacy stream synchronizes with every blocking stream, so the
+// driver refuses any use of it then, in every capture mode, and invalidates that capture;
+// cuStreamGetCaptureInfo alone answers CUDA_ERROR_STREAM_CAPTURE_IMPLICIT and leaves the
+// capture alone, so it is asked before each use.
+func (s *Stream) legacyUsable() error {
+	_, _, r := s.api.StreamGetCaptureInfo(s.callCtx(), s.handle)
+	if r == driver.ErrorCaptureImplicit {
+		return fmt.Errorf("streambridge: the legacy default stream while a blocking stream of its context captures a graph: %w "+
+			"(the driver refuses its use and would invalidate that capture; use a non-blocking stream, or wait for the capture to end)", ErrCapturing)
+	}
+	return s.ctx.drv.check("cuStreamGetCaptureInfo", r)
 }
 
 // done gives back a use taken by use.
@@ -412,16 +432,16 @@ func (s *Stream) doneWithEvent(e *Event) {
 }
 
 // Query reports whether all work submitted to the stream has completed (cuStreamQuery).
-// Work still running is not an error. While a capture that BeginCapture began may be going
-// on anywhere, a capturing stream is refused with [ErrCapturing], before the driver, which
-// would invalidate the capture (a capture other code began is not asked about: the
-// question would cost a quarter of the query).
+// Work still running is not an error. A capturing stream is refused with [ErrCapturing],
+// before the driver, which would invalidate the capture: a borrowed stream is always asked
+// (another library may capture on it), one of ours while a capture that BeginCapture began
+// may be going on anywhere (else not: the question would cost a quarter of the query).
 func (s *Stream) Query() (bool, error) {
 	if err := s.use(); err != nil {
 		return false, err
 	}
 	defer s.done()
-	if s.ctx.drv.capturing.Load() != 0 { // asked only while a capture of ours may go on: the query is hot
+	if !s.owned || s.ctx.drv.capturing.Load() != 0 { // ours asked only while a capture of ours may go on: the query is hot
 		if err := s.notCapturing("a query (cuStreamQuery)"); err != nil {
 			return false, err
 		}

@@ -171,8 +171,10 @@ func EventMemoryWords(m driver.EventMemory) []uint64 {
 }
 
 // CoreResults are the CUresults the C core tells apart: a query's "not ready" is an
-// answer, not an error, and an invalid handle raises InvalidHandleError.
-var CoreResults = []driver.Result{driver.ErrorInvalidHandle, driver.ErrorNotReady}
+// answer, not an error, an invalid handle raises InvalidHandleError, and the legacy
+// stream's "implicit dependency on a capture" (refused while a blocking stream captures) a
+// CaptureError.
+var CoreResults = []driver.Result{driver.ErrorInvalidHandle, driver.ErrorNotReady, driver.ErrorCaptureImplicit}
 
 // EntryNames are the driver entry points the C core calls directly, in the order it keeps
 // them (driver.EntryNames: both drivers offer exactly these).

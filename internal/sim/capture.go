@@ -115,6 +115,8 @@ func (d *Driver) captureInfo(ch driver.Context, h driver.Stream) (driver.Capture
 		return 0, 0, 0, r
 	}
 	switch {
+	case legacyBlocked(s):
+		return 0, 0, 0, driver.ErrorCaptureImplicit // and the captures go on
 	case s.capture == nil:
 		return driver.CaptureStatusNone, 0, 0, driver.Success
 	case s.capture.invalid:
@@ -149,7 +151,7 @@ func (d *Driver) GraphLaunch(h driver.GraphExec, sh driver.Stream) driver.Result
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	e := live[*graphExec](d, uintptr(h))
-	s, r := d.stream(sh)
+	s, r := d.workStream(0, sh)
 	if r != driver.Success {
 		return r
 	}

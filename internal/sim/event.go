@@ -53,7 +53,7 @@ func (d *Driver) EventRecord(ch driver.Context, eh driver.Event, sh driver.Strea
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	e := live[*event](d, uintptr(eh))
-	s, r := d.streamIn(ch, sh)
+	s, r := d.workStream(ch, sh)
 	if r != driver.Success {
 		return r
 	}

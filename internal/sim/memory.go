@@ -77,10 +77,13 @@ func (d *Driver) copyOn(sh *driver.Stream, p driver.DevicePtr, n uint64, cp func
 	}
 	s := a.ctx.legacy
 	if sh != nil {
-		if s, r = d.stream(*sh); r != driver.Success {
-			d.mu.Unlock()
-			return r
-		}
+		s, r = d.workStream(0, *sh)
+	} else {
+		r = implicit(s)
+	}
+	if r != driver.Success {
+		d.mu.Unlock()
+		return r
 	}
 	done := d.submit(s, func() { cp(dev) })
 	d.mu.Unlock()

@@ -52,6 +52,17 @@ func (d *Driver) streamIn(ch driver.Context, h driver.Stream) (*stream, driver.R
 	return live[*stream](d, uintptr(h)), driver.Success
 }
 
+// workStream resolves a stream that work is submitted to (a record, a wait, a host
+// function, a graph launch, a copy): streamIn, and refused as the real driver refuses the
+// legacy stream while a blocking stream captures (implicit). Caller holds d.mu.
+func (d *Driver) workStream(ch driver.Context, h driver.Stream) (*stream, driver.Result) {
+	s, r := d.streamIn(ch, h)
+	if r == driver.Success {
+		r = implicit(s)
+	}
+	return s, r
+}
+
 // StreamCheck looks the handle up: the software driver knows every stream it made. Like
 // the real driver's check it reads, and so works during capture.
 func (d *Driver) StreamCheck(h driver.Stream) (driver.Context, uint64, driver.Result) {
@@ -140,6 +151,38 @@ func captureNode(s *stream, run func()) {
 	s.frontier = []*node{n}
 }
 
+// implicit is what a use of the legacy stream meets while a blocking stream of its context
+// captures: the legacy stream synchronizes with every blocking stream, so the real driver
+// refuses the use (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT), in every capture mode, and
+// invalidates those captures (H100, driver 580: bench/capture_modes.c). Caller holds d.mu.
+func implicit(s *stream) driver.Result {
+	if !s.legacy {
+		return driver.Success
+	}
+	r := driver.Success
+	for b := range s.ctx.blocking {
+		if b.capture != nil {
+			b.capture.invalid = true
+			r = driver.ErrorCaptureImplicit
+		}
+	}
+	return r
+}
+
+// legacyBlocked is whether s is the legacy stream of a context one of whose blocking
+// streams captures: what cuStreamGetCaptureInfo refuses, leaving the captures alone.
+// Caller holds d.mu.
+func legacyBlocked(s *stream) bool {
+	if s.legacy {
+		for b := range s.ctx.blocking {
+			if b.capture != nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // uncapturable is what an operation that may not run during capture does to it: the
 // capture is invalidated and the call fails.
 func uncapturable(s *stream) driver.Result {
@@ -175,6 +218,9 @@ func (d *Driver) streamQuery(ch driver.Context, h driver.Stream, relaxed bool) d
 	if s.capture != nil {
 		return uncapturable(s)
 	}
+	if r := implicit(s); r != driver.Success {
+		return r
+	}
 	if r := d.unsafeCall(relaxed); r != driver.Success {
 		return r
 	}
@@ -202,6 +248,10 @@ func (d *Driver) streamSynchronize(ch driver.Context, h driver.Stream, relaxed b
 		d.mu.Unlock()
 		return r
 	}
+	if r := implicit(s); r != driver.Success {
+		d.mu.Unlock()
+		return r
+	}
 	if r := d.unsafeCall(relaxed); r != driver.Success {
 		d.mu.Unlock()
 		return r
@@ -217,7 +267,7 @@ func (d *Driver) streamSynchronize(ch driver.Context, h driver.Stream, relaxed b
 func (d *Driver) StreamWaitEvent(ch driver.Context, h driver.Stream, eh driver.Event, flags uint32) driver.Result {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	s, r := d.streamIn(ch, h)
+	s, r := d.workStream(ch, h)
 	if r != driver.Success {
 		return r
 	}
@@ -309,7 +359,7 @@ func (d *Driver) LaunchHostFunc(ch driver.Context, h driver.Stream, key uintptr)
 func (d *Driver) launchHost(ch driver.Context, h driver.Stream, call func()) driver.Result {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	s, r := d.streamIn(ch, h)
+	s, r := d.workStream(ch, h)
 	if r != driver.Success {
 		return r
 	}

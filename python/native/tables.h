@@ -53,6 +53,7 @@ enum sb_entry {
 enum sb_result {
     SB_CUDA_ERROR_INVALID_HANDLE = 400,
     SB_CUDA_ERROR_NOT_READY = 600,
+    SB_CUDA_ERROR_STREAM_CAPTURE_IMPLICIT = 906,
 };
 
 /* The kinds of object the native module keeps under keys. */

@@ -4,6 +4,7 @@ before they can invalidate it."""
 import pytest
 
 import streambridge
+from streambridge import _core
 
 
 def test_capture_replay():
@@ -105,6 +106,68 @@ def test_a_query_of_a_capturing_stream_is_a_capture_error():
         s.end_capture().close()
         assert s.query() in (True, False), "after the capture"
     s.synchronize()
+
+
+def _capture_as_another_library(stream, mode):
+    """Begins a capture on stream as another library (torch.cuda.graph, say) would: through
+    the driver, not through streambridge's begin_capture, which counts its own captures."""
+    stream._use(_core.stream_begin_capture, {"global": 0, "thread_local": 1, "relaxed": 2}[mode])
+
+
+@pytest.mark.parametrize("mode", ["global", "thread_local", "relaxed"])
+def test_a_borrowed_streams_query_while_another_library_captures_is_a_capture_error(mode):
+    """A borrowed stream may be captured by the library it came from, which streambridge
+    does not see begin: its query always asks first, and while the stream captures it is
+    refused (CaptureError) rather than invalidate that library's capture; the capture goes
+    on, and the borrowed stream answers again after it."""
+    owner = streambridge.Stream(non_blocking=True)  # stands for the other library's stream
+    borrowed = streambridge.ExternalStream(owner.ptr)
+    assert borrowed.query() is True
+    _capture_as_another_library(owner, mode)
+    with pytest.raises(streambridge.CaptureError, match="capturing"):
+        borrowed.query()
+    with pytest.raises(streambridge.CaptureError):
+        borrowed.done
+    assert owner.is_capturing(), "the capture goes on"
+    owner.end_capture().close()
+    assert borrowed.query() is True, "after the capture"
+    borrowed.close()
+    owner.close()
+
+
+@pytest.mark.parametrize("handle", [0, 1])
+@pytest.mark.parametrize("mode", ["global", "thread_local", "relaxed"])
+def test_the_legacy_stream_is_refused_while_a_blocking_stream_captures(mode, handle):
+    """The legacy stream synchronizes with every blocking stream: while one captures, the
+    driver refuses any use of the legacy stream, in every mode, and invalidates that
+    capture. Each use is refused first (CaptureError, naming the legacy stream), and the
+    capture goes on; a non-blocking stream, and the legacy stream after the capture, work."""
+    blocking, other = streambridge.Stream(), streambridge.Stream(non_blocking=True)
+    e = streambridge.Event(disable_timing=True)
+    other.record(e)
+    legacy = streambridge.ExternalStream(handle)
+    blocking.begin_capture(mode)
+    blocking.launch_host_func(lambda _: None, None)
+    uses = {
+        "query": legacy.query,
+        "done": lambda: legacy.done,
+        "synchronize": legacy.synchronize,
+        "record": lambda: legacy.record(e),
+        "wait_event": lambda: legacy.wait_event(e),
+        "wait": lambda: legacy.wait(other),
+        "launch_host_func": lambda: legacy.launch_host_func(lambda _: None, None),
+        "is_capturing": legacy.is_capturing,
+    }
+    for name, use in uses.items():
+        with pytest.raises(streambridge.CaptureError, match="legacy default stream"):
+            use()
+        assert blocking.is_capturing(), f"{name} of the legacy stream ended the capture"
+    other.synchronize()
+    assert other.query() is True, "a non-blocking stream answers"
+    blocking.end_capture().close()  # a capture the driver invalidated raises here
+    legacy.record(e)
+    legacy.synchronize()
+    assert e.query()
 
 
 @pytest.mark.parametrize("mode", ["global", "thread_local", "relaxed"])
