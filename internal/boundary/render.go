@@ -26,6 +26,14 @@ func renderC() string {
 		fmt.Fprintf(&b, "    SB_KIND_%s = %d, /* %s */\n", strings.ToUpper(k.Name), kind, k.Python)
 	}
 	fmt.Fprintf(&b, "    SB_KIND_COUNT = %d\n};\n\n", len(ErrorKinds))
+	b.WriteString("/* Each kind's exception class, by name: streambridge's (_errors) or a builtin. */\n#define SB_KIND_CLASSES {")
+	for kind, k := range ErrorKinds {
+		if kind > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%q", k.Python)
+	}
+	b.WriteString("}\n\n")
 	b.WriteString("/* The driver entry points the core calls directly, in the order init() takes them. */\nenum sb_entry {\n")
 	for i, n := range EntryNames() {
 		fmt.Fprintf(&b, "    SB_%s = %d,\n", n, i)

@@ -32,6 +32,8 @@
  * includes them in order (below), so that the hot paths keep their static functions
  * inlined across parts; a part uses only what the parts before it define. Where a change
  * goes:
+ *   python.inc        the Python the core calls to read an argument (a device, EventOptions, the
+ *                     current stream), named once and looked up on first use: no import hooks
  *   errors.inc        the entry points the Go core hands over, and errors raised as their kind
  *   gate.inc          the gate (what no call may be), and entering contexts
  *   objects.inc       the objects' structs
@@ -44,7 +46,7 @@
  *   event_calls.inc   an event's calls: record, wait, query, synchronize, elapsed time, IPC
  *   lifetimes.inc     contexts by device, and releases: what a close gives back
  *   event_life.inc    the life of an event: made, closed, destroyed
- *   readers.inc       what Python hands the core to read its arguments with (devices, indices, options)
+ *   readers.inc       reading arguments: devices, flags
  *   event.inc         the event type: its arguments, borrowed events, its methods
  *   stream.inc        the life of a stream the core owns
  *   external.inc      foreign streams wrapped: ExternalStream, from_external
@@ -80,6 +82,7 @@
 #pragma GCC diagnostic ignored "-Wunused-parameter"
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 
+#include "python.inc"
 #include "errors.inc"
 #include "gate.inc"
 #include "objects.inc"

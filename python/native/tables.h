@@ -19,6 +19,9 @@ enum sb_error_kind {
     SB_KIND_COUNT = 12
 };
 
+/* Each kind's exception class, by name: streambridge's (_errors) or a builtin. */
+#define SB_KIND_CLASSES {"RuntimeError", "CUDAError", "InvalidHandleError", "NoDriverError", "CompileError", "CaptureError", "DeviceMismatchError", "ClosedError", "ValueError", "TypeError", "ForkedProcessError", "CallbackReentryError"}
+
 /* The driver entry points the core calls directly, in the order init() takes them. */
 enum sb_entry {
     SB_cuCtxGetCurrent = 0,

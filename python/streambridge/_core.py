@@ -8,12 +8,11 @@ typed: the native module raises the exception of the error's kind (internal/boun
 from __future__ import annotations
 
 import atexit
-import builtins
 import ctypes
 import os
 from typing import TYPE_CHECKING, Any, Callable
 
-from . import _errors, _tables
+from . import _tables
 
 try:
     from ._native import _sbnative as _native
@@ -33,7 +32,6 @@ if TYPE_CHECKING:  # the core's types, described in _coretypes.pyi
     core = _coretypes
 else:
     core = _core_module()
-core.set_error_classes(tuple(getattr(_errors, cls, None) or getattr(builtins, cls) for _, cls in _tables.ERROR_KINDS))
 
 # Go in an extension module sees the environment the process started with; what Python set
 # before the package's first call that needs the driver (os.environ["STREAMBRIDGE_DRIVER"] =
@@ -53,7 +51,6 @@ def _init_entries() -> None:
     core.init(*(_native.pyshim_Entry(name) for name in _tables.ENTRY_NAMES))
 
 
-core.set_initializer(_init_entries)
 atexit.register(core.at_exit)  # queued Python host callbacks must not enter a finalizing interpreter
 gate = core.gate
 

@@ -100,5 +100,3 @@ def device_index(device: Any) -> int:
     raise TypeError(f"device must be an int, 'cuda:N' or a torch.device, not {type(device).__name__}")
 
 
-_c.set_device_reader(device_index)  # the core's constructors read such device arguments with it
-_c.set_index_reader(as_index)  # and integer ones that are not exact ints (Stream's priority)

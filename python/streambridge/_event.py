@@ -36,11 +36,6 @@ class Event(_c.EventCore):
         """Whether the event is another library's (:meth:`from_handle`, :func:`as_event`)."""
         return self._id != 0
 
-    @classmethod
-    def _from_options(cls, options: Any, device: int) -> "Event":
-        """The event ``Stream.record(options=...)`` makes."""
-        return cls(device=device) if options is None else cls(options=options, device=device)
-
     @property
     def device_id(self) -> int:
         """The device the event was created on."""
@@ -68,15 +63,6 @@ class Event(_c.EventCore):
     @property
     def is_ipc_enabled(self) -> bool:
         return self._interprocess
-
-    def _record(self, stream: Any = None) -> None:
-        """``record``'s arguments other than one stream: None is the current streambridge
-        stream, else the device's legacy default stream, as CuPy and PyTorch take it."""
-        return self.record(_stream_for(stream, self._device, "record"))
-
-    def _wait(self, stream: Any = None) -> None:
-        """``wait``'s arguments other than one stream, as :meth:`_record` takes them."""
-        return self.wait(_stream_for(stream, self._device, "wait"))
 
     @property
     def done(self) -> bool:
@@ -156,13 +142,6 @@ def _read_options(options: Any) -> tuple[Any, Any, Any]:
     return opts.get("timing_enabled", False), opts.get("blocking_sync"), opts.get("ipc_enabled")
 
 
-_c.set_event_options_reader(_read_options)
-
-
-def _stream_for(stream: Any, device: int, what: str) -> Any:
-    if stream is not None:
-        raise TypeError(f"{what} takes a streambridge stream or None, not {type(stream).__name__}")
-    return _c.resolve(None, device)
 
 
 def _event_handle(obj: Any) -> Optional[int]:

@@ -104,17 +104,6 @@ class _BaseStream(_c.StreamCore):
 
     sync = _c.StreamCore.synchronize  # synchronize() is the core's: Ctrl-C ends its wait
 
-    def _record(self, event: Optional[Event] = None, options: Any = None) -> Event:
-        """``record``'s arguments other than one Event: a new event (made with ``options``)
-        for None; then the core's record."""
-        if event is None:
-            event = Event._from_options(options, self.device_id)
-        elif not isinstance(event, Event):
-            raise TypeError(f"record takes a streambridge Event, not {type(event).__name__}")
-        elif options is not None:
-            raise TypeError("record takes an event or options for a new one, not both")
-        return self.record(event)
-
     def record_event(self, event: Optional[Event] = None) -> Event:
         """PyTorch's name for :meth:`record`."""
         return self.record(event)
@@ -298,7 +287,6 @@ class ExternalStream(_c.ExternalCore, _BaseStream):
 
 ExternalStream.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
     list(inspect.signature(ExternalStream._init).parameters.values())[1:])
-_c.set_external_init(ExternalStream._init)
 
 _UNASKED = object()
 
@@ -315,8 +303,6 @@ def _from_external(obj: Any, value: Any = _UNASKED) -> ExternalStream:
     s._owner = obj
     return s
 
-
-_c.set_from_external(ExternalStream, _from_external)
 
 
 class Stream(_c.OwnedCore, _BaseStream):
@@ -424,8 +410,6 @@ def resolve(stream: Any, device: int) -> _BaseStream:
         return _current_streams.of(device)
     return stream if isinstance(stream, _BaseStream) else as_stream(stream)
 
-
-_c.set_stream_resolver(resolve)
 
 
 def as_stream(obj: Any, device: Any = None) -> _BaseStream:

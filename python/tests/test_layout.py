@@ -92,3 +92,59 @@ def test_the_go_exports_answer_and_write_to_no_address():
             assert not params & {"idOut", "out", "outAt"}, name
             assert "addr" not in params or name == "ReadWords", name  # ReadWords reads, fault-safely
     owner.close()
+
+
+def test_the_python_the_core_calls_is_named_once_and_found():
+    """The core calls a few Python readers (python.inc's table, looked up on first use):
+    each name there is a callable of its module, and no import hands the core anything (no
+    set_* hook is left to forget)."""
+    from streambridge._core import core
+
+    found = core.python_names()
+    assert found, "python.inc names the Python the core calls"
+    for name, obj in found.items():
+        assert callable(obj) or type(obj).__name__ == "module", f"{name} is {obj!r}"
+    assert not [n for n in dir(core) if n.startswith("set_")], "import-time hooks are gone"
+
+
+def test_record_and_wait_cross_into_python_only_to_read_an_argument():
+    """Every form of record and wait has one body, in the core: no call comes back into
+    Python for the operation (once Stream.record() went C -> Python _record -> C). Python
+    runs only where an argument is read: the current stream for None, an EventOptions."""
+    import sys
+
+    from streambridge._core import core
+
+    readers = {name.rsplit(".", 1)[-1] for name in core.python_names()} | {"of", "default_stream"}
+    s, e = streambridge.Stream(non_blocking=True), streambridge.Event()
+    forms = {
+        "s.record()": lambda: s.record(),
+        "s.record(e)": lambda: s.record(e),
+        "s.record(event=e)": lambda: s.record(event=e),
+        "s.record(None, options)": lambda: s.record(None, {"timing_enabled": False}),
+        "s.record(options=options)": lambda: s.record(options={"timing_enabled": True}),
+        "s.record_event()": lambda: s.record_event(),
+        "e.record()": lambda: e.record(),
+        "e.record(s)": lambda: e.record(s),
+        "e.record(stream=s)": lambda: e.record(stream=s),
+        "e.wait()": lambda: e.wait(),
+        "e.wait(None)": lambda: e.wait(None),
+        "e.wait(stream=s)": lambda: e.wait(stream=s),
+    }
+    for form, call in forms.items():
+        calls = []
+
+        def profile(frame, event, arg):
+            if event == "call" and "streambridge" in frame.f_code.co_filename:
+                calls.append(frame.f_code.co_name)
+
+        sys.setprofile(profile)
+        try:
+            call()
+        finally:
+            sys.setprofile(None)
+        outside = [c for c in calls if c not in readers and c != "record_event"]
+        assert not outside, f"{form} ran Python {outside}"
+    made = s.record(options={"timing_enabled": True})
+    assert type(made) is streambridge.Event and made.is_timing_enabled and made.device_id == s.device_id
+    s.synchronize()
