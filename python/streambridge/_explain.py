@@ -106,7 +106,7 @@ def _explain_stream(obj: Any) -> str:
         blocking, why = _ask(lambda: s.is_non_blocking)
         row("blocking", why or ("non-blocking: does not synchronize with the legacy default stream" if blocking
                                 else "blocking: synchronizes with the legacy default stream"))
-        ident, why = _ask(lambda: s._id or _core.stream_id(s._key))
+        ident, why = _ask(lambda: s.id)
         row("stream id", why or f"{ident}" + (" (the calling thread's)" if s.ptr == 2 else ""))
         idle, why = _ask(s.query)
         row("work", why or ("none pending" if idle else "pending: work submitted to it has not finished"))

@@ -87,6 +87,16 @@ class _BaseStream(_c.StreamCore):
         return _core.stream_priority(self._key)
 
     @property
+    def id(self) -> int:
+        """cuStreamGetId, Go's Stream.ID: unique among the process's streams for its life, so
+        a stream made at a destroyed one's address has another. A stream object's is read
+        once (a borrowed one's when it was wrapped, and checked before every use), so it is
+        known during a capture too, where the driver would refuse the question and
+        invalidate the capture. The special handles' (0, 1, 2: the per-thread stream's is
+        the calling thread's) is asked each time, and refused while capturing (CaptureError)."""
+        return self._id or _core.stream_id(self._key)
+
+    @property
     def is_non_blocking(self) -> bool:
         """Whether the stream does not synchronize with the legacy default stream. Refused
         while it is capturing (CaptureError): the driver would invalidate the capture."""

@@ -157,6 +157,30 @@ def test_priorities_in_the_devices_range_read_back(priority):
     assert sb.Stream(priority=priority).priority == priority
 
 
+def test_a_streams_id_tells_a_stream_made_at_a_destroyed_ones_address_apart():
+    """id is cuStreamGetId (Go's Stream.ID): a borrowed stream's is its owner's; a stream
+    made after another was destroyed has a new id, whatever its address; during a capture
+    it is known without asking the driver (which would invalidate the capture)."""
+    owner = sb.Stream(non_blocking=True)
+    borrowed = sb.ExternalStream(owner.ptr)
+    assert borrowed.id == owner.id != 0
+    seen = {owner.id}
+    borrowed.close()
+    owner.close()
+    for _ in range(8):  # the driver reuses addresses: the ids stay apart
+        s = sb.Stream(non_blocking=True)
+        assert s.id not in seen
+        seen.add(s.id)
+        s.close()
+    s = sb.Stream(non_blocking=True)
+    watcher, before = sb.ExternalStream(s.ptr), s.id
+    s.begin_capture()
+    assert watcher.id == before, "a borrowed stream's id is known during a capture"
+    assert s.id == before, "and so is ours: its Go side read it when it was first asked"
+    assert s.is_capturing(), "the capture goes on"
+    s.end_capture().close()
+
+
 @pytest.mark.parametrize("priority", [1, -1000, 2**31 - 1])
 def test_a_priority_outside_the_devices_range_is_a_value_error(priority):
     # cuda.core raises ValueError; CuPy lets the driver clamp it silently.
