@@ -36,6 +36,10 @@ if [ -n "$wheel" ]; then
   (cd "$out" && PYTHONPATH="$site" STREAMBRIDGE_DRIVER=sim timeout 300 python3 -m pytest -q -rfEs -p no:cacheprovider \
     "$root/python/tests" >"$out/pytest-sim.log" 2>&1; echo $? >"$out/pytest-sim.rc") &
   sim=$!
+  # And the real driver taken as one whose stream layout cannot be learned (docs/testing.md).
+  (cd "$out" && PYTHONPATH="$site" STREAMBRIDGE_REQUIRE_GPU=1 STREAMBRIDGE_LAYOUT=unlearnable timeout 300 python3 -m pytest -q \
+    -rfEs -p no:cacheprovider "$root/python/tests" >"$out/pytest-unlearnable.log" 2>&1; echo $? >"$out/pytest-unlearnable.rc") &
+  unlearnable=$!
   log=$out/pytest.log
   (cd "$out" && PYTHONPATH="$site" STREAMBRIDGE_REQUIRE_GPU=1 STREAMBRIDGE_REPORT="$out/hostile.txt" timeout 420 \
     python3 -m pytest -q -rfEs -p no:cacheprovider "$root/python/tests" "$root/interop_test" >"$log" 2>&1)
@@ -50,6 +54,12 @@ if [ -n "$wheel" ]; then
   rc=$(cat "$out/pytest-sim.rc")
   [ $rc -eq 0 ] || status=1
   echo "== pytest python/tests on the software driver, same machine: exit $rc: $(tail -1 "$log")"
+  grep -E "FAILED|ERROR" "$log" | head -20
+  wait $unlearnable
+  log=$out/pytest-unlearnable.log
+  rc=$(cat "$out/pytest-unlearnable.rc")
+  [ $rc -eq 0 ] || status=1
+  echo "== pytest python/tests, real driver, STREAMBRIDGE_LAYOUT=unlearnable: exit $rc: $(tail -1 "$log")"
   grep -E "FAILED|ERROR" "$log" | head -20
 fi
 if [ -x "$root/.device/demo" ]; then

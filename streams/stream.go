@@ -256,7 +256,7 @@ func (d *Driver) identify(h driver.Stream) (driver.Context, uint64, error) {
 
 // vouchHint is what a stream handle that cannot be proven says of the way to take it anyway.
 const vouchHint = "; where you know it is one and stays one while used, say so: in Go streams.Vouched(), in Python " +
-	"pass the framework's own stream object (as_stream(torch_stream)) or ExternalStream(ptr, vouched=True)"
+	"pass the framework's own stream object (as_stream(torch_stream)), or say it: as_stream(obj, vouched=True), ExternalStream(ptr, vouched=True)"
 
 // checked turns a handle check's answer (StreamCheck, EventCheck: what names the kind)
 // into the context and identity, or the error that says why the handle was refused.

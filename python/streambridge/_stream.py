@@ -309,7 +309,7 @@ def _from_external(obj: Any, value: Any = _UNASKED) -> ExternalStream:
         if not hasattr(type(obj), "__cuda_stream__"):
             raise NotStreamLikeError(f"{type(obj).__name__} does not speak the __cuda_stream__ protocol")
         value = obj.__cuda_stream__()
-    s = ExternalStream(_protocol_value(value), vouched=True)  # obj is kept: its word
+    s = ExternalStream(_protocol_value(value), vouched=frameworks_own(obj))  # obj is kept: its word, if its framework's
     s._owner = obj
     return s
 
@@ -422,22 +422,25 @@ def resolve(stream: Any, device: int) -> _BaseStream:
 
 
 
-def as_stream(obj: Any, device: Any = None) -> _BaseStream:
+def as_stream(obj: Any, device: Any = None, *, vouched: bool = False) -> _BaseStream:
     """A streambridge stream for anything stream-like: a streambridge stream (returned as
     is); an int handle; an object speaking ``__cuda_stream__`` (cuda.core, CuPy 14, recent
     PyTorch); a ``torch.cuda.Stream`` (``.cuda_stream``), a ``cupy.cuda.Stream`` (``.ptr``)
     or a Numba stream (``.handle.value``). The object is kept alive with the stream; its
     device is read from the handle and checked against ``device`` if given. Where the
-    driver's layout cannot be learned, a protocol object or a framework's own stream vouches
-    for its handle; an object that only has a ``ptr`` or ``cuda_stream`` does not.
+    driver's layout cannot be learned, a framework's own stream object (its class as its
+    module defines it) vouches for its handle; any other object, a ``__cuda_stream__`` one
+    too, is refused as a bare int is, unless ``vouched=True`` says you know it is a live
+    stream for as long as the object is kept (the object is kept with the stream).
     """
+    if not isinstance(vouched, bool):
+        raise TypeError(f"vouched is a bool, not {type(vouched).__name__}")
     if isinstance(obj, _BaseStream):
         return obj
     handle = as_index(obj)  # an int, or a NumPy integer
     if handle is not None:
-        return ExternalStream(handle, -1 if device is None else device)
-    protocol = hasattr(type(obj), "__cuda_stream__")
-    if protocol:
+        return ExternalStream(handle, -1 if device is None else device, vouched=vouched)
+    if hasattr(type(obj), "__cuda_stream__"):
         handle = _protocol_handle(obj)
     elif isinstance(getattr(obj, "cuda_stream", None), int):  # torch.cuda.Stream
         handle = obj.cuda_stream
@@ -448,8 +451,8 @@ def as_stream(obj: Any, device: Any = None) -> _BaseStream:
     else:
         raise NotStreamLikeError(f"{type(obj).__name__} is not stream-like (an int, a __cuda_stream__ object, "
                                  "or a torch, CuPy, cuda.core or Numba stream)")
-    # obj is kept: its word, where it speaks the protocol or is its framework's own stream
-    # (anything else with a ptr is proven, or refused where that cannot be, as an int is)
-    s = ExternalStream(handle, -1 if device is None else device, vouched=protocol or frameworks_own(obj))
+    # obj is kept: its word, where it is its framework's own stream or the caller vouches
+    # (anything else is proven, or refused where that cannot be, as an int is)
+    s = ExternalStream(handle, -1 if device is None else device, vouched=vouched or frameworks_own(obj))
     s._owner = obj
     return s

@@ -4,6 +4,46 @@ import pytest
 
 import streambridge
 
+# Where the driver's stream layout cannot be learned (STREAMBRIDGE_LAYOUT=unlearnable makes
+# either driver behave as one; CI runs the suite so too), a bare handle, or an object that is
+# not its framework's own, cannot be proven live and is refused, by design, with a CUDAError
+# CUDA_ERROR_NOT_SUPPORTED that says why and how to vouch. A test that wraps such a handle
+# meets that refusal: it is reported as an expected failure, with its reason, and only that
+# exact refusal is; anything else fails as it would. Tests of what only a learned layout
+# proves are marked learned_layout and skipped there, saying so. What the unlearnable case
+# does is tested by test_layout_unlearnable.py and test_explain.py.
+UNLEARNABLE = os.environ.get("STREAMBRIDGE_LAYOUT") == "unlearnable"
+
+
+def _refused_as_unprovable(exc: BaseException) -> bool:
+    return (isinstance(exc, streambridge.CUDAError) and exc.name == "CUDA_ERROR_NOT_SUPPORTED"
+            and "could not be learned" in str(exc))
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "learned_layout: asserts what a learned stream layout proves "
+                                       "(skipped under STREAMBRIDGE_LAYOUT=unlearnable)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if not UNLEARNABLE:
+        return
+    skip = pytest.mark.skip(reason="SKIP: asserts what a learned stream layout proves; STREAMBRIDGE_LAYOUT="
+                                   "unlearnable here (that case: test_layout_unlearnable.py)")
+    for item in items:
+        if "learned_layout" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if (UNLEARNABLE and call.when == "call" and report.failed and call.excinfo is not None
+            and _refused_as_unprovable(call.excinfo.value)):
+        report.outcome = "skipped"  # pytest's own spelling of an expected failure
+        report.wasxfail = "refused as unprovable (STREAMBRIDGE_LAYOUT=unlearnable), as designed"
+
 
 @pytest.fixture(scope="session")
 def driver_name() -> str:

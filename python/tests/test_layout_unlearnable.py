@@ -1,8 +1,10 @@
 """A driver whose stream layout cannot be learned (STREAMBRIDGE_LAYOUT=unlearnable makes
 either driver behave as one): a bare handle cannot be proven live and is refused, saying
-how to take it anyway; a stream given as another framework's object, kept alive with the
-wrapper, is taken on that object's word, as is ExternalStream(ptr, vouched=True). Each case
-runs in a child process: the layout is learned once per process."""
+how to take it anyway; a stream given as a framework's own object, kept alive with the
+wrapper, is taken on that object's word, as is one its caller vouches for
+(ExternalStream(ptr, vouched=True), as_stream(obj, vouched=True)). A __cuda_stream__ object
+of any other class is a bare handle: a hostile one would otherwise reach the driver. Each
+case runs in a child process: the layout is learned once per process."""
 
 import os
 import subprocess
@@ -13,24 +15,35 @@ import pytest
 import streambridge as sb
 
 CHILD = r"""
+import sys, types
 import streambridge as sb
 
-class Theirs:  # another framework's stream object, speaking __cuda_stream__
+class Theirs:  # another library's stream object, speaking __cuda_stream__
     def __init__(self, h):
         self.h = h
     def __cuda_stream__(self):
         return (0, self.h)
 
+class Stream(Theirs):  # a framework's own, as its module defines it (cuda.core's, say)
+    pass
+Stream.__module__ = "cuda.core._stream"
+sys.modules.setdefault("cuda.core._stream", types.ModuleType("cuda.core._stream")).Stream = Stream
+
 owner = sb.Stream(non_blocking=True)  # made here, standing in for another library's
-try:
-    sb.ExternalStream(owner.ptr)
-    print("bare: taken")
-except sb.CUDAError as e:
-    print("bare: refused, says why and how:", e.name == "CUDA_ERROR_NOT_SUPPORTED", "could not be learned" in str(e)
-          and "vouched=True" in str(e) and "as_stream" in str(e))
+for name, make in [("bare", lambda: sb.ExternalStream(owner.ptr)),
+                   ("protocol as_stream", lambda: sb.as_stream(Theirs(owner.ptr))),
+                   ("protocol from_external", lambda: sb.Stream.from_external(Theirs(owner.ptr))),
+                   ("hostile protocol", lambda: sb.as_stream(Theirs(0xdeadbeef)))]:
+    try:
+        make()
+        print(name + ": taken")
+    except sb.CUDAError as e:
+        print(name + ": refused, says why and how:", e.name == "CUDA_ERROR_NOT_SUPPORTED", "could not be learned" in str(e)
+              and "vouched=True" in str(e) and "as_stream" in str(e))
 e = sb.Event(disable_timing=True)
-for name, make in [("as_stream", lambda: sb.as_stream(Theirs(owner.ptr))),
-                   ("from_external", lambda: sb.Stream.from_external(Theirs(owner.ptr))),
+for name, make in [("as_stream", lambda: sb.as_stream(Stream(owner.ptr))),
+                   ("from_external", lambda: sb.Stream.from_external(Stream(owner.ptr))),
+                   ("as_stream vouched", lambda: sb.as_stream(Theirs(owner.ptr), vouched=True)),
                    ("vouched", lambda: sb.ExternalStream(owner.ptr, vouched=True))]:
     s = make()
     ran = []
@@ -61,14 +74,18 @@ print("their event lives on:", theirs.query())
 """
 
 
-def test_an_unlearnable_layout_takes_streams_on_their_objects_word():
+def test_an_unlearnable_layout_takes_streams_on_their_frameworks_or_callers_word():
     env = dict(os.environ, STREAMBRIDGE_LAYOUT="unlearnable")
     out = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == [
         "bare: refused, says why and how: True True",
+        "protocol as_stream: refused, says why and how: True True",
+        "protocol from_external: refused, says why and how: True True",
+        "hostile protocol: refused, says why and how: True True",
         "as_stream True True True 0 True True",
         "from_external True True True 0 True True",
+        "as_stream vouched True True True 0 True True",
         "vouched True True True 0 True True",
         "owner lives on: True",
         "bare event: refused, says why and how: True True",

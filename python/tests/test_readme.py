@@ -7,6 +7,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 # The README, then the documentation's pages, in the order of the site (mkdocs.yml).
 PAGES = [ROOT / "README.md"] + [ROOT / "docs" / page for page in re.findall(r"^\s*- [^:]+: (\S+\.md)$",
@@ -24,6 +26,7 @@ def test_every_page_of_the_documentation_is_on_the_site():
     assert sorted(p.name for p in PAGES[1:]) == sorted(p.name for p in (ROOT / "docs").glob("*.md"))
 
 
+@pytest.mark.learned_layout  # its example wraps a bare handle
 def test_the_first_program_runs_on_the_software_driver():
     first = python_blocks()[0]
     assert 'os.environ.setdefault("STREAMBRIDGE_DRIVER", "sim")' in first
@@ -33,6 +36,7 @@ def test_the_first_program_runs_on_the_software_driver():
     assert p.stdout == "the producer's work is done\nsim True True\n", p.stdout
 
 
+@pytest.mark.learned_layout  # its example wraps a bare handle
 def test_help_opens_with_an_example_that_runs():
     # help(streambridge) shows the package's docstring first: its example is a doctest.
     code = "import doctest, streambridge; r = doctest.testmod(streambridge); print(r.attempted, r.failed)"
@@ -42,6 +46,7 @@ def test_help_opens_with_an_example_that_runs():
     assert p.returncode == 0 and attempted >= 8 and failed == 0, p.stdout + p.stderr
 
 
+@pytest.mark.learned_layout  # its example wraps a bare handle
 def test_the_explain_example_prints_what_the_readme_shows():
     block = next(b for b in python_blocks() if "sb.explain(" in b)
     shown = re.search(r"^```text\n(.*?)^```$", TEXT.split(block, 1)[1], flags=re.S | re.M).group(1)
@@ -70,6 +75,7 @@ def test_the_hand_over_example_runs():
     assert out == "[\"the consumer's slow work\"] True\n", out
 
 
+@pytest.mark.learned_layout  # its example wraps a bare handle
 def test_the_borrowed_event_example_runs():
     out = run_block("sb.Event.from_handle(")
     assert out == "True True\nInvalidHandleError True\n", out
