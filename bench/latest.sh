@@ -5,11 +5,11 @@
 # rewritten RESULTS.md, are kept in $OUT (or a temporary folder). Where there is no Go, pass
 # the prebuilt test binary, as to run.sh (make gpu-build makes .device/streams.test; set
 # BENCHSTAT=.device/benchstat too).
-#   bash bench/latest.sh [streams.test]
+#   [ROUNDS=5] bash bench/latest.sh [streams.test]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-$(mktemp -d)}
-python3 bench/python_bench.py --rounds 5 | tee "$out/python_bench.txt"
+python3 bench/python_bench.py --rounds ${ROUNDS:-5} | tee "$out/python_bench.txt"
 OUT=$out bash bench/run.sh "$@" | tee "$out/go_vs_c.txt"
 machine=${MACHINE:-$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)}
 python3 bench/table.py --python "$out/python_bench.txt" --c "$out/c.txt" --go "$out/go.txt" \
