@@ -25,6 +25,11 @@ type Driver struct {
 
 	mu       sync.Mutex
 	captures map[uint64][]uintptr // host functions captured per capture id
+	// vouched counts, by handle, the open wrappers taken on their caller's word (Vouched):
+	// where the layout cannot be learned, another wrap of such a handle is taken on that
+	// word too while one is open (a Go function given, as an integer, a stream that Python
+	// wrapped from its framework's object; see foreignContext).
+	vouched map[driver.Stream]int
 
 	// captureMu makes each call that asks whether a stream captures and then acts on the
 	// answer (LaunchHostFunc, GraphExec.Launch of a graph with host functions: read-locked,
@@ -43,7 +48,7 @@ type Driver struct {
 }
 
 func newDriver(api driver.API) *Driver {
-	d := &Driver{api: api, captures: map[uint64][]uintptr{}}
+	d := &Driver{api: api, captures: map[uint64][]uintptr{}, vouched: map[driver.Stream]int{}}
 	d.contexts.Store(&map[driver.Context]*Context{})
 	return d
 }

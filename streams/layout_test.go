@@ -98,6 +98,26 @@ func TestUnlearnableLayoutChild(t *testing.T) {
 		_, err = e.Query()
 		require.NoError(t, err, "the owner's event lives on")
 
+		// a vouched stream wrapped inside its framework's capture (torch.cuda.graph, global
+		// mode) leaves the capture going: its context is asked with cuStreamGetCtx_v2, where
+		// cuStreamGetCtx would be refused and invalidate the capture
+		func() {
+			runtime.LockOSThread() // the framework begins and ends on one thread
+			defer runtime.UnlockOSThread()
+			capturing := newStream(t, c, StreamOptions{NonBlocking: true})
+			require.NoError(t, d.check("cuStreamBeginCapture", d.api.StreamBeginCapture(driver.Stream(capturing.Handle()), driver.CaptureModeGlobal)))
+			w, err := d.WrapStream(capturing.Handle(), Vouched())
+			require.NoError(t, err)
+			require.NoError(t, w.LaunchHostFunc(func() {}))
+			st, _, err := w.CaptureInfo()
+			require.NoError(t, err)
+			assert.Equal(t, CaptureActive, st, "the wrap left the capture going")
+			g, r := d.api.StreamEndCapture(driver.Stream(capturing.Handle()))
+			require.Equal(t, driver.Success, r, "the framework ends its capture")
+			require.Equal(t, driver.Success, d.api.GraphDestroy(g))
+			require.NoError(t, w.Close())
+		}()
+
 		proven, why, err := d.HandleProof()
 		require.NoError(t, err)
 		assert.False(t, proven)

@@ -46,6 +46,8 @@ type Stream struct {
 	// capturer is the OS thread that began a capture in global or thread-local mode, which
 	// BeginCapture keeps its goroutine locked to until EndCapture; 0 when none.
 	capturer atomic.Int32
+	// vouched: wrapped on its caller's word (Vouched), counted in Driver.vouched while open.
+	vouched bool
 	// id is a borrowed stream object's cuStreamGetId when it was wrapped: its identity. A
 	// destroyed stream's address can come back as a new stream's; every use checks that
 	// the handle is still a live stream with this id (see Driver.VerifyStream). 0 for
@@ -140,7 +142,27 @@ func (d *Driver) WrapStream(handle uintptr, opts ...WrapOption) (*Stream, error)
 	if err != nil {
 		return nil, err
 	}
-	return &Stream{ctx: c, api: d.api, handle: driver.Stream(handle), id: id}, nil
+	s := &Stream{ctx: c, api: d.api, handle: driver.Stream(handle), id: id, vouched: wrapOptionsOf(opts).vouched}
+	if s.vouched {
+		d.vouch(s.handle, 1)
+	}
+	return s, nil
+}
+
+// vouch counts a wrapper taken on its caller's word open (by 1) or closed (-1).
+func (d *Driver) vouch(h driver.Stream, by int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.vouched[h] += by; d.vouched[h] <= 0 {
+		delete(d.vouched, h)
+	}
+}
+
+// vouchedFor is whether an open wrapper of h was taken on its caller's word.
+func (d *Driver) vouchedFor(h driver.Stream) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.vouched[h] > 0
 }
 
 // StreamIdentity is the device and identity (cuStreamGetId) of a live stream handle that
@@ -168,7 +190,9 @@ type wrapOptions struct {
 // wrapper is used: another framework's stream object kept alive with the wrapper, say.
 // Where the driver's layout is known, the handle is proven as ever, so a wrong word is
 // still refused; where it cannot be learned, the handle is taken on that word, its context
-// asked of the driver (cuStreamGetCtx), and no identity is checked before each use.
+// asked of the driver (cuStreamGetCtx_v2), and no identity is checked before each use. While
+// the wrapper is open, other wraps of the handle are taken on the same word (a Go function
+// that Python hands the handle of such a stream, as an integer, wraps it so).
 func Vouched() WrapOption { return func(o *wrapOptions) { o.vouched = true } }
 
 // VouchedOn is [Vouched], with the device the handle is on: where the layout cannot be
@@ -223,16 +247,30 @@ func (d *Driver) foreignContext(handle uintptr, opts []WrapOption) (*Context, ui
 		return nil, 0, fmt.Errorf("streambridge: stream handle %d is a per-context default stream and names no context; wrap it with Context.WrapStream", handle)
 	}
 	h, id, err := d.identify(driver.Stream(handle))
-	if errors.Is(err, ErrNotSupported) && wrapOptionsOf(opts).vouched {
-		var r driver.Result
-		h, r = d.api.StreamGetCtx(driver.Stream(handle)) // live on the caller's word
-		id, err = 0, d.check("cuStreamGetCtx", r)
+	if errors.Is(err, ErrNotSupported) && (wrapOptionsOf(opts).vouched || d.vouchedFor(driver.Stream(handle))) {
+		h, err = d.vouchedStreamContext(driver.Stream(handle))
+		id = 0
 	}
 	if err != nil {
 		return nil, 0, err
 	}
 	c, err := d.borrowedContext(h)
 	return c, id, err
+}
+
+// vouchedStreamContext is the context of a stream taken on its caller's word, asked of the
+// driver: cuStreamGetCtx_v2, which leaves a capture on the stream alone (H100, driver 580),
+// and answers a green context's stream with the primary context it was made from. A
+// vouched stream is often wrapped inside its framework's capture (torch.cuda.graph), where
+// cuStreamGetCtx is refused and invalidates the capture (seen on an H100): a driver before
+// CUDA 12.5, which has only that, is asked so.
+func (d *Driver) vouchedStreamContext(h driver.Stream) (driver.Context, error) {
+	ctx, _, r := d.api.StreamGetCtx2(h)
+	if r != driver.ErrorNotSupported {
+		return ctx, d.check("cuStreamGetCtx_v2", r)
+	}
+	ctx, r = d.api.StreamGetCtx(h)
+	return ctx, d.check("cuStreamGetCtx", r)
 }
 
 func wrapOptionsOf(opts []WrapOption) wrapOptions {
@@ -628,6 +666,9 @@ func (s *Stream) Close() error {
 // last use of a closed s calls it, once (see uses).
 func (s *Stream) destroy() error {
 	s.count(false)
+	if s.vouched {
+		s.ctx.drv.vouch(s.handle, -1)
+	}
 	var err error
 	if f := s.fence.Load(); f != nil {
 		err = s.ctx.putFence(f)

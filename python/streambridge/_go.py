@@ -4,7 +4,7 @@ called with streams and arrays of any framework."""
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, List, Optional, Tuple
 
 from ._array import array_info
 from ._core import gate
@@ -50,11 +50,15 @@ def go_function(fn: Callable[..., Any], hand_over: bool = False) -> Callable[...
                 arrays.append(i)
                 continue
             s = as_stream(a)  # raises TypeError for what is neither
+            # Its Go wrapper (made once, open while s is): where the driver's layout cannot
+            # be learned, the Go function's own wrap of the handle is then taken on the word
+            # s was taken on (ours, or its framework's object: streams.Vouched).
+            s._key
             passed[i] = s.ptr
             stream = stream or s
         if hand_over and arrays and stream is None:
             raise ValueError("hand_over=True needs a stream argument to hand the arrays over to")
-        waits: List[int] = []
+        waits: List[Tuple[int, Any]] = []
         for i in arrays:
             info = array_info(args[i], None if stream is None else dlpack_stream(stream))
             if info is None:
@@ -63,7 +67,7 @@ def go_function(fn: Callable[..., Any], hand_over: bool = False) -> Callable[...
                 if stream is None:
                     raise ValueError(f"argument {i}: the array's producer stream must be waited on, and the call "
                                      "has no stream argument to wait")
-                waits.append(info.stream)
+                waits.append((info.stream, args[i]))
             passed[i] = info.go()
         if waits:
             wait_producers(stream, waits)

@@ -18,6 +18,7 @@ from ._array import array_info
 from ._core import core as _c
 from ._device import device_or_current
 from ._errors import ClosedError, DeviceMismatchError
+from ._provenance import frameworks_own
 from ._stream import ExternalStream, _BaseStream, resolve
 
 Dim = Union[int, Sequence[int]]
@@ -150,8 +151,8 @@ def dlpack_stream(s: Any) -> int:
 
 
 def marshal(args: Sequence[Any], consumer: Optional[int] = None,
-            device: Optional[int] = None) -> Tuple[Tuple[int, ...], List[Any]]:
-    """Each kernel argument as up to 8 bytes in an int, and the producer streams to wait for.
+            device: Optional[int] = None) -> Tuple[Tuple[int, ...], List[Tuple[int, Any]]]:
+    """Each kernel argument as up to 8 bytes in an int, and the producer streams to wait for, each with its array.
 
     - ``bool``: 1 byte; ``int``: ``long long`` (8 bytes); ``float``: ``double``, as CuPy;
     - NumPy scalars: their own dtype and size (``numpy.float32(2)`` is a 4-byte float);
@@ -193,16 +194,18 @@ def marshal(args: Sequence[Any], consumer: Optional[int] = None,
                 raise TypeError(f"argument {i}: {type(a).__name__} is not a kernel argument (an int, float, "
                                 "bool, NumPy scalar, or a device array with __cuda_array_interface__ or DLPack)")
             if info.stream is not None:
-                waits.append(info.stream)
+                waits.append((info.stream, a))
             values.append(info.ptr)
     return tuple(values), waits
 
 
-def wait_producers(s: Any, waits: List[int]) -> None:
-    """Makes ``s`` wait for the producers' streams of a CUDA Array Interface v3."""
-    for w in waits:
+def wait_producers(s: Any, waits: List[Tuple[int, Any]]) -> None:
+    """Makes ``s`` wait for the producers' streams of a CUDA Array Interface v3, each given
+    with its array: a framework's own array vouches for its stream where the driver's layout
+    cannot be learned (as its stream object would: _provenance)."""
+    for w, array in waits:
         if w != s.ptr:  # a stream object's device comes from its handle; 1 and 2 are s's device's
-            s.wait_stream(ExternalStream(w) if w > 2 else ExternalStream(w, s.device_id))
+            s.wait_stream(ExternalStream(w, vouched=frameworks_own(array)) if w > 2 else ExternalStream(w, s.device_id))
 
 
 def launch(kernel: Kernel, grid: Dim, block: Dim, args: Sequence[Any], stream: Any = None,

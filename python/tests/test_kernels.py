@@ -30,7 +30,8 @@ def test_scalars_take_cupys_types_and_numpy_scalars_their_own():
 def test_device_arrays_pass_their_pointer_and_the_v3_stream_rules():
     assert marshal((CAI(0x1000, version=2),)) == ((0x1000,), []), "v2: no stream, no wait"
     assert marshal((CAI(0x1000, stream=None),)) == ((0x1000,), []), "v3 None: no wait"
-    assert marshal((CAI(0x1000, stream=1), CAI(0x2000, stream=2), CAI(0x3000, stream=0xABC0)))[1] == [1, 2, 0xABC0]
+    arrays = (CAI(0x1000, stream=1), CAI(0x2000, stream=2), CAI(0x3000, stream=0xABC0))
+    assert marshal(arrays)[1] == [(1, arrays[0]), (2, arrays[1]), (0xABC0, arrays[2])], "each with its array"
     with pytest.raises(ValueError, match="stream 0 is not allowed"):
         marshal((CAI(0x1000, stream=0),))
     with pytest.raises(ValueError, match="data must be"):
