@@ -5,7 +5,9 @@
 # rewritten RESULTS.md, are kept in $OUT (or a temporary folder). Where there is no Go, pass
 # the prebuilt test binary, as to run.sh (make gpu-build makes .device/streams.test; set
 # BENCHSTAT=.device/benchstat too).
-#   [ROUNDS=5] bash bench/latest.sh [streams.test]
+# ROUNDS sets the rounds of both (5 Python, 6 Go and C); the whole takes about 12 minutes on
+# an H100 with the defaults, so under a 10-minute limit run it with ROUNDS=3.
+#   [ROUNDS=N] bash bench/latest.sh [streams.test]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-$(mktemp -d)}

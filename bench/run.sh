@@ -19,7 +19,7 @@ if command -v nvcc >/dev/null; then
 else
   cc -O2 -I/usr/local/cuda/include bench/driver_bench.c -L/usr/local/nvidia/lib64 -lcuda -lpthread -o "$cc_bin"
 fi
-# C and Go take turns, six rounds each (benchstat wants six samples for an interval), on the same two cores, so that drift in the
+# C and Go take turns, ROUNDS rounds each (6: benchstat wants six samples for an interval), on the same two cores, so that drift in the
 # machine's state lands on both. benchstat (a Go tool of this module; pass BENCHSTAT=path to
 # a prebuilt one where there is no Go, as make gpu-build makes .device/benchstat) prints the
 # medians with their confidence intervals, and Go's change against C with its p-value.
@@ -29,16 +29,17 @@ pin=""
 command -v taskset >/dev/null && pin="taskset -c 2,3"
 : >"$out/c.txt"
 : >"$out/go.txt"
-for round in 1 2 3 4 5 6; do
-  echo "round $round of 6: C, then Go" >&2
+rounds=${ROUNDS:-6}
+for round in $(seq "$rounds"); do
+  echo "round $round of $rounds: C, then Go" >&2
   $pin "$cc_bin" internal/kernels/kernels.ptx 1 | sed 's|^BenchmarkC/|Benchmark|' >>"$out/c.txt"
   $pin "$bin" -test.run='^$' -test.bench=. -test.skip=Throughput -test.benchmem -test.count=1 -test.benchtime=1s |
     sed -E 's/^(Benchmark[A-Za-z]+)-[0-9]+/\1/' >>"$out/go.txt"
 done
 # Throughput from 1 to 16 goroutines beside as many C threads (issue 29), not pinned: the
 # machine's cores are what many threads share. Six rounds each, taking turns.
-for round in 1 2 3 4 5 6; do
-  echo "throughput round $round of 6: C threads, then Go goroutines" >&2
+for round in $(seq "$rounds"); do
+  echo "throughput round $round of $rounds: C threads, then Go goroutines" >&2
   "$cc_bin" internal/kernels/kernels.ptx 1 threads | sed 's|^BenchmarkC/|Benchmark|' >>"$out/c.txt"
   "$bin" -test.run='^$' -test.bench=Throughput -test.benchmem -test.count=1 -test.benchtime=2000000x |
     sed -E 's/^(Benchmark[A-Za-z]+\/goroutines=[0-9]+)-[0-9]+/\1/' >>"$out/go.txt"

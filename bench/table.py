@@ -62,6 +62,12 @@ def medians(text: str) -> dict[str, float]:
     return {name: statistics.median(v) for name, v in seen.items()}
 
 
+def _by_count(name: str) -> tuple:
+    """Orders /goroutines=N rows by N (2 before 16), the rest by name."""
+    base, _, count = name.partition("/goroutines=")
+    return (base, int(count) if count.isdigit() else -1)
+
+
 def section(py: str, c: str, go: str, machine: str, date: str) -> str:
     out = [BEGIN, f"## Latest: {machine}, {date}", "",
            "Python (`bench/python_bench.py`: medians over rounds, in brackets by each one's best round; "
@@ -74,7 +80,7 @@ def section(py: str, c: str, go: str, machine: str, date: str) -> str:
     out += ["", "Go against the same loops in C (`bench/run.sh`: medians of its rounds; benchstat there gives "
             "the intervals and p-values):", "",
             "| benchmark | C ns | Go ns | Go / C |", "|---|---|---|---|"]
-    for name in sorted(set(cm) & set(gm)):
+    for name in sorted(set(cm) & set(gm), key=_by_count):
         out.append(f"| {name} | {cm[name]:.1f} | {gm[name]:.1f} | {gm[name] / cm[name]:.2f} |")
     out += [END, ""]
     return "\n".join(out)
