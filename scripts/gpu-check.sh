@@ -26,6 +26,15 @@ for path in "$root"/.device/*.test; do
   echo "== $bin: exit $rc; top-level $(grep -c '^--- PASS' "$log") passed, $(grep -c '^--- FAIL' "$log") failed, $(grep -c '^--- SKIP' "$log") skipped; subtests $(grep -c '^    --- PASS' "$log") passed, $(grep -c '^    --- FAIL' "$log") failed, $(grep -c '^    --- SKIP' "$log") skipped"
   grep -E "^\s*--- (FAIL|SKIP)|SKIP:|Error:|device [0-9]+:" "$log" | sort | uniq | head -40
 done
+# The real driver taken as one whose stream layout cannot be learned (docs/testing.md): the
+# Go tests (examples print what a learned layout does).
+log=$out/streams-unlearnable.log
+(cd "$root/streams" && STREAMBRIDGE_REQUIRE_GPU=1 STREAMBRIDGE_LAYOUT=unlearnable timeout 200 "$root/.device/streams.test" \
+  -test.run='^Test' -test.count=1 -test.shuffle=on >"$log" 2>&1)
+rc=$?
+[ $rc -eq 0 ] || status=1
+echo "== streams.test, STREAMBRIDGE_LAYOUT=unlearnable: exit $rc; top-level $(grep -c '^--- PASS' "$log") passed, $(grep -c '^--- FAIL' "$log") failed, $(grep -c '^--- SKIP' "$log") skipped"
+grep -E "^\s*--- FAIL" "$log" | head -20
 # The wheel `make gpu-build` cross-built for this machine's CPython 3.12, installed with no
 # network, then the Python tests and the cross-framework tests on the real driver.
 wheel=$(ls "$root"/.device/streambridge-*-cp312-*.whl 2>/dev/null | head -1)

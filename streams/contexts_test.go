@@ -36,6 +36,7 @@ func greenStream(t *testing.T, d *Driver) (driver.GreenContext, driver.Stream) {
 }
 
 func TestAGreenContextsStreamIsAStreamOfItsDevice(t *testing.T) {
+	needsLearnedLayout(t)
 	eachDriver(t, func(t *testing.T, d *Driver) {
 		c := primary(t, d, 0)
 		g, h := greenStream(t, d)
@@ -79,6 +80,7 @@ func TestAGreenContextsStreamIsAStreamOfItsDevice(t *testing.T) {
 }
 
 func TestAGreenContextsStreamGoneIsRefused(t *testing.T) {
+	needsLearnedLayout(t)
 	eachDriver(t, func(t *testing.T, d *Driver) {
 		primary(t, d, 0)
 		dev, r := d.api.DeviceGet(0)
@@ -104,6 +106,7 @@ func TestAGreenContextsStreamGoneIsRefused(t *testing.T) {
 // seen on an H100). Its streams are refused at the wrap, saying what they are, rather than
 // called "not live".
 func TestAStreamOfAContextOfItsOwnIsRefusedSayingWhatItIs(t *testing.T) {
+	needsLearnedLayout(t)
 	eachDriver(t, func(t *testing.T, d *Driver) {
 		c := primary(t, d, 0)
 		dev, r := d.api.DeviceGet(0)
@@ -135,6 +138,7 @@ func TestAStreamOfAContextOfItsOwnIsRefusedSayingWhatItIs(t *testing.T) {
 // time (cuStreamGetCtx_v2): that question leaves a capture alone (seen on an H100), so a
 // green stream first met while it captures is taken, and the capture goes on.
 func TestAGreenStreamMetWhileCapturingLeavesTheCaptureAlone(t *testing.T) {
+	needsLearnedLayout(t)
 	eachDriver(t, func(t *testing.T, d *Driver) {
 		primary(t, d, 0)
 		_, h := greenStream(t, d)
@@ -160,6 +164,7 @@ func TestAGreenStreamMetWhileCapturingLeavesTheCaptureAlone(t *testing.T) {
 // ErrorNotSupported, and everything else works as before. Below MinVersion the setting is
 // refused, naming it.
 func TestAnOlderDriverLacksOnlyWhatIsNewer(t *testing.T) {
+	needsLearnedLayout(t)
 	t.Setenv(sim.VersionSetting, "12040")
 	d := newDriver(sim.New())
 	v, r := d.api.DriverGetVersion()

@@ -85,6 +85,7 @@ func TestErrorsAreTypedAndWrapped(t *testing.T) {
 // (seen on an H200). Once all are closed the retain goes, and the reset takes what the
 // driver made there behind the package's back.
 func TestContextLivesUntilItsObjectsClose(t *testing.T) {
+	needsLearnedLayout(t)
 	eachDriver(t, func(t *testing.T, d *Driver) {
 		dev, err := d.Device(0)
 		require.NoError(t, err)
@@ -116,6 +117,7 @@ func TestContextLivesUntilItsObjectsClose(t *testing.T) {
 // A fence a borrowed wrapper leaves behind must not outlive a reset of its context: the
 // reset destroys every event in it, and a pooled one would reach the driver destroyed.
 func TestFencesDoNotOutliveAContextReset(t *testing.T) {
+	needsLearnedLayout(t)
 	eachDriver(t, func(t *testing.T, d *Driver) {
 		for round := range 2 { // the second round meets whatever the first left behind
 			dev, err := d.Device(0)

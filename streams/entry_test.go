@@ -139,6 +139,7 @@ func TestEntryPointsMakeTimeAndDestroyEvents(t *testing.T) {
 // context made current: flags and priority as asked (the priority clamped to the device's
 // range, as the driver does), and a destroyed stream refused by the check.
 func TestEntryPointsMakeAndDestroyStreams(t *testing.T) {
+	needsLearnedLayout(t)
 	eachDriver(t, func(t *testing.T, d *Driver) {
 		c := primary(t, d, 0)
 		call := callEntries(d)

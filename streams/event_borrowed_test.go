@@ -15,6 +15,7 @@ import (
 // driver before libcuda (which crashes on a garbage CUevent) sees them. That this test
 // returns at all is the proof that none crashed.
 func TestWrapEventRefusesWhatIsNotALiveEvent(t *testing.T) {
+	needsLearnedLayout(t)
 	eachDriver(t, func(t *testing.T, d *Driver) {
 		c := primary(t, d, 0)
 		goHeap := make([]uint64, 64)
@@ -48,6 +49,7 @@ func TestWrapEventRefusesWhatIsNotALiveEvent(t *testing.T) {
 // knows its device, and is never destroyed by its wrapper: the owner's event stays usable
 // after the wrapper closes.
 func TestWrapEventBorrowsALiveEvent(t *testing.T) {
+	needsLearnedLayout(t)
 	eachDriver(t, func(t *testing.T, d *Driver) {
 		c := primary(t, d, 0)
 		s := newStream(t, c, StreamOptions{NonBlocking: true})
@@ -85,6 +87,7 @@ func TestWrapEventBorrowsALiveEvent(t *testing.T) {
 
 // An event alone in its context (no other event made there) is proven live all the same.
 func TestWrapEventOfTheOnlyEventInItsContext(t *testing.T) {
+	needsLearnedLayout(t)
 	eachDriver(t, func(t *testing.T, d *Driver) {
 		c := primary(t, d, 0)
 		e := newEvent(t, c, EventOptions{DisableTiming: true})
@@ -100,6 +103,7 @@ func TestWrapEventOfTheOnlyEventInItsContext(t *testing.T) {
 // use fails with ErrInvalidHandle before the driver sees the handle, also when the address
 // names a new event.
 func TestBorrowedEventIsRefusedAfterItsAddressIsReused(t *testing.T) {
+	needsLearnedLayout(t)
 	eachDriver(t, func(t *testing.T, d *Driver) {
 		c := primary(t, d, 0)
 		s := newStream(t, c, StreamOptions{NonBlocking: true})

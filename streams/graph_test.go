@@ -14,6 +14,7 @@ import (
 )
 
 func TestCaptureOnForeignStreamAndReplay(t *testing.T) {
+	needsLearnedLayout(t)
 	eachDriver(t, func(t *testing.T, d *Driver) {
 		c := primary(t, d, 0)
 		before := LiveHostFuncs()
@@ -211,6 +212,7 @@ func TestGraphExecClosedWhileInFlightStillRunsItsHostFuncs(t *testing.T) {
 // its identity is read, not asked of the driver, whose cuStreamGetId would fail there and
 // invalidate the capture (seen on an H100 under torch.cuda.graph).
 func TestWrapAStreamAnotherLibraryIsCapturing(t *testing.T) {
+	needsLearnedLayout(t)
 	for _, mode := range []driver.CaptureMode{driver.CaptureModeGlobal, driver.CaptureModeThreadLocal, driver.CaptureModeRelaxed} {
 		t.Run(fmt.Sprint(mode), func(t *testing.T) {
 			eachDriver(t, func(t *testing.T, d *Driver) {

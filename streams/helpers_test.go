@@ -99,6 +99,9 @@ func newStream(t testing.TB, c *Context, opts StreamOptions) *Stream {
 // retain, and a test that leaves one open keeps the context from resetting for the next.
 func wrapStream(t testing.TB, c *Context, handle uintptr) *Stream {
 	t.Helper()
+	if handle > PerThreadStream {
+		needsLearnedLayout(t) // a stream object's handle: only a learned layout proves it
+	}
 	s, err := c.WrapStream(handle)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
@@ -182,4 +185,13 @@ func slowWork(t testing.TB, s *Stream, d time.Duration) {
 	}
 	spin := testKernel(t, s.Context(), "spin")
 	require.NoError(t, spin.Launch(s, LaunchConfig{}, new(Args).Uint64(uint64(d.Nanoseconds()))))
+}
+
+// needsLearnedLayout skips t, saying so, where the driver's layout is not learned
+// (STREAMBRIDGE_LAYOUT=unlearnable): t asserts what only a learned layout proves or reads.
+func needsLearnedLayout(t testing.TB) {
+	t.Helper()
+	if never, _ := driver.Unlearnable(); never {
+		t.Skip("SKIP: asserts what a learned stream layout proves; STREAMBRIDGE_LAYOUT=unlearnable here (that case: TestAnUnlearnableLayout)")
+	}
 }

@@ -14,6 +14,7 @@ import (
 // driver before libcuda (which would crash on them) sees them. That this test returns at
 // all is the proof that none crashed.
 func TestWrapStreamRefusesWhatIsNotALiveStream(t *testing.T) {
+	needsLearnedLayout(t)
 	eachDriver(t, func(t *testing.T, d *Driver) {
 		c := primary(t, d, 0)
 		goHeap := make([]uint64, 64)
@@ -74,6 +75,7 @@ func TestWrapStreamRefusesWhatIsNotALiveStream(t *testing.T) {
 
 // Every device's streams pass the check and are found on their own device.
 func TestWrapStreamOnEveryDevice(t *testing.T) {
+	needsLearnedLayout(t)
 	eachDriver(t, func(t *testing.T, d *Driver) {
 		n, err := d.DeviceCount()
 		require.NoError(t, err)

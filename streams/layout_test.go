@@ -128,6 +128,7 @@ func TestUnlearnableLayoutChild(t *testing.T) {
 // HandleProof says the layout is learned, on both drivers, where nothing says otherwise
 // (the child above checks the other answer).
 func TestHandleProofIsTheLearnedLayout(t *testing.T) {
+	needsLearnedLayout(t)
 	eachDriver(t, func(t *testing.T, d *Driver) {
 		proven, why, err := d.HandleProof()
 		require.NoError(t, err)
@@ -139,6 +140,7 @@ func TestHandleProofIsTheLearnedLayout(t *testing.T) {
 // Streams made every way are proven (the layout, checked on such streams before it is
 // trusted, holds for them): blocking, of the greatest priority, made on another OS thread.
 func TestStreamsMadeEveryWayAreProven(t *testing.T) {
+	needsLearnedLayout(t)
 	eachDriver(t, func(t *testing.T, d *Driver) {
 		c := primary(t, d, 0)
 		_, greatest, err := c.StreamPriorityRange()
@@ -176,6 +178,7 @@ func TestStreamsMadeEveryWayAreProven(t *testing.T) {
 // before it is trusted, holds for them): timing, blocking sync, interprocess, made on
 // another OS thread; each orders work as a wrapped event.
 func TestEventsMadeEveryWayAreProven(t *testing.T) {
+	needsLearnedLayout(t)
 	eachDriver(t, func(t *testing.T, d *Driver) {
 		c := primary(t, d, 0)
 		made := map[string]*Event{
@@ -216,6 +219,7 @@ func TestEventsMadeEveryWayAreProven(t *testing.T) {
 // EventMemory): the words at the offsets it gives hold the handle (streams), the context
 // and the identity, read from the memory itself.
 func TestSimLayoutsDescribeTheirObjects(t *testing.T) {
+	needsLearnedLayout(t)
 	for n := range sim.Layouts() {
 		t.Setenv(sim.LayoutSetting, strconv.Itoa(n))
 		d := newDriver(sim.New())

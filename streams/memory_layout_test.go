@@ -13,6 +13,7 @@ import (
 // a new stream at its address, on both drivers: the Python core verifies borrowed streams
 // so before each use.
 func TestStreamMemoryTellsALiveStreamFromADestroyedOne(t *testing.T) {
+	needsLearnedLayout(t)
 	eachDriver(t, func(t *testing.T, d *Driver) {
 		c := primary(t, d, 0)
 		s, err := c.NewStream(StreamOptions{NonBlocking: true})

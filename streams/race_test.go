@@ -137,6 +137,7 @@ func TestCloseRacingEveryCall(t *testing.T) {
 // returns: a host function that closes the stream whose Synchronize waits for it must not
 // deadlock, and the destroy must come after the Synchronize.
 func TestCloseDuringSynchronizeDefersTheDestroy(t *testing.T) {
+	needsLearnedLayout(t)
 	eachDriver(t, func(t *testing.T, d *Driver) {
 		c := primary(t, d, 0)
 		s, err := c.NewStream(StreamOptions{})

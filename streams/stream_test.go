@@ -87,6 +87,7 @@ func foreignStream(t testing.TB, c *Context, flags uint32) uintptr {
 }
 
 func TestWrapForeignStream(t *testing.T) {
+	needsLearnedLayout(t)
 	eachDriver(t, func(t *testing.T, d *Driver) {
 		n, err := d.DeviceCount()
 		require.NoError(t, err)
@@ -118,6 +119,7 @@ func TestWrapForeignStream(t *testing.T) {
 }
 
 func TestWrapStreamWrongContext(t *testing.T) {
+	needsLearnedLayout(t)
 	eachDriver(t, func(t *testing.T, d *Driver) {
 		n, err := d.DeviceCount()
 		require.NoError(t, err)
@@ -197,6 +199,7 @@ func TestWaitStreamOrdersWork(t *testing.T) {
 // A borrowed wrapper closed right after WaitStream takes its fence event with it; the
 // wait already enqueued must hold (Python drops such wrappers as soon as the call returns).
 func TestWaitStreamHoldsAfterTheProducerWrapperCloses(t *testing.T) {
+	needsLearnedLayout(t)
 	eachDriver(t, func(t *testing.T, d *Driver) {
 		c := primary(t, d, 0)
 		producer := newStream(t, c, StreamOptions{NonBlocking: true})
@@ -275,6 +278,7 @@ func TestClosedObjectsReturnErrClosed(t *testing.T) {
 }
 
 func TestBadHandlesFromTheSoftwareDriverAreErrors(t *testing.T) {
+	needsLearnedLayout(t)
 	d := Sim()
 	c := primary(t, d, 0)
 	s, err := c.NewStream(StreamOptions{})
@@ -329,6 +333,7 @@ func TestWaitStreamWithDefaultStream(t *testing.T) {
 // The context and identity the check reads from a stream object are the ones the driver
 // reports.
 func TestStreamCheckFindsTheDriversContextAndIdentity(t *testing.T) {
+	needsLearnedLayout(t)
 	eachDriver(t, func(t *testing.T, d *Driver) {
 		n, err := d.DeviceCount()
 		require.NoError(t, err)
@@ -356,6 +361,7 @@ func TestStreamCheckFindsTheDriversContextAndIdentity(t *testing.T) {
 // object, as an allocator does; on the real driver the test makes streams until one comes
 // back at the address, and a handle nobody reused must be refused all the same).
 func TestBorrowedStreamIsRefusedAfterItsAddressIsReused(t *testing.T) {
+	needsLearnedLayout(t)
 	eachDriver(t, func(t *testing.T, d *Driver) {
 		c := primary(t, d, 0)
 		other := newStream(t, c, StreamOptions{NonBlocking: true})
