@@ -225,6 +225,7 @@ def main() -> int:
             "streambridge, a borrowed torch event (identity checked)": loop(
                 lambda: (ss_a.record(sb_foreign), ss_b.wait_event(sb_foreign))),
             "streambridge.wait_stream": loop(lambda: ss_b.wait_stream(ss_a)),
+            "streambridge b.wait(a) (cuda.core's one-call spelling)": loop(lambda: ss_b.wait(ss_a)),
             "streambridge, borrowed streams (identity checked)": loop(sb_borrowed_rw),
             "torch": loop(t_rw),
             "cupy": loop(c_rw),

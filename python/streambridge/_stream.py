@@ -134,24 +134,6 @@ class _BaseStream(_c.StreamCore):
         cuGraphInstantiateWithFlags). A capture invalidated by a forbidden call raises."""
         return end_capture(self)
 
-    def wait(self, event_or_stream: Any) -> None:
-        """cuda.core's spelling: wait for an Event, or for the work submitted so far to any
-        stream object (:func:`as_stream` reads it). Anything else, an int handle too (it could
-        be an event's or a stream's), raises NotStreamLikeError, a ``ValueError`` as in
-        cuda.core."""
-        if isinstance(event_or_stream, Event):
-            self.wait_event(event_or_stream)
-            return
-        if as_index(event_or_stream) is not None:
-            raise NotStreamLikeError("wait takes an Event or a stream object, not an int handle (it could be an "
-                                     "event's or a stream's: wrap it with as_stream)")
-        try:
-            other = as_stream(event_or_stream)
-        except NotStreamLikeError:
-            raise NotStreamLikeError(f"wait takes an Event or a stream object, not "
-                                     f"{type(event_or_stream).__name__}") from None
-        self.wait_stream(other)
-
     def __cuda_stream__(self) -> Tuple[int, int]:
         self._verify()
         return (0, self._ptr)
@@ -297,6 +279,19 @@ class ExternalStream(_c.ExternalCore, _BaseStream):
 
 ExternalStream.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
     list(inspect.signature(ExternalStream._init).parameters.values())[1:])
+
+def _stream_to_wait_for(obj: Any) -> "_BaseStream":
+    """The stream ``Stream.wait`` (the C core's) waits for where obj is neither an Event nor
+    a streambridge stream: another framework's stream object, as :func:`as_stream` reads it.
+    An int handle is refused: it could be an event's or a stream's."""
+    if as_index(obj) is not None:
+        raise NotStreamLikeError("wait takes an Event or a stream object, not an int handle (it could be an "
+                                 "event's or a stream's: wrap it with as_stream)")
+    try:
+        return as_stream(obj)
+    except NotStreamLikeError:
+        raise NotStreamLikeError(f"wait takes an Event or a stream object, not {type(obj).__name__}") from None
+
 
 _UNASKED = object()
 

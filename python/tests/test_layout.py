@@ -109,14 +109,16 @@ def test_the_python_the_core_calls_is_named_once_and_found():
 
 def test_record_and_wait_cross_into_python_only_to_read_an_argument():
     """Every form of record and wait has one body, in the core: no call comes back into
-    Python for the operation (once Stream.record() went C -> Python _record -> C). Python
-    runs only where an argument is read: the current stream for None, an EventOptions."""
+    Python for the operation (once Stream.record() went C -> Python _record -> C, and
+    Stream.wait was Python). Python runs only where an argument is read: the current stream
+    for None, an EventOptions, another framework's stream object."""
     import sys
 
     from streambridge._core import core
 
     readers = {name.rsplit(".", 1)[-1] for name in core.python_names()} | {"of", "default_stream"}
     s, e = streambridge.Stream(non_blocking=True), streambridge.Event()
+    other = streambridge.Stream(non_blocking=True)
     forms = {
         "s.record()": lambda: s.record(),
         "s.record(e)": lambda: s.record(e),
@@ -130,6 +132,9 @@ def test_record_and_wait_cross_into_python_only_to_read_an_argument():
         "e.wait()": lambda: e.wait(),
         "e.wait(None)": lambda: e.wait(None),
         "e.wait(stream=s)": lambda: e.wait(stream=s),
+        "s.wait(e)": lambda: s.wait(e),
+        "s.wait(other)": lambda: s.wait(other),
+        "s.wait(event_or_stream=other)": lambda: s.wait(event_or_stream=other),
     }
     for form, call in forms.items():
         calls = []
