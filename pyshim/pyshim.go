@@ -201,8 +201,8 @@ func HandleProof() (string, error) {
 	if proven {
 		return "proven live before use (" + why + ")", nil
 	}
-	return "not provable (" + why + "): a bare handle is refused; another framework's stream object, " +
-		"and ExternalStream(ptr, vouched=True), are taken on their word", nil
+	return "not provable (" + why + "): a bare handle is refused; a framework's own stream object, " +
+		"and as_stream(obj, vouched=True) or ExternalStream(ptr, vouched=True), are taken on their word", nil
 }
 
 // WrapStream validates a foreign stream handle and returns its key. device is the stated

@@ -126,9 +126,9 @@ def test_python_m_streambridge_prints_the_driver_devices_and_current_streams(dri
 def test_python_m_streambridge_says_when_handles_cannot_be_proven():
     p = run_module(STREAMBRIDGE_LAYOUT="unlearnable")
     assert p.returncode == 0, p.stderr
-    assert "stream handles: not provable (STREAMBRIDGE_LAYOUT=unlearnable): a bare handle is refused; another " \
-           "framework's stream object, and ExternalStream(ptr, vouched=True), are taken on their word" \
-           in p.stdout.splitlines(), p.stdout
+    assert "stream handles: not provable (STREAMBRIDGE_LAYOUT=unlearnable): a bare handle is refused; a " \
+           "framework's own stream object, and as_stream(obj, vouched=True) or ExternalStream(ptr, vouched=True), " \
+           "are taken on their word" in p.stdout.splitlines(), p.stdout
 
 
 def test_python_m_streambridge_without_a_driver_says_why():
