@@ -7,6 +7,9 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$(mktemp -d)}
 status=0
+# collect JOB NAME: waits for a run started in the background, which wrote its exit status to
+# $out/NAME.rc and its output to $out/NAME.log; sets rc and log, and status on a failure.
+collect() { wait "$1"; rc=$(cat "$out/$2.rc"); log=$out/$2.log; [ "$rc" -eq 0 ] || status=1; }
 # Cubin and fatbin images of the test kernels, for TestLoadCubinAndFatbin.
 images=$out/images
 mkdir -p "$images"
@@ -54,23 +57,14 @@ if [ -n "$wheel" ]; then
   grep -E "^(FAILED|ERROR)|SKIPPED" "$log" | head -30
   grep -E "^E  " "$log" | head -10
   cat "$out/hostile.txt" 2>/dev/null
-  wait $sim
-  log=$out/pytest-sim.log
-  rc=$(cat "$out/pytest-sim.rc")
-  [ $rc -eq 0 ] || status=1
+  collect $sim pytest-sim
   echo "== pytest python/tests on the software driver, same machine: exit $rc: $(tail -1 "$log")"
   grep -E "FAILED|ERROR" "$log" | head -20
-  wait $unlearnable
-  log=$out/pytest-unlearnable.log
-  rc=$(cat "$out/pytest-unlearnable.rc")
-  [ $rc -eq 0 ] || status=1
+  collect $unlearnable pytest-unlearnable
   echo "== pytest python/tests, real driver, STREAMBRIDGE_LAYOUT=unlearnable: exit $rc: $(tail -1 "$log")"
   grep -E "FAILED|ERROR" "$log" | head -20
 fi
-wait $go_unlearnable
-log=$out/streams-unlearnable.log
-rc=$(cat "$out/streams-unlearnable.rc")
-[ $rc -eq 0 ] || status=1
+collect $go_unlearnable streams-unlearnable
 echo "== streams.test, STREAMBRIDGE_LAYOUT=unlearnable: exit $rc; top-level $(grep -c '^--- PASS' "$log") passed, $(grep -c '^--- FAIL' "$log") failed, $(grep -c '^--- SKIP' "$log") skipped"
 grep -E "^\s*--- FAIL" "$log" | head -20
 if [ -x "$root/.device/demo" ]; then
