@@ -32,7 +32,7 @@ done
 # The real driver taken as one whose stream layout cannot be learned (docs/testing.md): the
 # Go tests (examples print what a learned layout does), beside the Python tests below.
 (cd "$root/streams" && STREAMBRIDGE_REQUIRE_GPU=1 STREAMBRIDGE_LAYOUT=unlearnable timeout 300 "$root/.device/streams.test" \
-  -test.run='^Test' -test.count=1 -test.shuffle=on >"$out/streams-unlearnable.log" 2>&1; echo $? >"$out/streams-unlearnable.rc") &
+  -test.run='^Test' -test.v -test.count=1 -test.shuffle=on >"$out/streams-unlearnable.log" 2>&1; echo $? >"$out/streams-unlearnable.rc") &
 go_unlearnable=$!
 # The wheel `make gpu-build` cross-built for this machine's CPython 3.12, installed with no
 # network, then the Python tests and the cross-framework tests on the real driver.
