@@ -27,9 +27,17 @@ TIME = re.compile(r"^  (?P<who>.+?)\s+(?P<ns>\d+) ns$")
 BENCH = re.compile(r"^Benchmark(?P<name>[A-Za-z]+(?:/goroutines=\d+)?)(?:-\d+)?\s+\d+\s+(?P<ns>[\d.]+) ns/op")
 
 
-def python_rows(text: str) -> list[tuple[str, str, str, str, str, str]]:
-    """(operation, spelling, ours in ns, the fastest peer and its ns, ratio (best rounds), bar)
-    for each ratio python_bench.py printed."""
+# The loop of bench/driver_bench.c (C over the driver API, the floor) that each Python
+# operation is measured against, where it has one.
+C_FLOOR = {"record+wait": "RecordWait", "query": "Query", "event create+close": "EventCreateClose",
+           "empty kernel launch": "LaunchEmpty",
+           "host callback into Python, enqueue to run (median of 2000, idle stream)": "HostFuncLatency"}
+
+
+def python_rows(text: str, c_floor: dict[str, float]) -> list[tuple[str, ...]]:
+    """(operation, spelling, ours in ns, the fastest peer and its ns, every peer's ns, the C
+    floor's ns, ratio to the fastest peer (best rounds), ours over the C floor, bar) for each
+    ratio python_bench.py printed; c_floor holds the C loops' medians (bench/run.sh)."""
     rows = []
     section, times = "", {}
     for line in text.splitlines():
@@ -40,8 +48,12 @@ def python_rows(text: str) -> list[tuple[str, str, str, str, str, str]]:
         elif m := RATIO.match(line):
             peer = m["peer"] or m["one"]
             ratio = m["ratio"] + (f" ({m['best']})" if m["best"] else "")
-            rows.append((section, m["who"], time_of(times, m["who"]), f"{peer} {time_of(times, peer)}".strip(),
-                         ratio, m["bar"]))
+            ours = time_of(times, m["who"])
+            peers = ", ".join(f"{who} {ns}" for who, ns in times.items() if not who.startswith("streambridge"))
+            floor = c_floor.get(C_FLOOR.get(section, ""))
+            over_floor = f"{float(ours) / floor:.2f}" if floor and ours else ""
+            rows.append((section, m["who"], ours, f"{peer} {time_of(times, peer)}".strip(), peers,
+                         f"{floor:.0f}" if floor else "", ratio, over_floor, m["bar"]))
     return rows
 
 
@@ -69,13 +81,15 @@ def _by_count(name: str) -> tuple:
 
 
 def section(py: str, c: str, go: str, machine: str, date: str) -> str:
+    cm, gm = medians(c), medians(go)
     out = [BEGIN, f"## Latest: {machine}, {date}", "",
            "Python (`bench/python_bench.py`: medians over rounds, in brackets by each one's best round; "
-           "streambridge over the fastest peer among CuPy, PyTorch and cuda.core):", "",
-           "| operation | spelling | streambridge ns | fastest peer, ns | ratio (best rounds) | bar |",
-           "|---|---|---|---|---|---|"]
-    out += [f"| {' | '.join(row)} |" for row in python_rows(py)]
-    cm, gm = medians(c), medians(go)
+           "streambridge over the fastest peer among CuPy, PyTorch and cuda.core, and over the C floor: the "
+           "same operation in C over the driver API, `bench/driver_bench.c`, in the same run):", "",
+           "| operation | spelling | streambridge ns | fastest peer, ns | every peer, ns | C floor ns "
+           "| ratio to the fastest peer (best rounds) | over the C floor | bar |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    out += [f"| {' | '.join(row)} |" for row in python_rows(py, cm)]
     cm.setdefault("WaitStream", cm.get("RecordWait", 0.0))  # the same two driver calls, in one crossing
     out += ["", "Go against the same loops in C (`bench/run.sh`: medians of its rounds; benchstat there gives "
             "the intervals and p-values):", "",

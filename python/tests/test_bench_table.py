@@ -23,8 +23,12 @@ def test_the_table_reads_every_ratio_and_every_benchmark_pair():
     t = table()
     text = t.section((DATA / "python_bench.txt").read_text(), (DATA / "c.txt").read_text(),
                      (DATA / "go.txt").read_text(), "one H100", "2026-11-25")
-    assert "| query | streambridge | 288 | cuda.core Event.is_done (it has no stream query) 289 | 0.99 (0.81) | 1.2 |" in text
-    assert "| host callback into Python, enqueue to run (median of 2000, idle stream) | streambridge | 16665 | cupy 17106 | 0.97 | 1.2 |" in text
+    assert ("| query | streambridge | 288 | cuda.core Event.is_done (it has no stream query) 289 | cuda.core "
+            "Event.is_done (it has no stream query) 289, cupy 310, torch 723 | 225 | 0.99 (0.81) | 1.28 | 1.2 |") in text
+    assert ("| host callback into Python, enqueue to run (median of 2000, idle stream) | streambridge | 16665 | "
+            "cupy 17106 | cupy launch_host_func 17106 | 10864 | 0.97 | 1.53 | 1.2 |") in text
+    assert ("| wrap | streambridge | 235 | cupy.from_external 812 | cupy.from_external 812, cupy 2822, torch 6606, "
+            "cuda.core 10209 |  | 0.29 (0.31) |  | 1.2 |") in text, "no C floor for a wrap: the columns stay empty"
     assert "| Query | 224.9 | 480.9 | 2.14 |" in text
     assert "| WaitStream | 364.6 | 421.1 | 1.16 |" in text  # against C's record+wait, the same two calls
     ratios = sum(line.startswith("  ratio ") for line in (DATA / "python_bench.txt").read_text().splitlines())
