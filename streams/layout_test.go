@@ -28,6 +28,7 @@ func TestAnUnlearnableLayout(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "child:\n%s", out)
 	assert.Contains(t, string(out), "--- PASS: TestUnlearnableLayoutChild/sim", "child:\n%s", out)
+	assert.Contains(t, string(out), "--- PASS: TestUnlearnableLayoutChild/before_12.5", "child:\n%s", out)
 	t.Logf("child:\n%s", out)
 }
 
@@ -122,6 +123,22 @@ func TestUnlearnableLayoutChild(t *testing.T) {
 		require.NoError(t, err)
 		assert.False(t, proven)
 		assert.Equal(t, "STREAMBRIDGE_LAYOUT=unlearnable", why)
+	})
+
+	// A driver before CUDA 12.5 has no cuStreamGetCtx_v2: a vouched stream's context is
+	// asked with cuStreamGetCtx there (the software driver, reporting 12.4).
+	t.Run("before 12.5", func(t *testing.T) {
+		t.Setenv(sim.VersionSetting, "12040")
+		d := newDriver(sim.New())
+		c := primary(t, d, 0)
+		theirs := newStream(t, c, StreamOptions{NonBlocking: true})
+		s, err := d.WrapStream(theirs.Handle(), Vouched())
+		require.NoError(t, err)
+		assert.Equal(t, 0, s.Device().Ordinal())
+		e := newEvent(t, c, EventOptions{DisableTiming: true})
+		require.NoError(t, s.Record(e))
+		require.NoError(t, s.Synchronize())
+		require.NoError(t, s.Close())
 	})
 }
 

@@ -115,7 +115,7 @@ func (d *Driver) captureInfo(ch driver.Context, h driver.Stream) (driver.Capture
 		return 0, 0, 0, r
 	}
 	switch {
-	case legacyBlocked(s):
+	case len(blockedBy(s)) > 0:
 		return 0, 0, 0, driver.ErrorCaptureImplicit // and the captures go on
 	case s.capture == nil:
 		return driver.CaptureStatusNone, 0, 0, driver.Success

@@ -52,9 +52,9 @@ func (d *Driver) streamIn(ch driver.Context, h driver.Stream) (*stream, driver.R
 	return live[*stream](d, uintptr(h)), driver.Success
 }
 
-// workStream resolves a stream that work is submitted to (a record, a wait, a host
-// function, a graph launch, a copy): streamIn, and refused as the real driver refuses the
-// legacy stream while a blocking stream captures (implicit). Caller holds d.mu.
+// workStream resolves a stream that a call uses (a query, a synchronize, a record, a wait, a
+// host function, a graph launch, a copy): streamIn, and refused as the real driver refuses
+// the legacy stream while a blocking stream captures (implicit). Caller holds d.mu.
 func (d *Driver) workStream(ch driver.Context, h driver.Stream) (*stream, driver.Result) {
 	s, r := d.streamIn(ch, h)
 	if r == driver.Success {
@@ -156,31 +156,29 @@ func captureNode(s *stream, run func()) {
 // refuses the use (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT), in every capture mode, and
 // invalidates those captures (H100, driver 580: bench/capture_modes.c). Caller holds d.mu.
 func implicit(s *stream) driver.Result {
-	if !s.legacy {
-		return driver.Success
+	blocked := blockedBy(s)
+	for _, c := range blocked {
+		c.invalid = true
 	}
-	r := driver.Success
-	for b := range s.ctx.blocking {
-		if b.capture != nil {
-			b.capture.invalid = true
-			r = driver.ErrorCaptureImplicit
-		}
+	if len(blocked) > 0 {
+		return driver.ErrorCaptureImplicit
 	}
-	return r
+	return driver.Success
 }
 
-// legacyBlocked is whether s is the legacy stream of a context one of whose blocking
-// streams captures: what cuStreamGetCaptureInfo refuses, leaving the captures alone.
-// Caller holds d.mu.
-func legacyBlocked(s *stream) bool {
+// blockedBy is, where s is the legacy stream, the captures its context's blocking streams
+// are in (cuStreamGetCaptureInfo refuses s while there are any, leaving them alone); else
+// none. Caller holds d.mu.
+func blockedBy(s *stream) []*capture {
+	var captures []*capture
 	if s.legacy {
 		for b := range s.ctx.blocking {
 			if b.capture != nil {
-				return true
+				captures = append(captures, b.capture)
 			}
 		}
 	}
-	return false
+	return captures
 }
 
 // uncapturable is what an operation that may not run during capture does to it: the
@@ -211,15 +209,12 @@ func (d *Driver) StreamQuery(ch driver.Context, h driver.Stream) driver.Result {
 func (d *Driver) streamQuery(ch driver.Context, h driver.Stream, relaxed bool) driver.Result {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	s, r := d.streamIn(ch, h)
+	s, r := d.workStream(ch, h)
 	if r != driver.Success {
 		return r
 	}
 	if s.capture != nil {
 		return uncapturable(s)
-	}
-	if r := implicit(s); r != driver.Success {
-		return r
 	}
 	if r := d.unsafeCall(relaxed); r != driver.Success {
 		return r
@@ -238,17 +233,13 @@ func (d *Driver) StreamSynchronize(ch driver.Context, h driver.Stream) driver.Re
 
 func (d *Driver) streamSynchronize(ch driver.Context, h driver.Stream, relaxed bool) driver.Result {
 	d.mu.Lock()
-	s, r := d.streamIn(ch, h)
+	s, r := d.workStream(ch, h)
 	if r != driver.Success {
 		d.mu.Unlock()
 		return r
 	}
 	if s.capture != nil {
 		r := uncapturable(s)
-		d.mu.Unlock()
-		return r
-	}
-	if r := implicit(s); r != driver.Success {
 		d.mu.Unlock()
 		return r
 	}
