@@ -85,11 +85,7 @@ func renderC() string {
 func renderPython() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\"\"\"%s\"\"\"\n\n", header)
-	b.WriteString("# How an error crosses into Python: kind index -> (name, exception class name).\nERROR_KINDS = (\n")
-	for _, k := range ErrorKinds {
-		fmt.Fprintf(&b, "    (%q, %q),\n", k.Name, k.Python)
-	}
-	b.WriteString(")\n\n# The driver entry points the C core calls directly, in the order its init() takes them.\nENTRY_NAMES = (\n")
+	b.WriteString("# The driver entry points the C core calls directly, in the order its init() takes them.\nENTRY_NAMES = (\n")
 	for _, n := range EntryNames() {
 		fmt.Fprintf(&b, "    %q,\n", n)
 	}

@@ -1,5 +1,6 @@
 """Exceptions. Every error reaches Python already typed: the native module raises the class
-of its kind (``_tables.ERROR_KINDS``, declared once in Go: internal/boundary) with its code,
+of its kind (declared once in Go, internal/boundary, and generated into the core's
+tables.h as SB_KIND_CLASSES, the class names it looks up here) with its code,
 name and log as attributes; nothing here reads a message."""
 
 from __future__ import annotations

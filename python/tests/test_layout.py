@@ -104,6 +104,9 @@ def test_the_python_the_core_calls_is_named_once_and_found():
     assert found, "python.inc names the Python the core calls"
     for name, obj in found.items():
         assert callable(obj) or type(obj).__name__ == "module", f"{name} is {obj!r}"
+    kinds = [obj for name, obj in found.items() if name.startswith("kind ")]
+    assert streambridge.CaptureError in kinds and streambridge.CUDAError in kinds and ValueError in kinds
+    assert all(issubclass(k, BaseException) for k in kinds), "every error kind's class, found by its name"
     assert not [n for n in dir(core) if n.startswith("set_")], "import-time hooks are gone"
 
 
