@@ -12,10 +12,12 @@ gotestsum --format pkgname --hide-summary=skipped --jsonfile build/test.json -- 
 status=$?
 python3 scripts/skips.py build/test.json
 # The packages that prove handles, again on the software driver's other layouts (other word
-# offsets) and on one whose layout cannot be learned (STREAMBRIDGE_LAYOUT=unlearnable: the
-# tests that wrap bare handles skip there, saying so; everything else must still work).
+# offsets, a level of indirection more, the identity in another block) and on one whose
+# layout cannot be learned (STREAMBRIDGE_LAYOUT=unlearnable: the tests that wrap bare
+# handles skip there, saying so; everything else must still work).
 # Examples print what a learned layout does, so only the tests run there.
-for layout in "STREAMBRIDGE_SIM_LAYOUT=1" "STREAMBRIDGE_SIM_LAYOUT=2" "STREAMBRIDGE_LAYOUT=unlearnable"; do
+for layout in "STREAMBRIDGE_SIM_LAYOUT=1" "STREAMBRIDGE_SIM_LAYOUT=2" "STREAMBRIDGE_SIM_LAYOUT=3" "STREAMBRIDGE_SIM_LAYOUT=4" \
+  "STREAMBRIDGE_LAYOUT=unlearnable"; do
   echo "go test -shuffle=on ./streams ./bridge with $layout"
   env "$layout" go test -shuffle=on -count=1 -run '^Test' ./streams ./bridge || status=1
 done

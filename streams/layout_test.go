@@ -4,7 +4,6 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
-	"strconv"
 	"testing"
 	"time"
 
@@ -12,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/streambridge/streambridge/internal/boundary"
-	"github.com/streambridge/streambridge/internal/cuda"
 	"github.com/streambridge/streambridge/internal/driver"
 	"github.com/streambridge/streambridge/internal/sim"
 )
@@ -230,35 +228,4 @@ func TestEventsMadeEveryWayAreProven(t *testing.T) {
 			require.NoError(t, e.Close())
 		}
 	})
-}
-
-// Every layout of the software driver describes its objects as they are (StreamMemory,
-// EventMemory): the words at the offsets it gives hold the handle (streams), the context
-// and the identity, read from the memory itself.
-func TestSimLayoutsDescribeTheirObjects(t *testing.T) {
-	needsLearnedLayout(t)
-	for n := range sim.Layouts() {
-		t.Setenv(sim.LayoutSetting, strconv.Itoa(n))
-		d := newDriver(sim.New())
-		c := primary(t, d, 0)
-		s := newStream(t, c, StreamOptions{NonBlocking: true})
-		id, err := s.ID()
-		require.NoError(t, err)
-		m := d.api.StreamMemory()
-		require.True(t, m.OK, "layout %d", n)
-		head, ok := cuda.ReadWords(s.Handle(), 1)
-		require.True(t, ok)
-		obj, ok := cuda.ReadWords(uintptr(head[0]), m.Words)
-		require.True(t, ok)
-		assert.Equal(t, uint64(s.Handle()), obj[m.BackAt], "layout %d: the handle", n)
-		assert.Equal(t, uint64(c.Handle()), obj[m.CtxAt], "layout %d: the context", n)
-		assert.Equal(t, id, obj[m.IDAt], "layout %d: the identity", n)
-
-		e := newEvent(t, c, EventOptions{DisableTiming: true})
-		em := d.api.EventMemory()
-		ev, ok := cuda.ReadWords(e.Handle(), em.Words)
-		require.True(t, ok)
-		assert.Equal(t, uint64(c.Handle()), ev[em.CtxAt], "layout %d: the event's context", n)
-		assert.NotZero(t, ev[em.IDAt], "layout %d: the event's identity", n)
-	}
 }

@@ -153,11 +153,12 @@ var StreamFlags = []struct {
 
 // StreamMemoryFields name the words of driver.StreamMemory as the C core reads them, in the
 // order StreamMemoryWords writes them (pyshim.StreamMemory hands them over).
-var StreamMemoryFields = []string{"BACK", "CTX", "ID", "WORDS", "LO", "HI"}
+var StreamMemoryFields = []string{"BACK", "CTX", "ID", "WORDS", "OBJ_VIA", "ID_VIA", "LO", "HI"}
 
 // StreamMemoryWords is m as the C core reads it, in the order of StreamMemoryFields.
 func StreamMemoryWords(m driver.StreamMemory) []uint64 {
-	return []uint64{uint64(m.BackAt), uint64(m.CtxAt), uint64(m.IDAt), uint64(m.Words), uint64(m.Lo), uint64(m.Hi)}
+	return []uint64{uint64(m.BackAt), uint64(m.CtxAt), uint64(m.IDAt), uint64(m.Words),
+		uint64(int64(m.ObjVia)), uint64(int64(m.IDVia)), uint64(m.Lo), uint64(m.Hi)} // -1: 2^64-1
 }
 
 // EventMemoryFields name the words of driver.EventMemory as the C core reads them, in the

@@ -39,14 +39,15 @@ func TestEveryKindIsDescribed(t *testing.T) {
 }
 
 func TestStreamMemoryWordsFollowTheirNames(t *testing.T) {
-	m := driver.StreamMemory{BackAt: 1, CtxAt: 2, IDAt: 3, Words: 4, Lo: 5, Hi: 6}
+	m := driver.StreamMemory{BackAt: 1, CtxAt: 2, IDAt: 3, Words: 4, ObjVia: 7, IDVia: -1, Lo: 5, Hi: 6}
 	words := StreamMemoryWords(m)
 	require.Len(t, words, len(StreamMemoryFields))
 	byName := map[string]uint64{}
 	for i, n := range StreamMemoryFields {
 		byName[n] = words[i]
 	}
-	assert.Equal(t, map[string]uint64{"BACK": 1, "CTX": 2, "ID": 3, "WORDS": 4, "LO": 5, "HI": 6}, byName)
+	assert.Equal(t, map[string]uint64{"BACK": 1, "CTX": 2, "ID": 3, "WORDS": 4, "OBJ_VIA": 7, "ID_VIA": 1<<64 - 1,
+		"LO": 5, "HI": 6}, byName, "-1 (none) as 2^64-1, which the C core reads back as -1")
 }
 
 func TestEventMemoryWordsFollowTheirNames(t *testing.T) {

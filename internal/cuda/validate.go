@@ -5,6 +5,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,10 +24,14 @@ import (
 //
 // What it checks is learned at run time from a stream this package creates, so it follows
 // the driver's layout rather than hard-coding it: a handle points to a block whose first
-// word points to the stream object, and that object holds the handle (a back-pointer) and
-// its context, whose first words are a context's header, and its identity (what
-// cuStreamGetId returns). On driver 580 the object holds the handle at word 10, the
-// context at word 2 and the identity at word 42. A destroyed stream's block is freed, and
+// word points to the stream object (or to a block that points to it: a level of
+// indirection more, as another driver may have), and that object holds the handle (a
+// back-pointer) and its context, whose first words are a context's header, and its
+// identity (what cuStreamGetId returns), there or in a block it points to. On driver 580
+// the object holds the handle at word 10, the context at word 2 and the identity at word
+// 42, with no indirection more. What is learned is driver.StreamMemory, the one
+// description the C core reads by too; the software driver declares its own, and the
+// learner is tested there on every layout it has (TestTheLearnerOnEverySimLayout). A destroyed stream's block is freed, and
 // the allocator overwrites its first word, so its chain no longer leads back to it. The
 // identity is read, not asked for: cuStreamGetId on a capturing stream fails
 // (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, in every capture mode, seen on an H100) and
@@ -35,8 +40,9 @@ import (
 
 type streamLayout struct {
 	ok                  bool
-	backAt, ctxAt, idAt int // word offsets in the stream object
-	objWords            int
+	backAt, ctxAt, idAt int // word offsets in the stream object (idAt: in the identity's block, where idVia is not -1)
+	objVia, idVia       int // -1, or a level of indirection more (driver.StreamMemory's ObjVia, IDVia)
+	objWords            int // the object's words the check reads
 }
 
 var (
@@ -99,20 +105,28 @@ func (r reader) peek(addr uintptr, words []uint64) (ok bool) {
 }
 
 // streamChain follows a candidate handle h: the block it points to, the object the block's
-// first word points to (the first len(obj) words of it), and the first words of the
-// context the object names. The three reads share one fault-protected region: setting it
-// up costs more than the loads (~20 ns a region).
-func (r reader) streamChain(h uintptr, l *streamLayout, obj []uint64) (ctx uintptr, hdr [2]uint64, ok bool) {
+// first word leads to (the first len(obj) words of it), the identity, and, where hdr is not
+// nil, the first words of the context the object names, into hdr. The reads share one
+// fault-protected region: setting it up costs more than the loads (~20 ns a region).
+func (r reader) streamChain(h uintptr, l *streamLayout, obj []uint64, hdr *[2]uint64) (ctx uintptr, id uint64, ok bool) {
 	if r.loads {
 		defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 		defer unfault(&ok)
 	}
-	var head [1]uint64
-	if !r.read(h, head[:]) || !r.read(uintptr(head[0]), obj) || uintptr(obj[l.backAt]) != h {
-		return 0, hdr, false
+	var w [1]uint64
+	if !r.read(h, w[:]) || (l.objVia >= 0 && !r.read(uintptr(w[0])+uintptr(l.objVia)*8, w[:])) ||
+		!r.read(uintptr(w[0]), obj) || uintptr(obj[l.backAt]) != h {
+		return 0, 0, false
+	}
+	if l.idVia < 0 {
+		id = obj[l.idAt]
+	} else if r.read(uintptr(obj[l.idVia])+uintptr(l.idAt)*8, w[:]) {
+		id = w[0]
+	} else {
+		return 0, 0, false
 	}
 	ctx = uintptr(obj[l.ctxAt])
-	return ctx, hdr, r.read(ctx, hdr[:])
+	return ctx, id, hdr == nil || r.read(ctx, hdr[:])
 }
 
 // learnStreams is how many streams learnLayout makes: the identity's place must hold each
@@ -148,49 +162,47 @@ func (r reader) read(addr uintptr, words []uint64) bool {
 
 const layoutSearchWords = 64
 
-// learnLayout creates streams in device 0's primary context and finds where their objects
-// keep the handle, the context and the identity.
-func (d *Driver) learnLayout() streamLayout {
-	if never, _ := driver.Unlearnable(); never {
-		return streamLayout{}
-	}
-	ctx, done, ok := d.device0()
+// learnStreamLayout creates streams in device 0's primary context and finds where their
+// objects keep the handle, the context and the identity: in the object the handle's block
+// points to where it can, else one level of indirection further (the object, or the
+// identity, in a block a word points to). A layout is trusted only where every stream read
+// the same and streams made other ways read right by it too.
+func learnStreamLayout(api driver.API) streamLayout {
+	ctx, done, ok := device0(api)
 	if !ok {
 		return streamLayout{}
 	}
 	defer done()
-	backAt, ctxAt, idAt := everywhere(), everywhere(), everywhere()
+	var found map[streamLayout]bool
 	for range learnStreams {
-		s, r := d.StreamCreateWithPriority(ctx, driver.StreamNonBlocking, 0)
+		s, r := api.StreamCreateWithPriority(ctx, driver.StreamNonBlocking, 0)
 		if r != driver.Success {
 			return streamLayout{}
 		}
-		defer d.StreamDestroy(s)
-		id, r := d.StreamGetId(s) // a new stream: not capturing
+		defer api.StreamDestroy(s)
+		id, r := api.StreamGetId(s) // a new stream: not capturing
 		if r != driver.Success {
 			return streamLayout{}
 		}
-		var head [1]uint64
-		obj := make([]uint64, layoutSearchWords)
-		rd := reader{} // process_vm_readv: the stream is known good, this need not be fast
-		if !rd.peek(uintptr(s), head[:]) || !rd.peek(uintptr(head[0]), obj) {
-			return streamLayout{}
-		}
-		for i, w := range obj {
-			backAt[i] = backAt[i] && uintptr(w) == uintptr(s)
-			ctxAt[i] = ctxAt[i] && uintptr(w) == uintptr(ctx)
-			idAt[i] = idAt[i] && w == id
+		here := layoutsOf(uintptr(s), uintptr(ctx), id)
+		if found != nil {
+			for l := range found {
+				if !here[l] {
+					delete(found, l)
+				}
+			}
+		} else {
+			found = here
 		}
 	}
-	l := streamLayout{backAt: first(backAt), ctxAt: first(ctxAt), idAt: first(idAt)}
-	if l.backAt < 0 || l.ctxAt < 0 || l.idAt < 0 {
+	l, any := simplest(found)
+	if !any {
 		return streamLayout{}
 	}
-	l.objWords = max(l.backAt, l.ctxAt, l.idAt) + 1
-	samples, ok := d.streamsMadeOtherWays(ctx)
+	samples, ok := streamsMadeOtherWays(api, ctx)
 	defer func() {
 		for _, s := range samples {
-			d.StreamDestroy(s.h)
+			api.StreamDestroy(s.h)
 		}
 	}()
 	if !ok || !l.holds(samples) {
@@ -198,6 +210,93 @@ func (d *Driver) learnLayout() streamLayout {
 	}
 	l.ok = true
 	return l
+}
+
+// layoutsOf is every layout by which the stream h, of context ctx and identity id, reads
+// right: the object its block's first word points to, else (no word there holds both the
+// handle and the context) each object a word of that block points to; the identity in the
+// object, else in a block a word of the object points to. Read with process_vm_readv: h is
+// known good, and the words followed may be anything.
+func layoutsOf(h, ctx uintptr, id uint64) map[streamLayout]bool {
+	found := map[streamLayout]bool{}
+	rd := reader{}
+	var head [1]uint64
+	block := make([]uint64, layoutSearchWords)
+	if !rd.peek(h, head[:]) || !rd.peek(uintptr(head[0]), block) {
+		return found
+	}
+	objectAt := func(via int, obj []uint64) {
+		backs, ctxs := wordsHolding(obj, uint64(h)), wordsHolding(obj, uint64(ctx))
+		if len(backs) == 0 || len(ctxs) == 0 {
+			return
+		}
+		type idPlace struct{ via, at int }
+		var ids []idPlace
+		for _, at := range wordsHolding(obj, id) {
+			ids = append(ids, idPlace{-1, at})
+		}
+		if len(ids) == 0 {
+			for p, w := range obj {
+				box := make([]uint64, layoutSearchWords)
+				if pointerLike(w) && rd.peek(uintptr(w), box) {
+					for _, at := range wordsHolding(box, id) {
+						ids = append(ids, idPlace{p, at})
+					}
+				}
+			}
+		}
+		for _, b := range backs {
+			for _, c := range ctxs {
+				for _, i := range ids {
+					l := streamLayout{backAt: b, ctxAt: c, idAt: i.at, objVia: via, idVia: i.via}
+					l.objWords = max(b, c, i.via) + 1
+					if i.via < 0 {
+						l.objWords = max(l.objWords, i.at+1)
+					}
+					found[l] = true
+				}
+			}
+		}
+	}
+	objectAt(-1, block)
+	if len(found) > 0 {
+		return found
+	}
+	obj := make([]uint64, layoutSearchWords)
+	for via, w := range block {
+		if pointerLike(w) && rd.peek(uintptr(w), obj) {
+			objectAt(via, obj)
+		}
+	}
+	return found
+}
+
+// wordsHolding is the offsets of words that hold v.
+func wordsHolding(words []uint64, v uint64) []int {
+	var at []int
+	for i, w := range words {
+		if w == v {
+			at = append(at, i)
+		}
+	}
+	return at
+}
+
+// pointerLike reports whether w could be the address of a block of words.
+func pointerLike(w uint64) bool { return w >= 4096 && w%8 == 0 && w < 1<<47 }
+
+// simplest is the layout of found with the fewest levels of indirection, then the lowest
+// offsets; false where found is empty.
+func simplest(found map[streamLayout]bool) (streamLayout, bool) {
+	var best streamLayout
+	key := func(l streamLayout) [5]int { return [5]int{l.objVia, l.idVia, l.backAt, l.ctxAt, l.idAt} }
+	any := false
+	for l := range found {
+		if k, b := key(l), key(best); !any || slices.Compare(k[:], b[:]) < 0 {
+			best, any = l, true
+		}
+	}
+	return best, any
 }
 
 // streamSample is a stream the driver made, with the context and identity its object
@@ -213,19 +312,19 @@ type streamSample struct {
 // (clamped to the device's range), one made on another OS thread (its block may lie in
 // that thread's malloc arena), and one in each other device's primary context that is
 // active already (none is initialized for this). The caller destroys them.
-func (d *Driver) streamsMadeOtherWays(ctx driver.Context) ([]streamSample, bool) {
+func streamsMadeOtherWays(api driver.API, ctx driver.Context) ([]streamSample, bool) {
 	var samples []streamSample
 	add := func(c driver.Context, flags uint32, priority int) bool {
-		s, r := d.StreamCreateWithPriority(c, flags, priority)
+		s, r := api.StreamCreateWithPriority(c, flags, priority)
 		if r != driver.Success {
 			return false
 		}
-		id, r := d.StreamGetId(s)
+		id, r := api.StreamGetId(s)
 		samples = append(samples, streamSample{s, c, id})
 		return r == driver.Success
 	}
 	ok := add(ctx, 0, 0) && add(ctx, driver.StreamNonBlocking, -1<<20)
-	ok = d.elsewhere(ctx, func(c driver.Context) bool { return add(c, driver.StreamNonBlocking, 0) }) && ok
+	ok = elsewhere(api, ctx, func(c driver.Context) bool { return add(c, driver.StreamNonBlocking, 0) }) && ok
 	return samples, ok
 }
 
@@ -233,7 +332,7 @@ func (d *Driver) streamsMadeOtherWays(ctx driver.Context) ([]streamSample, bool)
 // are made, not how: sample(ctx) on another OS thread (its object may lie in that thread's
 // malloc arena), and sample(other) in each other device's primary context that is active
 // already (none is initialized for this). It reports whether each was made.
-func (d *Driver) elsewhere(ctx driver.Context, sample func(driver.Context) bool) bool {
+func elsewhere(api driver.API, ctx driver.Context, sample func(driver.Context) bool) bool {
 	made := make(chan bool)
 	go func() { // a goroutine locked to its thread, while the learner's is locked to it: another OS thread
 		runtime.LockOSThread()
@@ -241,7 +340,7 @@ func (d *Driver) elsewhere(ctx driver.Context, sample func(driver.Context) bool)
 		made <- sample(ctx)
 	}()
 	ok := <-made
-	d.eachActivePrimary(func(other driver.Context) {
+	eachActivePrimary(api, func(other driver.Context) {
 		if other != ctx {
 			ok = sample(other) && ok
 		}
@@ -254,12 +353,8 @@ func (d *Driver) elsewhere(ctx driver.Context, sample func(driver.Context) bool)
 func (l *streamLayout) holds(samples []streamSample) bool {
 	obj := make([]uint64, l.objWords)
 	for _, s := range samples {
-		var head [1]uint64
-		rd := reader{} // process_vm_readv: these are known good, this need not be fast
-		if !rd.peek(uintptr(s.h), head[:]) || !rd.peek(uintptr(head[0]), obj) {
-			return false
-		}
-		if uintptr(obj[l.backAt]) != uintptr(s.h) || uintptr(obj[l.ctxAt]) != uintptr(s.ctx) || obj[l.idAt] != s.id {
+		ctx, id, ok := (reader{}).streamChain(uintptr(s.h), l, obj, nil) // known good: process_vm_readv will do
+		if !ok || driver.Context(ctx) != s.ctx || id != s.id {
 			return false
 		}
 	}
@@ -282,56 +377,37 @@ func (d *Driver) relaxedCapture(learn func()) {
 	learn()
 }
 
-// everywhere is a candidate set of word offsets that rules none out yet.
-func everywhere() []bool {
-	all := make([]bool, layoutSearchWords)
-	for i := range all {
-		all[i] = true
-	}
-	return all
-}
-
-// first is the lowest offset left in a candidate set, or -1.
-func first(set []bool) int {
-	for i, ok := range set {
-		if ok {
-			return i
-		}
-	}
-	return -1
-}
-
 // device0 retains device 0's primary context, where the layouts are learned; done releases
 // it.
-func (d *Driver) device0() (ctx driver.Context, done func(), ok bool) {
-	dev, r := d.DeviceGet(0)
+func device0(api driver.API) (ctx driver.Context, done func(), ok bool) {
+	dev, r := api.DeviceGet(0)
 	if r != driver.Success {
 		return 0, nil, false
 	}
-	if ctx, r = d.DevicePrimaryCtxRetain(dev); r != driver.Success {
+	if ctx, r = api.DevicePrimaryCtxRetain(dev); r != driver.Success {
 		return 0, nil, false
 	}
-	return ctx, func() { d.DevicePrimaryCtxRelease(dev) }, true
+	return ctx, func() { api.DevicePrimaryCtxRelease(dev) }, true
 }
 
 // eachActivePrimary calls fn with each device's primary context that is active, retained
 // for the call (active already: nothing is initialized).
-func (d *Driver) eachActivePrimary(fn func(driver.Context)) {
-	n, r := d.DeviceGetCount()
+func eachActivePrimary(api driver.API, fn func(driver.Context)) {
+	n, r := api.DeviceGetCount()
 	if r != driver.Success {
 		return
 	}
 	for i := range n {
-		dev, r := d.DeviceGet(i)
+		dev, r := api.DeviceGet(i)
 		if r != driver.Success {
 			continue
 		}
-		if active, r := d.DevicePrimaryCtxActive(dev); r != driver.Success || !active {
+		if active, r := api.DevicePrimaryCtxActive(dev); r != driver.Success || !active {
 			continue
 		}
-		if ctx, r := d.DevicePrimaryCtxRetain(dev); r == driver.Success {
+		if ctx, r := api.DevicePrimaryCtxRetain(dev); r == driver.Success {
 			fn(ctx)
-			d.DevicePrimaryCtxRelease(dev)
+			api.DevicePrimaryCtxRelease(dev)
 		}
 	}
 }
@@ -339,7 +415,7 @@ func (d *Driver) eachActivePrimary(fn func(driver.Context)) {
 // learnHeaders reads the header of every device's primary context that is active.
 func (d *Driver) learnHeaders() map[[2]uint64]bool {
 	found := map[[2]uint64]bool{}
-	d.eachActivePrimary(func(ctx driver.Context) {
+	eachActivePrimary(d, func(ctx driver.Context) {
 		var hdr [2]uint64
 		if (reader{}).peek(uintptr(ctx), hdr[:]) && hdr != [2]uint64{} {
 			found[hdr] = true
@@ -374,17 +450,22 @@ func (d *Driver) StreamCheck(h driver.Stream) (driver.Context, uint64, driver.Re
 	if uintptr(h) < 4096 || uintptr(h)%8 != 0 || uint64(h) >= 1<<47 {
 		return 0, 0, driver.ErrorInvalidHandle
 	}
-	layoutOnce.Do(func() { d.relaxedCapture(func() { layout = d.learnLayout() }); layoutLearned.Store(true) })
+	layoutOnce.Do(func() {
+		if never, _ := driver.Unlearnable(); !never {
+			d.relaxedCapture(func() { layout = learnStreamLayout(d) })
+		}
+		layoutLearned.Store(true)
+	})
 	if !layout.ok {
 		return 0, 0, driver.ErrorNotSupported
 	}
 	var objBuf [layoutSearchWords]uint64
 	obj := objBuf[:layout.objWords]
-	ctx, hdr, ok := newReader().streamChain(uintptr(h), &layout, obj)
+	var hdr [2]uint64
+	ctx, id, ok := newReader().streamChain(uintptr(h), &layout, obj, &hdr)
 	if !ok {
 		return 0, 0, driver.ErrorInvalidHandle
 	}
-	id := obj[layout.idAt]
 	if primary, ok := (*greens.Load())[greenKey{ctx, hdr}]; ok {
 		return primary, id, driver.Success
 	}
@@ -450,8 +531,27 @@ func (*Driver) StreamMemory() driver.StreamMemory {
 		return driver.StreamMemory{}
 	}
 	start, ok := heapStart()
-	return driver.StreamMemory{BackAt: layout.backAt, CtxAt: layout.ctxAt, IDAt: layout.idAt,
-		Words: layout.objWords, Lo: start, OK: ok}
+	return layout.memory(start, ok)
+}
+
+// StreamChain reads the stream at h by description m, as a check does (fault-safe: a
+// handle that leads to unmapped memory is ok false): the context its object names and its
+// identity, where the chain leads back to h. For tests that hold a driver's description to
+// its memory.
+func StreamChain(h uintptr, m driver.StreamMemory) (ctx uintptr, id uint64, ok bool) {
+	if !m.OK || m.Words <= 0 || m.Words > layoutSearchWords {
+		return 0, 0, false
+	}
+	l := streamLayout{ok: true, backAt: m.BackAt, ctxAt: m.CtxAt, idAt: m.IDAt, objVia: m.ObjVia, idVia: m.IDVia,
+		objWords: m.Words}
+	obj := make([]uint64, l.objWords)
+	return (reader{}).streamChain(h, &l, obj, nil)
+}
+
+// memory is l as driver.StreamMemory describes it, its blocks from lo on.
+func (l *streamLayout) memory(lo uintptr, ok bool) driver.StreamMemory {
+	return driver.StreamMemory{BackAt: l.backAt, CtxAt: l.ctxAt, IDAt: l.idAt, Words: l.objWords,
+		ObjVia: l.objVia, IDVia: l.idVia, Lo: lo, OK: ok && l.ok}
 }
 
 // heapStart is where the brk heap begins: field 47 (start_brk) of /proc/self/stat.

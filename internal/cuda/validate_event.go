@@ -54,11 +54,8 @@ type sentinel struct {
 // learnEventLayout creates three events in device 0's primary context, one after another,
 // and finds the words that hold the context, the list links and the identity (increasing
 // from one event to the next).
-func (d *Driver) learnEventLayout() eventLayout {
-	if never, _ := driver.Unlearnable(); never {
-		return eventLayout{}
-	}
-	ctx, done, ok := d.device0()
+func learnEventLayout(api driver.API) eventLayout {
+	ctx, done, ok := device0(api)
 	if !ok {
 		return eventLayout{}
 	}
@@ -66,11 +63,11 @@ func (d *Driver) learnEventLayout() eventLayout {
 	var evs [3]driver.Event
 	var objs [3][]uint64
 	for i := range evs {
-		e, r := d.EventCreate(ctx, driver.EventDisableTiming)
+		e, r := api.EventCreate(ctx, driver.EventDisableTiming)
 		if r != driver.Success {
 			return eventLayout{}
 		}
-		defer d.EventDestroy(e)
+		defer api.EventDestroy(e)
 		evs[i] = e
 	}
 	for i, e := range evs { // read once all three are made: each links to the next
@@ -97,10 +94,10 @@ func (d *Driver) learnEventLayout() eventLayout {
 		return eventLayout{}
 	}
 	l.words = max(l.ctxAt, l.idAt, l.nextAt, l.prevAt) + 1
-	samples, ok := d.eventsMadeOtherWays(ctx)
+	samples, ok := eventsMadeOtherWays(api, ctx)
 	defer func() {
 		for _, s := range samples {
-			d.EventDestroy(s.e)
+			api.EventDestroy(s.e)
 		}
 	}()
 	if !ok || !l.holds(samples) {
@@ -121,10 +118,10 @@ type eventSample struct {
 // made on another OS thread (its object may lie in that thread's malloc arena), and two in
 // each other device's primary context that is active already (two: each is the other's
 // neighbour). The caller destroys them.
-func (d *Driver) eventsMadeOtherWays(ctx driver.Context) ([]eventSample, bool) {
+func eventsMadeOtherWays(api driver.API, ctx driver.Context) ([]eventSample, bool) {
 	var samples []eventSample
 	add := func(c driver.Context, flags uint32) bool {
-		e, r := d.EventCreate(c, flags)
+		e, r := api.EventCreate(c, flags)
 		if r != driver.Success {
 			return false
 		}
@@ -133,7 +130,7 @@ func (d *Driver) eventsMadeOtherWays(ctx driver.Context) ([]eventSample, bool) {
 	}
 	ok := add(ctx, driver.EventDefault) && add(ctx, driver.EventBlockingSync) &&
 		add(ctx, driver.EventInterprocess|driver.EventDisableTiming)
-	ok = d.elsewhere(ctx, func(c driver.Context) bool {
+	ok = elsewhere(api, ctx, func(c driver.Context) bool {
 		if c == ctx {
 			return add(c, driver.EventDisableTiming)
 		}
@@ -195,7 +192,7 @@ func (d *Driver) primaryContext(ctx driver.Context) bool {
 		return true
 	}
 	found := map[driver.Context]bool{}
-	d.eachActivePrimary(func(c driver.Context) { found[c] = true })
+	eachActivePrimary(d, func(c driver.Context) { found[c] = true })
 	primaries.Store(&found)
 	return found[ctx]
 }
@@ -223,7 +220,12 @@ func (d *Driver) EventCheck(h driver.Event) (driver.Context, uint64, driver.Resu
 	if uintptr(h) < 4096 || uintptr(h)%8 != 0 || uint64(h) >= 1<<47 {
 		return 0, 0, driver.ErrorInvalidHandle
 	}
-	eventLayoutOnce.Do(func() { d.relaxedCapture(func() { evLayout = d.learnEventLayout() }); eventLayoutLearned.Store(true) })
+	eventLayoutOnce.Do(func() {
+		if never, _ := driver.Unlearnable(); !never {
+			d.relaxedCapture(func() { evLayout = learnEventLayout(d) })
+		}
+		eventLayoutLearned.Store(true)
+	})
 	if !evLayout.ok {
 		return 0, 0, driver.ErrorNotSupported
 	}

@@ -91,7 +91,7 @@ type fakeStream struct {
 	ctx   [2]uint64
 }
 
-var fakeLayout = streamLayout{ok: true, backAt: 3, ctxAt: 1, objWords: 4}
+var fakeLayout = streamLayout{ok: true, backAt: 3, ctxAt: 1, idAt: 2, objVia: -1, idVia: -1, objWords: 4}
 
 // fakeStreams keeps every fake on the heap: one the compiler left on a goroutine's stack
 // would move when the stack grows, leaving the addresses written into it stale (the test
@@ -123,23 +123,24 @@ func TestStreamChain(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			f := newFakeStream()
 			var obj [4]uint64
-			ctx, hdr, ok := rd.streamChain(f.handle(), &fakeLayout, obj[:])
+			var hdr [2]uint64
+			ctx, _, ok := rd.streamChain(f.handle(), &fakeLayout, obj[:], &hdr)
 			require.True(t, ok)
 			assert.Equal(t, uintptr(unsafe.Pointer(&f.ctx[0])), ctx)
 			assert.Equal(t, [2]uint64{0xc0ffee, 0xbeef}, hdr)
 
-			_, _, ok = rd.streamChain(unmapped, &fakeLayout, obj[:])
+			_, _, ok = rd.streamChain(unmapped, &fakeLayout, obj[:], new([2]uint64))
 			assert.False(t, ok, "the handle unmapped")
 			f.block[0] = uint64(unmapped)
-			_, _, ok = rd.streamChain(f.handle(), &fakeLayout, obj[:])
+			_, _, ok = rd.streamChain(f.handle(), &fakeLayout, obj[:], new([2]uint64))
 			assert.False(t, ok, "the object unmapped")
 			f = newFakeStream()
 			f.obj[1] = uint64(unmapped)
-			_, _, ok = rd.streamChain(f.handle(), &fakeLayout, obj[:])
+			_, _, ok = rd.streamChain(f.handle(), &fakeLayout, obj[:], new([2]uint64))
 			assert.False(t, ok, "the context unmapped")
 			f = newFakeStream()
 			f.obj[3]++
-			_, _, ok = rd.streamChain(f.handle(), &fakeLayout, obj[:])
+			_, _, ok = rd.streamChain(f.handle(), &fakeLayout, obj[:], new([2]uint64))
 			assert.False(t, ok, "no back-pointer")
 		})
 	}
@@ -151,7 +152,7 @@ func BenchmarkStreamChain(b *testing.B) {
 	rd := reader{loads: canLoadUnmapped}
 	var obj [4]uint64
 	for b.Loop() {
-		if _, _, ok := rd.streamChain(f.handle(), &fakeLayout, obj[:]); !ok {
+		if _, _, ok := rd.streamChain(f.handle(), &fakeLayout, obj[:], new([2]uint64)); !ok {
 			b.Fatal("chain broken")
 		}
 	}
@@ -180,7 +181,6 @@ func TestReadWordsRefusesWhatCannotBeRead(t *testing.T) {
 // them, or cannot be read, and it is not.
 func TestALayoutHoldsOnlyWhereEverySampleReadsRight(t *testing.T) {
 	l := fakeLayout
-	l.idAt = 2
 	sample := func() streamSample {
 		f := newFakeStream()
 		f.obj[2] = 7 + uint64(len(fakeStreams))

@@ -203,14 +203,19 @@ type API interface {
 }
 
 // StreamMemory describes stream objects in memory: a stream handle points to a block whose
-// first word points to the stream object, which holds the handle at word BackAt, the
-// stream's context (cuStreamGetCtx) at word CtxAt and its identity (cuStreamGetId) at word
-// IDAt; Words reaches all three. Blocks and objects lie in [Lo, Hi), memory that stays
-// mapped; Hi 0 means up to the program break (the brk heap, which only moving the break
-// down unmaps). A destroyed stream's chain no longer leads back to its handle with its
-// identity.
+// first word points to the stream object (or, where ObjVia is not -1, to a block whose word
+// ObjVia points to it: a level of indirection more), which holds the handle at word BackAt,
+// the stream's context (cuStreamGetCtx) at word CtxAt and its identity (cuStreamGetId) at
+// word IDAt (or, where IDVia is not -1, its word IDVia points to a block whose word IDAt
+// holds the identity); Words reaches the object's words. Blocks and objects lie in
+// [Lo, Hi), memory that stays mapped; Hi 0 means up to the program break (the brk heap,
+// which only moving the break down unmaps). A destroyed stream's chain no longer leads back
+// to its handle with its identity. It is the one description of the proof: the Go check
+// (internal/cuda) learns it and reads by it, the software driver declares it, and the C
+// core reads by what either hands over.
 type StreamMemory struct {
 	BackAt, CtxAt, IDAt, Words int
+	ObjVia, IDVia              int
 	Lo, Hi                     uintptr
 	OK                         bool
 }

@@ -17,9 +17,18 @@ import (
 // objLayout is where stream objects keep their handle, context and identity, and event
 // objects their context, identity and list links: not the real driver's words, so that a
 // reader that hard-coded those would fail here. LayoutSetting picks one of layouts, so
-// that a reader that hard-coded one of them fails on another.
+// that a reader that hard-coded one of them fails on another. Some layouts lay a stream out
+// as another driver might: one level of indirection more between the handle's block and
+// the object (streamVia: the block's first word points to a block whose word streamVia
+// points to the object), or the identity elsewhere (streamIDVia: the object's word
+// streamIDVia points to a block whose word streamIDAt holds it); -1 where not. One layout
+// cannot be learned (split): a blocking stream keeps its identity at another word than a
+// non-blocking one, so what is learned from one kind reads the other wrong, and the driver
+// describes no layout, as a real driver whose layout is not learned.
 type objLayout struct {
 	streamCtxAt, streamBackAt, streamIDAt           int
+	streamVia, streamIDVia                          int
+	split                                           bool
 	eventPrevAt, eventCtxAt, eventIDAt, eventNextAt int
 }
 
@@ -28,9 +37,21 @@ type objLayout struct {
 const LayoutSetting = "STREAMBRIDGE_SIM_LAYOUT"
 
 var layouts = []objLayout{
-	{streamCtxAt: 1, streamBackAt: 3, streamIDAt: 6, eventPrevAt: 1, eventCtxAt: 2, eventIDAt: 4, eventNextAt: 5},
-	{streamCtxAt: 9, streamBackAt: 0, streamIDAt: 4, eventPrevAt: 7, eventCtxAt: 11, eventIDAt: 3, eventNextAt: 0},
-	{streamCtxAt: 2, streamBackAt: 13, streamIDAt: 8, eventPrevAt: 12, eventCtxAt: 0, eventIDAt: 9, eventNextAt: 15},
+	{streamCtxAt: 1, streamBackAt: 3, streamIDAt: 6, streamVia: -1, streamIDVia: -1, eventPrevAt: 1, eventCtxAt: 2, eventIDAt: 4, eventNextAt: 5},
+	{streamCtxAt: 9, streamBackAt: 0, streamIDAt: 4, streamVia: -1, streamIDVia: -1, eventPrevAt: 7, eventCtxAt: 11, eventIDAt: 3, eventNextAt: 0},
+	{streamCtxAt: 2, streamBackAt: 13, streamIDAt: 8, streamVia: -1, streamIDVia: -1, eventPrevAt: 12, eventCtxAt: 0, eventIDAt: 9, eventNextAt: 15},
+	{streamCtxAt: 5, streamBackAt: 7, streamIDAt: 2, streamVia: 3, streamIDVia: -1, eventPrevAt: 3, eventCtxAt: 6, eventIDAt: 1, eventNextAt: 8},
+	{streamCtxAt: 0, streamBackAt: 4, streamIDAt: 6, streamVia: -1, streamIDVia: 9, eventPrevAt: 10, eventCtxAt: 4, eventIDAt: 2, eventNextAt: 13},
+	{streamCtxAt: 3, streamBackAt: 1, streamIDAt: 5, streamVia: -1, streamIDVia: -1, split: true, eventPrevAt: 1, eventCtxAt: 2, eventIDAt: 4, eventNextAt: 5},
+}
+
+// LearnableLayouts is how many layouts, from the first, can be learned: the rest are split.
+func LearnableLayouts() int {
+	n := 0
+	for n < len(layouts) && !layouts[n].split {
+		n++
+	}
+	return n
 }
 
 // Layout is the layout LayoutSetting picks; any value other than an index of layouts is
@@ -50,7 +71,19 @@ func Layout() (int, error) {
 // Layouts is how many layouts there are to pick.
 func Layouts() int { return len(layouts) }
 
-func (l objLayout) streamWords() int { return max(l.streamCtxAt, l.streamBackAt, l.streamIDAt) + 1 }
+// splitIDAt is where a split layout's blocking streams keep their identity.
+const splitIDAt = 11
+
+func (l objLayout) streamWords() int {
+	w := max(l.streamCtxAt, l.streamBackAt, l.streamIDVia) + 1
+	if l.streamIDVia < 0 {
+		w = max(w, l.streamIDAt+1)
+	}
+	if l.split {
+		w = max(w, splitIDAt+1)
+	}
+	return w
+}
 func (l objLayout) eventWords() int {
 	return max(l.eventPrevAt, l.eventCtxAt, l.eventIDAt, l.eventNextAt) + 1
 }
@@ -61,10 +94,15 @@ const (
 )
 
 // streamMem is one stream's memory: the block its handle points to, whose first word points
-// to obj.
+// to obj (or to mid, whose word streamVia does), and the block holding its identity where
+// the layout keeps it elsewhere. The identity's block lies before the others and mid after
+// obj, so that no read of an object's words from its start (a learner reads 64) runs into
+// the blocks it points to.
 type streamMem struct {
+	ids   [objWords]uint64
 	block [2]uint64
 	obj   [objWords]uint64
+	mid   [objWords]uint64
 }
 
 // eventMem is one event's memory: its handle points to it.
@@ -149,11 +187,23 @@ func (d *Driver) place(s *stream) uintptr {
 	}
 	h := uintptr(unsafe.Pointer(&m.block))
 	l := d.layout
-	m.obj = [objWords]uint64{}
+	m.obj, m.mid, m.ids = [objWords]uint64{}, [objWords]uint64{}, [objWords]uint64{}
 	m.obj[l.streamBackAt] = uint64(h)
 	m.obj[l.streamCtxAt] = uint64(s.ctx.handle)
-	m.obj[l.streamIDAt] = s.id
+	switch {
+	case l.split && s.flags&driver.StreamNonBlocking == 0:
+		m.obj[splitIDAt] = s.id
+	case l.streamIDVia >= 0:
+		m.ids[l.streamIDAt] = s.id
+		m.obj[l.streamIDVia] = uint64(uintptr(unsafe.Pointer(&m.ids)))
+	default:
+		m.obj[l.streamIDAt] = s.id
+	}
 	m.block[0] = uint64(uintptr(unsafe.Pointer(&m.obj)))
+	if l.streamVia >= 0 {
+		m.mid[l.streamVia] = m.block[0]
+		m.block[0] = uint64(uintptr(unsafe.Pointer(&m.mid)))
+	}
 	d.objects[h] = s
 	return h
 }
@@ -187,7 +237,7 @@ func (d *Driver) placeEvent(e *event) uintptr {
 func (d *Driver) unplace(h uintptr) bool {
 	switch o := d.objects[h].(type) {
 	case *stream:
-		m, link := d.streams.give(h)
+		m, link := d.streams.give(h - unsafe.Offsetof(streamMem{}.block)) // the handle is the block's address
 		if m != nil {
 			m.block[0] = uint64(link)
 		}
@@ -220,7 +270,7 @@ func (d *Driver) StreamMemory() driver.StreamMemory {
 	lo, hi := d.streams.bounds()
 	l := d.layout
 	return driver.StreamMemory{BackAt: l.streamBackAt, CtxAt: l.streamCtxAt, IDAt: l.streamIDAt, Words: l.streamWords(),
-		Lo: lo, Hi: hi, OK: hi != 0 && !d.unlearnable}
+		ObjVia: l.streamVia, IDVia: l.streamIDVia, Lo: lo, Hi: hi, OK: hi != 0 && !d.unlearnable}
 }
 
 // EventMemory describes the event slab (see driver.EventMemory).

@@ -214,6 +214,7 @@ func New() *Driver {
 	d.unlearnable, _ = driver.Unlearnable() // streams.Default refuses a bad value before
 	n, _ = Layout()                         // and a bad layout
 	d.layout = layouts[n]
+	d.unlearnable = d.unlearnable || d.layout.split
 	if d.version, err = ReportedVersion(); err != nil { // and a bad version
 		d.version = Version
 	}

@@ -73,9 +73,11 @@ enum {
     SB_MEM_CTX = 1,
     SB_MEM_ID = 2,
     SB_MEM_WORDS = 3,
-    SB_MEM_LO = 4,
-    SB_MEM_HI = 5,
-    SB_MEM_COUNT = 6
+    SB_MEM_OBJ_VIA = 4,
+    SB_MEM_ID_VIA = 5,
+    SB_MEM_LO = 6,
+    SB_MEM_HI = 7,
+    SB_MEM_COUNT = 8
 };
 
 /* The words of driver.EventMemory, in the order pyshim.EventMemory writes them. */
