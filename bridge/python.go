@@ -50,8 +50,6 @@ func DescribeForPython(err error) PythonError {
 		return PythonError{Kind: boundary.KindDeviceMismatch}
 	case errors.Is(err, ErrCapture):
 		return PythonError{Kind: boundary.KindCapture}
-	case errors.Is(err, streams.ErrCaptureWrongThread): // refused, and the capture goes on
-		return PythonError{Kind: boundary.KindCapture, Code: int(streams.ErrCaptureWrongThread), Name: streams.ErrCaptureWrongThread.Name()}
 	case errors.Is(err, streams.ErrInHostFunc):
 		return PythonError{Kind: boundary.KindInCallback}
 	case errors.Is(err, ErrAmbiguousHandle), errors.Is(err, ErrValue), errors.Is(err, streams.ErrSetting),
@@ -62,11 +60,7 @@ func DescribeForPython(err error) PythonError {
 	case errors.Is(err, streams.ErrClosed):
 		return PythonError{Kind: boundary.KindClosed}
 	case errors.As(err, &r):
-		kind := boundary.KindCUDA
-		if r == streams.ErrInvalidHandle {
-			kind = boundary.KindInvalidHandle
-		}
-		return PythonError{Kind: kind, Code: int(r), Name: r.Name()}
+		return PythonError{Kind: boundary.ResultKind(r), Code: int(r), Name: r.Name()}
 	}
 	return PythonError{Kind: boundary.KindRuntime}
 }

@@ -28,7 +28,7 @@ const (
 	KindInvalidHandle                   // CUDA_ERROR_INVALID_HANDLE, or a handle refused before the driver saw it
 	KindNoDriver                        // no usable driver (or no NVRTC)
 	KindCompile                         // NVRTC refused the source; the log comes along
-	KindCapture                         // a call a stream capture forbids, refused before it invalidated the capture
+	KindCapture                         // a call a stream capture forbids: refused before it invalidated the capture, or the driver's refusal (ResultKinds)
 	KindDeviceMismatch                  // a stated device disagrees with the handle's
 	KindClosed                          // the object was closed
 	KindValue                           // an argument out of range
@@ -169,6 +169,32 @@ var EventMemoryFields = []string{"CTX", "ID", "NEXT", "PREV", "WORDS", "LO", "HI
 func EventMemoryWords(m driver.EventMemory) []uint64 {
 	return []uint64{uint64(m.CtxAt), uint64(m.IDAt), uint64(m.NextAt), uint64(m.PrevAt), uint64(m.Words),
 		uint64(m.Lo), uint64(m.Hi)}
+}
+
+// ResultKinds are the CUresults whose errors are not of KindCUDA: the driver's "invalid
+// resource handle", and its refusals of what a stream capture forbids (misuse streambridge
+// could not refuse first, such as a query of another library's event recorded in a capture
+// that goes on): these are CaptureErrors too, with the driver's code. Both cores class a
+// result by it (ResultKind; the C core by the generated sb_result_kind).
+var ResultKinds = map[driver.Result]ErrorKind{
+	driver.ErrorInvalidHandle:      KindInvalidHandle,
+	driver.ErrorCaptureUnsupported: KindCapture,
+	driver.ErrorCaptureInvalidated: KindCapture,
+	driver.ErrorCaptureMerge:       KindCapture,
+	driver.ErrorCaptureUnmatched:   KindCapture,
+	driver.ErrorCaptureUnjoined:    KindCapture,
+	driver.ErrorCaptureIsolation:   KindCapture,
+	driver.ErrorCaptureImplicit:    KindCapture,
+	driver.ErrorCapturedEvent:      KindCapture,
+	driver.ErrorCaptureWrongThread: KindCapture,
+}
+
+// ResultKind is the kind of an error the driver answered with r.
+func ResultKind(r driver.Result) ErrorKind {
+	if k, ok := ResultKinds[r]; ok {
+		return k
+	}
+	return KindCUDA
 }
 
 // CoreResults are the CUresults the C core tells apart: a query's "not ready" is an

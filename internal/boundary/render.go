@@ -2,6 +2,7 @@ package boundary
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/streambridge/streambridge/internal/driver"
@@ -44,6 +45,16 @@ func renderC() string {
 		fmt.Fprintf(&b, "    SB_%s = %d,\n", r.Name(), r)
 	}
 	b.WriteString("};\n\n")
+	b.WriteString("/* The kind of error a CUresult raises (boundary.ResultKinds). */\nstatic inline int sb_result_kind(int r) {\n    switch (r) {\n")
+	results := make([]driver.Result, 0, len(ResultKinds))
+	for r := range ResultKinds {
+		results = append(results, r)
+	}
+	slices.Sort(results)
+	for _, r := range results {
+		fmt.Fprintf(&b, "    case %d: /* %s */\n        return SB_KIND_%s;\n", r, r.Name(), strings.ToUpper(ErrorKinds[ResultKinds[r]].Name))
+	}
+	b.WriteString("    default:\n        return SB_KIND_CUDA;\n    }\n}\n\n")
 	b.WriteString("/* The kinds of object the native module keeps under keys. */\nenum sb_object_kind {\n")
 	for i, n := range ObjectKinds {
 		fmt.Fprintf(&b, "    SB_OBJECT_%s = %d,\n", strings.ToUpper(n), i+1)

@@ -39,8 +39,12 @@ class CompileError(CUDAError):
         self.log = log
 
 
-class CaptureError(RuntimeError):
-    """A call that a stream capture forbids, refused before it could invalidate the capture."""
+class CaptureError(CUDAError):
+    """A call that a stream capture forbids. Refused before the driver saw it where
+    streambridge can tell (``.code`` 0: the capture goes on), else the driver's refusal
+    (``.code`` a CUDA_ERROR_STREAM_CAPTURE_* or CUDA_ERROR_CAPTURED_EVENT result, which may
+    have invalidated the capture, such as a query of another library's event recorded in a
+    capture that goes on)."""
 
 
 class DeviceMismatchError(ValueError):

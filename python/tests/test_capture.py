@@ -233,3 +233,24 @@ def test_a_query_of_an_event_recorded_in_a_capture_is_a_capture_error():
         other.record(e)
         e.synchronize()
         assert e.query()
+
+
+def test_another_librarys_event_recorded_in_a_capture_is_the_drivers_capture_error():
+    """Of an event another library recorded into its capture, nothing tells streambridge it
+    was captured: its query reaches the driver, which refuses it in every mode (and
+    invalidates that capture). The refusal is a CaptureError all the same, with the driver's
+    code, as every capture misuse is; one refused first has code 0."""
+    theirs = streambridge.Event(disable_timing=True)  # stands for another library's event
+    borrowed = streambridge.Event.from_handle(theirs.handle)
+    s = streambridge.Stream(non_blocking=True)
+    s.begin_capture("relaxed")
+    s.record(theirs)
+    with pytest.raises(streambridge.CaptureError) as info:
+        borrowed.query()
+    assert (info.value.code, info.value.name) == (907, "CUDA_ERROR_CAPTURED_EVENT")
+    assert isinstance(info.value, streambridge.CUDAError)
+    with pytest.raises(streambridge.CaptureError) as first:
+        theirs.query()  # the core knows this one was captured: refused before the driver
+    assert first.value.code == 0
+    with pytest.raises(streambridge.CaptureError):  # the driver invalidated the capture
+        s.end_capture()
