@@ -6,12 +6,15 @@ import (
 	_ "embed"
 	"fmt"
 	"regexp"
+	"runtime"
 	"strconv"
 	"testing"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
 	"github.com/stretchr/testify/assert"
+
+	"github.com/streambridge/streambridge/internal/driver"
 )
 
 // More arguments than the call frame holds are refused before the call, as purego's
@@ -107,4 +110,42 @@ func TestTheTrampolineReadsTheFrameWhereItIs(t *testing.T) {
 	}
 	assert.Equal(t, want, got)
 	assert.Equal(t, uintptr(8), unsafe.Offsetof(f.a), "a1 is read at 8(R12)")
+}
+
+// What the relaxed exchange around a query costs in Go, in one crossing of the trampoline:
+// cuStreamQuery of an idle stream as the driver path makes it (the thread's capture mode
+// relaxed around it, so that another thread's global capture is left alone) and bare
+// (benchstat compares the two; bench/RESULTS.md). On the real driver only.
+func BenchmarkQueryExchange(b *testing.B) {
+	d, err := Load()
+	if err != nil {
+		b.Skipf("SKIP: no real driver: %v", err)
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	ctx, done, ok := device0(d)
+	if !ok {
+		b.Fatal("device 0's primary context")
+	}
+	defer done()
+	if r := d.CtxSetCurrent(ctx); r != driver.Success {
+		b.Fatal(r)
+	}
+	s, r := d.StreamCreateWithPriority(ctx, driver.StreamNonBlocking, 0)
+	if r != driver.Success {
+		b.Fatal(r)
+	}
+	defer d.StreamDestroy(s)
+	for name, query := range map[string]func() uintptr{
+		"relaxed": func() uintptr { return callRelaxedIn(0, cuStreamQuery, uintptr(s)) },
+		"bare":    func() uintptr { return call(cuStreamQuery, uintptr(s)) },
+	} {
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				if r := query(); r != 0 {
+					b.Fatal(driver.Result(r))
+				}
+			}
+		})
+	}
 }
