@@ -31,11 +31,12 @@ import (
 // the object holds the handle at word 10, the context at word 2 and the identity at word
 // 42, with no indirection more. What is learned is driver.StreamMemory, the one
 // description the C core reads by too; the software driver declares its own, and the
-// learner is tested there on every layout it has (TestTheLearnerOnEverySimLayout). A destroyed stream's block is freed, and
-// the allocator overwrites its first word, so its chain no longer leads back to it. The
-// identity is read, not asked for: cuStreamGetId on a capturing stream fails
-// (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, in every capture mode, seen on an H100) and
-// invalidates the capture, so asking would break a capture another library began.
+// learner is tested there on every layout it has (TestTheLearnerOnEverySimLayout). A
+// destroyed stream's block is freed, and the allocator overwrites its first word, so its
+// chain no longer leads back to it. The identity is read, not asked for: cuStreamGetId on
+// a capturing stream fails (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, in every capture mode,
+// seen on an H100) and invalidates the capture, so asking would break a capture another
+// library began.
 // Where no such layout is found the check refuses every handle it cannot prove.
 
 type streamLayout struct {
@@ -195,8 +196,8 @@ func learnStreamLayout(api driver.API) streamLayout {
 			found = here
 		}
 	}
-	l, any := simplest(found)
-	if !any {
+	l, ok := simplest(found)
+	if !ok {
 		return streamLayout{}
 	}
 	samples, ok := streamsMadeOtherWays(api, ctx)
@@ -290,13 +291,13 @@ func pointerLike(w uint64) bool { return w >= 4096 && w%8 == 0 && w < 1<<47 }
 func simplest(found map[streamLayout]bool) (streamLayout, bool) {
 	var best streamLayout
 	key := func(l streamLayout) [5]int { return [5]int{l.objVia, l.idVia, l.backAt, l.ctxAt, l.idAt} }
-	any := false
+	some := false
 	for l := range found {
-		if k, b := key(l), key(best); !any || slices.Compare(k[:], b[:]) < 0 {
-			best, any = l, true
+		if k, b := key(l), key(best); !some || slices.Compare(k[:], b[:]) < 0 {
+			best, some = l, true
 		}
 	}
-	return best, any
+	return best, some
 }
 
 // streamSample is a stream the driver made, with the context and identity its object
