@@ -229,6 +229,20 @@ func init() {
 	})
 }
 
+// layoutWords says where a stream's words lie, as m describes them.
+func layoutWords(m driver.StreamMemory) string {
+	object := "the object its block points to"
+	if m.ObjVia >= 0 {
+		object = fmt.Sprintf("the object one block further (word %d of the block its block points to)", m.ObjVia)
+	}
+	identity := fmt.Sprintf("word %d", m.IDAt)
+	if m.IDVia >= 0 {
+		identity = fmt.Sprintf("word %d of the block the object's word %d points to", m.IDAt, m.IDVia)
+	}
+	return fmt.Sprintf("a handle leads to %s, which holds the handle at word %d and the context at word %d; the identity is at %s",
+		object, m.BackAt, m.CtxAt, identity)
+}
+
 // HandleProof says how this driver proves a foreign stream handle live before the driver
 // sees it, and why: proven is true where the layout of its stream objects is learned (a
 // handle is proven by reading them); false where it cannot be, and then a handle is taken
@@ -255,7 +269,8 @@ func (d *Driver) HandleProof() (proven bool, why string, err error) {
 	defer s.Close()
 	switch _, _, r := d.api.StreamCheck(s.handle); r {
 	case driver.Success:
-		return true, "the layout of the driver's stream objects was learned: a handle is proven by reading them", nil
+		return true, "the layout of the driver's stream objects was learned: a handle is proven by reading them; " +
+			layoutWords(d.api.StreamMemory()), nil
 	case driver.ErrorNotSupported:
 		if never, _ := driver.Unlearnable(); never {
 			return false, driver.LayoutSetting + "=unlearnable", nil

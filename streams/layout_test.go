@@ -1,6 +1,7 @@
 package streams
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"runtime"
@@ -141,7 +142,9 @@ func TestUnlearnableLayoutChild(t *testing.T) {
 }
 
 // HandleProof says the layout is learned, on both drivers, where nothing says otherwise
-// (the child above checks the other answer).
+// (the child above checks the other answer), and where each word lies, as the driver's
+// description says: on the software driver's layouts with a level of indirection more and
+// with the identity elsewhere too; on its layout that cannot be learned, that it cannot.
 func TestHandleProofIsTheLearnedLayout(t *testing.T) {
 	needsLearnedLayout(t)
 	eachDriver(t, func(t *testing.T, d *Driver) {
@@ -149,7 +152,22 @@ func TestHandleProofIsTheLearnedLayout(t *testing.T) {
 		require.NoError(t, err)
 		assert.True(t, proven, why)
 		assert.Contains(t, why, "learned")
+		m := d.api.StreamMemory()
+		assert.Contains(t, why, fmt.Sprintf("holds the handle at word %d and the context at word %d", m.BackAt, m.CtxAt))
 	})
+	for layout, says := range map[string]string{
+		"0": "a handle leads to the object its block points to, which holds the handle at word 3 and the context at word 1; " +
+			"the identity is at word 6",
+		"3": "a handle leads to the object one block further (word 3 of the block its block points to), which holds the " +
+			"handle at word 7 and the context at word 5; the identity is at word 2",
+		"4": "the identity is at word 6 of the block the object's word 9 points to",
+		"5": "the driver's stream objects are laid out as none this version can learn",
+	} {
+		t.Setenv(sim.LayoutSetting, layout)
+		_, why, err := newDriver(sim.New()).HandleProof()
+		require.NoError(t, err)
+		assert.Contains(t, why, says, "layout %s", layout)
+	}
 }
 
 // Streams made every way are proven (the layout, checked on such streams before it is

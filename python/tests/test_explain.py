@@ -119,8 +119,11 @@ def test_python_m_streambridge_prints_the_driver_devices_and_current_streams(dri
     assert "current streams:" in lines
     assert "current device of this thread (the default device): 0" in lines  # a new process sets none
     assert any(line.startswith("- streambridge: ") and line.endswith("a stream") for line in lines)
-    assert "stream handles: proven live before use (the layout of the driver's stream objects was learned: " \
-           "a handle is proven by reading them)" in lines
+    proof = [line for line in lines if line.startswith("stream handles: ")]
+    assert proof and proof[0].startswith(
+        "stream handles: proven live before use (the layout of the driver's stream objects was learned: "
+        "a handle is proven by reading them; a handle leads to the object"), lines
+    assert "holds the handle at word " in proof[0] and "the identity is at word " in proof[0], proof
 
 
 def test_python_m_streambridge_says_when_handles_cannot_be_proven():
