@@ -124,11 +124,21 @@ func (w *streamWorld) reads(t *testing.T, h uintptr) bool {
 // freed handle into an accepted one. The context is part of the proof: where an object
 // keeps its handle at word 0 (layout 1), its own address leads back to itself through its
 // block (found by FuzzOnlyLiveStreamsReadRight), and only the context it then names, no
-// context's, refuses it.
+// context's, refuses it, and StreamCheck asks the driver about no other context there
+// (streamLayout.ambiguous).
 func TestOnlyLiveStreamsReadRight(t *testing.T) {
 	for layout := range sim.LearnableLayouts() {
 		t.Run(strconv.Itoa(layout), func(t *testing.T) {
 			w := newStreamWorld(t, layout)
+			// Exactly on an ambiguous layout, a live stream's object reads as a stream by its chain.
+			for h := range w.live {
+				obj, _ := ReadWords(h, 1)
+				if w.l.objVia >= 0 {
+					obj, _ = ReadWords(uintptr(obj[0])+uintptr(w.l.objVia)*8, 1)
+				}
+				_, _, chained := (reader{}).streamChain(uintptr(obj[0]), &w.l, make([]uint64, w.l.objWords), nil)
+				assert.Equal(t, w.l.ambiguous(), chained, "the object of %#x", h)
+			}
 			live := 0
 			for h := w.m.Lo - 4096; h < w.m.Lo+64<<10; h += 8 { // the first slots, the streams' among them
 				if w.reads(t, h) {

@@ -473,9 +473,22 @@ func (d *Driver) StreamCheck(h driver.Stream) (driver.Context, uint64, driver.Re
 	if d.knownHeader(hdr) {
 		return driver.Context(ctx), id, driver.Success
 	}
+	if layout.ambiguous() { // the chain may be an object's: the driver is not asked about it
+		return 0, 0, driver.ErrorInvalidHandle
+	}
 	c, r := d.otherContext(h, driver.Context(ctx), hdr)
 	return c, id, r
 }
+
+// ambiguous reports whether l's chain reads the same both ways: the handle in the object's
+// first word, as the object is in the block's, so that an object's own address leads back
+// to itself through its block (TestOnlyLiveStreamsReadRight found it on such a layout).
+// There only a context the check knows tells a stream from its object, so a chain to a
+// context it does not know is refused rather than asked about (cuStreamGetCtx_v2 would
+// dereference an object's address as a stream's): such a driver's green-context and
+// cuCtxCreate streams are then taken only when vouched. Driver 580 keeps the handle at
+// word 10.
+func (l *streamLayout) ambiguous() bool { return l.backAt == 0 && l.objVia < 0 }
 
 // A stream whose chain leads back to it but whose context is no primary one's is a stream
 // of a green context (made from a primary one, sharing its objects) or of a context made
