@@ -58,6 +58,11 @@ def live_handle():
     global keep
     keep = sb.Stream(); return keep.ptr
 
+def stream_object():  # the object a live torch stream's block points to: where a chain may read both ways
+    import ctypes, torch
+    global keep
+    keep = torch.cuda.Stream(); return ctypes.c_uint64.from_address(keep.cuda_stream).value
+
 CASES = {
     "garbage": lambda: sb.ExternalStream(0xDEADBEEF),
     "garbage aligned": lambda: sb.ExternalStream(0x7F0012345678),
@@ -78,6 +83,8 @@ CASES = {
     "tensor data pointer": lambda: sb.ExternalStream(tensor_pointer()),
     "event handle": lambda: sb.ExternalStream(event_handle()),
     "context handle": lambda: sb.ExternalStream(context_handle()),
+    "stream object address": lambda: sb.ExternalStream(stream_object()),
+    "inside a stream's block": lambda: sb.ExternalStream(live_handle() + 8),
     "stated device out of range": lambda: sb.ExternalStream(live_handle(), 99),
     "protocol version 1": lambda: sb.Stream.from_external(Proto((1, live_handle()))),
     "protocol short tuple": lambda: sb.Stream.from_external(Proto((0,))),
@@ -120,7 +127,7 @@ KINDS = [
     "garbage", "garbage aligned", "first page", "kernel address", "near 2**64", "negative", "too large",
     "str", "float", "None via as_stream", "bool", "random x1000", "freed cupy stream", "freed cuda.core stream",
     "freed numba stream", "freed streambridge stream", "tensor data pointer", "event handle", "context handle",
-    "stated device out of range", "protocol version 1", "protocol short tuple", "protocol list",
+    "stream object address", "inside a stream's block", "stated device out of range", "protocol version 1", "protocol short tuple", "protocol list",
     "protocol str handle", "protocol garbage handle", "protocol raises", "no protocol", "faulthandler after import",
 ]
 WHEN = ["first", "after a wrap"]
