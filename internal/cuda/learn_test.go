@@ -29,13 +29,13 @@ func TestTheLearnerOnEverySimLayout(t *testing.T) {
 			m, em := d.StreamMemory(), d.EventMemory()
 			if n >= sim.LearnableLayouts() {
 				assert.False(t, m.OK, "the driver declares no layout")
-				assert.False(t, l.ok, "the learner trusts none: a blocking stream reads wrong by what non-blocking ones show")
+				assert.False(t, l.OK, "the learner trusts none: a blocking stream reads wrong by what non-blocking ones show")
 				return
 			}
 			require.True(t, m.OK)
-			require.True(t, l.ok, "layout %d learned", n)
-			learned := l.memory(m.Lo, true)
-			learned.Hi = m.Hi
+			require.True(t, l.OK, "layout %d learned", n)
+			learned := driver.StreamMemory(l)
+			learned.Lo, learned.Hi = m.Lo, m.Hi
 			assert.Equal(t, m, learned, "the streams' description")
 			require.True(t, el.ok)
 			assert.Equal(t, [5]int{em.CtxAt, em.IDAt, em.NextAt, em.PrevAt, em.Words},
@@ -49,7 +49,7 @@ func TestTheLearnerOnEverySimLayout(t *testing.T) {
 				require.Equal(t, driver.Success, r)
 				id, r := d.StreamGetId(s)
 				require.Equal(t, driver.Success, r)
-				obj := make([]uint64, l.objWords)
+				obj := make([]uint64, l.Words)
 				for name, rd := range map[string]reader{"process_vm_readv": {}, "as a check reads": newReader()} {
 					c, got, ok := rd.streamChain(uintptr(s), &l, obj, nil) // the driver's contexts are no memory here
 					require.True(t, ok, "%s, flags %d", name, flags)
@@ -83,7 +83,7 @@ func newStreamWorld(t *testing.T, layout int) *streamWorld {
 	t.Setenv(sim.LayoutSetting, strconv.Itoa(layout))
 	d := sim.New()
 	w := &streamWorld{l: learnStreamLayout(d), live: map[uintptr]liveStream{}, d: d}
-	require.True(t, w.l.ok)
+	require.True(t, w.l.OK)
 	ctx, _, ok := device0(d) // retained for the test's length
 	require.True(t, ok)
 	w.ctx = uintptr(ctx)
@@ -105,7 +105,7 @@ func newStreamWorld(t *testing.T, layout int) *streamWorld {
 // from a context the check knows) exactly where it is a live stream's handle, and then
 // reads as that stream; it reports whether h is one.
 func (w *streamWorld) reads(t *testing.T, h uintptr) bool {
-	ctx, id, ok := (reader{}).streamChain(h, &w.l, make([]uint64, w.l.objWords), nil)
+	ctx, id, ok := (reader{}).streamChain(h, &w.l, make([]uint64, w.l.Words), nil)
 	ok = ok && ctx == w.ctx
 	want, live := w.live[h]
 	if !live {
@@ -133,10 +133,10 @@ func TestOnlyLiveStreamsReadRight(t *testing.T) {
 			// Exactly on an ambiguous layout, a live stream's object reads as a stream by its chain.
 			for h := range w.live {
 				obj, _ := ReadWords(h, 1)
-				if w.l.objVia >= 0 {
-					obj, _ = ReadWords(uintptr(obj[0])+uintptr(w.l.objVia)*8, 1)
+				if w.l.ObjVia >= 0 {
+					obj, _ = ReadWords(uintptr(obj[0])+uintptr(w.l.ObjVia)*8, 1)
 				}
-				_, _, chained := (reader{}).streamChain(uintptr(obj[0]), &w.l, make([]uint64, w.l.objWords), nil)
+				_, _, chained := (reader{}).streamChain(uintptr(obj[0]), &w.l, make([]uint64, w.l.Words), nil)
 				assert.Equal(t, w.l.ambiguous(), chained, "the object of %#x", h)
 			}
 			live := 0

@@ -39,12 +39,10 @@ import (
 // library began.
 // Where no such layout is found the check refuses every handle it cannot prove.
 
-type streamLayout struct {
-	ok                  bool
-	backAt, ctxAt, idAt int // word offsets in the stream object (idAt: in the identity's block, where idVia is not -1)
-	objVia, idVia       int // -1, or a level of indirection more (driver.StreamMemory's ObjVia, IDVia)
-	objWords            int // the object's words the check reads
-}
+// streamLayout is the learned description of stream objects (driver.StreamMemory, which the
+// C core reads by too): OK once learned and trusted; Lo and Hi are filled where it is
+// handed over (Driver.StreamMemory).
+type streamLayout driver.StreamMemory
 
 var (
 	layoutOnce    sync.Once
@@ -115,18 +113,18 @@ func (r reader) streamChain(h uintptr, l *streamLayout, obj []uint64, hdr *[2]ui
 		defer unfault(&ok)
 	}
 	var w [1]uint64
-	if !r.read(h, w[:]) || (l.objVia >= 0 && !r.read(uintptr(w[0])+uintptr(l.objVia)*8, w[:])) ||
-		!r.read(uintptr(w[0]), obj) || uintptr(obj[l.backAt]) != h {
+	if !r.read(h, w[:]) || (l.ObjVia >= 0 && !r.read(uintptr(w[0])+uintptr(l.ObjVia)*8, w[:])) ||
+		!r.read(uintptr(w[0]), obj) || uintptr(obj[l.BackAt]) != h {
 		return 0, 0, false
 	}
-	if l.idVia < 0 {
-		id = obj[l.idAt]
-	} else if r.read(uintptr(obj[l.idVia])+uintptr(l.idAt)*8, w[:]) {
+	if l.IDVia < 0 {
+		id = obj[l.IDAt]
+	} else if r.read(uintptr(obj[l.IDVia])+uintptr(l.IDAt)*8, w[:]) {
 		id = w[0]
 	} else {
 		return 0, 0, false
 	}
-	ctx = uintptr(obj[l.ctxAt])
+	ctx = uintptr(obj[l.CtxAt])
 	return ctx, id, hdr == nil || r.read(ctx, hdr[:])
 }
 
@@ -209,7 +207,7 @@ func learnStreamLayout(api driver.API) streamLayout {
 	if !ok || !l.holds(samples) {
 		return streamLayout{} // learned from too few: nothing is proven rather than garbage accepted
 	}
-	l.ok = true
+	l.OK = true
 	return l
 }
 
@@ -237,8 +235,8 @@ func layoutsOf(h, ctx uintptr, id uint64) map[streamLayout]bool {
 			ids = append(ids, idPlace{-1, at})
 		}
 		if len(ids) == 0 {
+			box := make([]uint64, layoutSearchWords)
 			for p, w := range obj {
-				box := make([]uint64, layoutSearchWords)
 				if pointerLike(w) && rd.peek(uintptr(w), box) {
 					for _, at := range wordsHolding(box, id) {
 						ids = append(ids, idPlace{p, at})
@@ -249,10 +247,10 @@ func layoutsOf(h, ctx uintptr, id uint64) map[streamLayout]bool {
 		for _, b := range backs {
 			for _, c := range ctxs {
 				for _, i := range ids {
-					l := streamLayout{backAt: b, ctxAt: c, idAt: i.at, objVia: via, idVia: i.via}
-					l.objWords = max(b, c, i.via) + 1
+					l := streamLayout{BackAt: b, CtxAt: c, IDAt: i.at, ObjVia: via, IDVia: i.via}
+					l.Words = max(b, c, i.via) + 1
 					if i.via < 0 {
-						l.objWords = max(l.objWords, i.at+1)
+						l.Words = max(l.Words, i.at+1)
 					}
 					found[l] = true
 				}
@@ -290,7 +288,7 @@ func pointerLike(w uint64) bool { return w >= 4096 && w%8 == 0 && w < 1<<47 }
 // offsets; false where found is empty.
 func simplest(found map[streamLayout]bool) (streamLayout, bool) {
 	var best streamLayout
-	key := func(l streamLayout) [5]int { return [5]int{l.objVia, l.idVia, l.backAt, l.ctxAt, l.idAt} }
+	key := func(l streamLayout) [5]int { return [5]int{l.ObjVia, l.IDVia, l.BackAt, l.CtxAt, l.IDAt} }
 	some := false
 	for l := range found {
 		if k, b := key(l), key(best); !some || slices.Compare(k[:], b[:]) < 0 {
@@ -352,7 +350,7 @@ func elsewhere(api driver.API, ctx driver.Context, sample func(driver.Context) b
 // holds reports whether l reads every sample right: its block leads to an object whose
 // words at l's offsets hold the sample's handle, context and identity.
 func (l *streamLayout) holds(samples []streamSample) bool {
-	obj := make([]uint64, l.objWords)
+	obj := make([]uint64, l.Words)
 	for _, s := range samples {
 		ctx, id, ok := (reader{}).streamChain(uintptr(s.h), l, obj, nil) // known good: process_vm_readv will do
 		if !ok || driver.Context(ctx) != s.ctx || id != s.id {
@@ -362,20 +360,24 @@ func (l *streamLayout) holds(samples []streamSample) bool {
 	return true
 }
 
-// relaxedCapture runs learn on a locked thread whose capture mode is relaxed
-// (cuThreadExchangeStreamCaptureMode), then restores the mode. Learning makes and destroys
+// learn runs fn on a locked thread whose capture mode is relaxed
+// (cuThreadExchangeStreamCaptureMode), then restores the mode; where driver.LayoutSetting
+// says no layout can be learned, it runs nothing. Learning makes and destroys
 // streams and events once, at the first check of a foreign handle, and that may come while a
 // capture in global mode goes on anywhere in the process (torch's, inside torch.cuda.graph):
 // there such calls are refused and the capture invalidated, and the layout would stay
 // unlearned for the life of the process. Relaxed, this thread's calls are allowed and touch
 // no capture.
-func (d *Driver) relaxedCapture(learn func()) {
+func (d *Driver) learn(fn func()) {
+	if never, _ := driver.Unlearnable(); never {
+		return
+	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if before, r := d.ThreadExchangeStreamCaptureMode(driver.CaptureModeRelaxed); r == driver.Success {
 		defer d.ThreadExchangeStreamCaptureMode(before)
 	}
-	learn()
+	fn()
 }
 
 // device0 retains device 0's primary context, where the layouts are learned; done releases
@@ -451,17 +453,12 @@ func (d *Driver) StreamCheck(h driver.Stream) (driver.Context, uint64, driver.Re
 	if uintptr(h) < 4096 || uintptr(h)%8 != 0 || uint64(h) >= 1<<47 {
 		return 0, 0, driver.ErrorInvalidHandle
 	}
-	layoutOnce.Do(func() {
-		if never, _ := driver.Unlearnable(); !never {
-			d.relaxedCapture(func() { layout = learnStreamLayout(d) })
-		}
-		layoutLearned.Store(true)
-	})
-	if !layout.ok {
+	layoutOnce.Do(func() { d.learn(func() { layout = learnStreamLayout(d) }); layoutLearned.Store(true) })
+	if !layout.OK {
 		return 0, 0, driver.ErrorNotSupported
 	}
 	var objBuf [layoutSearchWords]uint64
-	obj := objBuf[:layout.objWords]
+	obj := objBuf[:layout.Words]
 	var hdr [2]uint64
 	ctx, id, ok := newReader().streamChain(uintptr(h), &layout, obj, &hdr)
 	if !ok {
@@ -488,7 +485,7 @@ func (d *Driver) StreamCheck(h driver.Stream) (driver.Context, uint64, driver.Re
 // dereference an object's address as a stream's): such a driver's green-context and
 // cuCtxCreate streams are then taken only when vouched. Driver 580 keeps the handle at
 // word 10.
-func (l *streamLayout) ambiguous() bool { return l.backAt == 0 && l.objVia < 0 }
+func (l *streamLayout) ambiguous() bool { return l.BackAt == 0 && l.ObjVia < 0 }
 
 // A stream whose chain leads back to it but whose context is no primary one's is a stream
 // of a green context (made from a primary one, sharing its objects) or of a context made
@@ -541,11 +538,12 @@ func (d *Driver) otherContext(h driver.Stream, ctx driver.Context, hdr [2]uint64
 // outside it). Not OK until a check has learned the layout, or where none was found, or
 // the heap's start cannot be read.
 func (*Driver) StreamMemory() driver.StreamMemory {
-	if !layoutLearned.Load() || !layout.ok {
+	if !layoutLearned.Load() || !layout.OK {
 		return driver.StreamMemory{}
 	}
-	start, ok := heapStart()
-	return layout.memory(start, ok)
+	m := driver.StreamMemory(layout)
+	m.Lo, m.OK = heapStart()
+	return m
 }
 
 // StreamChain reads the stream at h by description m, as a check does (fault-safe: a
@@ -556,16 +554,7 @@ func StreamChain(h uintptr, m driver.StreamMemory) (ctx uintptr, id uint64, ok b
 	if !m.OK || m.Words <= 0 || m.Words > layoutSearchWords {
 		return 0, 0, false
 	}
-	l := streamLayout{ok: true, backAt: m.BackAt, ctxAt: m.CtxAt, idAt: m.IDAt, objVia: m.ObjVia, idVia: m.IDVia,
-		objWords: m.Words}
-	obj := make([]uint64, l.objWords)
-	return (reader{}).streamChain(h, &l, obj, nil)
-}
-
-// memory is l as driver.StreamMemory describes it, its blocks from lo on.
-func (l *streamLayout) memory(lo uintptr, ok bool) driver.StreamMemory {
-	return driver.StreamMemory{BackAt: l.backAt, CtxAt: l.ctxAt, IDAt: l.idAt, Words: l.objWords,
-		ObjVia: l.objVia, IDVia: l.idVia, Lo: lo, OK: ok && l.ok}
+	return (reader{}).streamChain(h, (*streamLayout)(&m), make([]uint64, m.Words), nil)
 }
 
 // heapStart is where the brk heap begins: field 47 (start_brk) of /proc/self/stat.

@@ -220,12 +220,7 @@ func (d *Driver) EventCheck(h driver.Event) (driver.Context, uint64, driver.Resu
 	if uintptr(h) < 4096 || uintptr(h)%8 != 0 || uint64(h) >= 1<<47 {
 		return 0, 0, driver.ErrorInvalidHandle
 	}
-	eventLayoutOnce.Do(func() {
-		if never, _ := driver.Unlearnable(); !never {
-			d.relaxedCapture(func() { evLayout = learnEventLayout(d) })
-		}
-		eventLayoutLearned.Store(true)
-	})
+	eventLayoutOnce.Do(func() { d.learn(func() { evLayout = learnEventLayout(d) }); eventLayoutLearned.Store(true) })
 	if !evLayout.ok {
 		return 0, 0, driver.ErrorNotSupported
 	}

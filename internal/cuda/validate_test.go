@@ -91,7 +91,7 @@ type fakeStream struct {
 	ctx   [2]uint64
 }
 
-var fakeLayout = streamLayout{ok: true, backAt: 3, ctxAt: 1, idAt: 2, objVia: -1, idVia: -1, objWords: 4}
+var fakeLayout = streamLayout{OK: true, BackAt: 3, CtxAt: 1, IDAt: 2, ObjVia: -1, IDVia: -1, Words: 4}
 
 // fakeStreams keeps every fake on the heap: one the compiler left on a goroutine's stack
 // would move when the stack grows, leaving the addresses written into it stale (the test
