@@ -53,8 +53,10 @@ def driver_name() -> str:
 
 @pytest.fixture
 def foreign_stream(driver_name):
-    """A stream made behind the package's back, as another framework would: (handle, device)."""
-    device = 1 if driver_name == "sim" else 0
+    """A stream made behind the package's back, as another framework would: (handle, device),
+    on the driver's last device (not 0 where there are two: a device found is then not a
+    default)."""
+    device = streambridge.device_count() - 1
     owner = streambridge.Stream(non_blocking=True, device=device)
     yield owner.ptr, device
     owner.close()

@@ -87,7 +87,7 @@ def test_a_kernel_refuses_an_array_of_another_device_before_the_launch(two_devic
 def test_a_dlpack_array_is_exported_with_its_device_current(two_devices, current_device_kept):
     # torch exports a tensor only with its device current (BufferError otherwise): a launch
     # or a Go function on any device reads it so, and the thread's device is set back.
-    from test_dlpack import Producer  # a capsule over memory made here, on device 1
+    from test_dlpack import Producer  # a capsule over memory made here
 
     class Recording(Producer):
         def __dlpack__(self, stream=None):
@@ -96,7 +96,7 @@ def test_a_dlpack_array_is_exported_with_its_device_current(two_devices, current
 
     for current in (0, 1):
         sb.Device(current).set_current()
-        p = Recording()
+        p = Recording(device=1)
         assert array_info(p, 1).device == 1
         assert p.exported_on == 1 and sb.current_device() == current
 

@@ -8,6 +8,7 @@ import textwrap
 
 import pytest
 
+import streambridge
 from streambridge._array import array_info
 
 _new_capsule = ctypes.pythonapi.PyCapsule_New
@@ -24,25 +25,28 @@ class Tensor(ctypes.Structure):  # DLTensor
 
 class Producer:
     """A DLPack producer over memory made here (the capsule names the DLManagedTensor,
-    whose first member is the DLTensor)."""
+    whose first member is the DLTensor), said to be on ``device``: by default the driver's
+    last, which is not 0 where there are two, so that a device read is not a default."""
 
-    def __init__(self, address=None, shape=(2, 3), strides=None, ndim=None):
+    def __init__(self, address=None, shape=(2, 3), strides=None, ndim=None, device=None):
+        self.device = streambridge.device_count() - 1 if device is None else device
         self.shape = (ctypes.c_int64 * len(shape))(*shape)
         self.strides = (ctypes.c_int64 * len(strides))(*strides) if strides else None
-        self.tensor = Tensor(0x7000_0000_1000, 2, 1, len(shape) if ndim is None else ndim, 2, 32, 1,
+        self.tensor = Tensor(0x7000_0000_1000, 2, self.device, len(shape) if ndim is None else ndim, 2, 32, 1,
                              ctypes.addressof(self.shape), self.strides and ctypes.addressof(self.strides), 16)
         self.address = ctypes.addressof(self.tensor) if address is None else address
 
     def __dlpack_device__(self):
-        return (2, 1)
+        return (2, self.device)
 
     def __dlpack__(self, stream=None):
         return _new_capsule(self.address, b"dltensor", None)
 
 
 def test_a_capsule_is_read_exactly():
-    info = array_info(Producer(strides=(1, 2)), 1)
-    assert info.ptr == 0x7000_0000_1000 + 16 and info.typestr == "<f4" and info.device == 1
+    producer = Producer(strides=(1, 2))
+    info = array_info(producer, 1)
+    assert info.ptr == 0x7000_0000_1000 + 16 and info.typestr == "<f4" and info.device == producer.device
     assert info.shape == (2, 3) and info.strides == (4, 8) and info.stream is None
     assert array_info(Producer(), 1).strides == (12, 4), "no strides: C-contiguous"
 
@@ -93,7 +97,7 @@ def test_an_interface_without_a_stream_gives_way_to_dlpack_which_is_handed_the_c
     producer = Both(version)
     info = array_info(producer, 0x5000)
     assert producer.given == [0x5000], "DLPack was asked with the consumer's stream"
-    assert info.ptr == 0x7000_0000_1000 + 16 and info.device == 1 and info.stream is None
+    assert info.ptr == 0x7000_0000_1000 + 16 and info.device == producer.device and info.stream is None
 
 
 @pytest.mark.parametrize("stream", [None, 1, 0x6000])
@@ -101,7 +105,7 @@ def test_a_version_3_interface_is_read_and_its_stream_comes_back_to_wait_on(stre
     producer = Both(3, stream)
     info = array_info(producer, 0x5000)
     assert producer.given == [], "a v3 interface says the stream itself: DLPack is not asked"
-    assert info.ptr == 0x7000_0000_2000 and info.stream == stream and info.device == 1
+    assert info.ptr == 0x7000_0000_2000 and info.stream == stream and info.device == producer.device
 
 
 @pytest.mark.parametrize("version", ["3", 3.0, True, None])

@@ -92,8 +92,8 @@ def test_wrong_types_and_values(args, kwargs, error, match):
         streambridge.ExternalStream(*args, **kwargs)
 
 
-def test_special_handles_name_the_stated_devices_default_streams(driver_name):
-    device = 1 if driver_name == "sim" else 0
+def test_special_handles_name_the_stated_devices_default_streams():
+    device = streambridge.device_count() - 1
     for handle in (0, 1, 2):
         s = streambridge.ExternalStream(handle, device)
         assert s.device_id == device
