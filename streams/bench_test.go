@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/streambridge/streambridge/internal/driver"
+	"github.com/streambridge/streambridge/internal/sim"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -363,5 +364,49 @@ func BenchmarkQueryThroughput(b *testing.B) {
 				return err
 			})
 		})
+	}
+}
+
+// nullCalls is the software driver whose hot calls return at once: the Layer benchmarks
+// measure what the streams layer costs around them (the use counts, the checks), on any
+// machine, no GPU needed; issue 29 keeps it inside Go's 1.1x of C.
+type nullCalls struct{ driver.API }
+
+func (nullCalls) EventRecord(driver.Context, driver.Event, driver.Stream) driver.Result {
+	return driver.Success
+}
+func (nullCalls) StreamWaitEvent(driver.Context, driver.Stream, driver.Event, uint32) driver.Result {
+	return driver.Success
+}
+func (nullCalls) StreamQuery(driver.Context, driver.Stream) driver.Result { return driver.Success }
+func (nullCalls) EventRecordAndWait(driver.Context, driver.Event, driver.Stream, driver.Stream) (driver.Result, bool) {
+	return driver.Success, true
+}
+
+func BenchmarkLayerRecordWait(b *testing.B) {
+	d := newDriver(nullCalls{sim.New()})
+	c := primary(b, d, 0)
+	sa, sb := newStream(b, c, StreamOptions{NonBlocking: true}), newStream(b, c, StreamOptions{NonBlocking: true})
+	e := newEvent(b, c, EventOptions{DisableTiming: true})
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := sa.Record(e); err != nil {
+			b.Fatal(err)
+		}
+		if err := sb.WaitEvent(e); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkLayerQuery(b *testing.B) {
+	d := newDriver(nullCalls{sim.New()})
+	c := primary(b, d, 0)
+	s := newStream(b, c, StreamOptions{NonBlocking: true})
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.Query(); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -256,7 +256,7 @@ func (e *GraphExec) use(s *Stream) error {
 	if err := e.uses.enter(e); err != nil {
 		return err
 	}
-	if err := s.useWith(e.graph.api); err != nil {
+	if err := s.useWith(e.graph.ctx.drv); err != nil {
 		e.uses.leave(e)
 		return err
 	}

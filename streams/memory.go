@@ -137,7 +137,7 @@ func CopyToDeviceAsync[T any](b *Buffer, src []T, s *Stream) error {
 	if n == 0 {
 		return nil
 	}
-	if err := s.useWith(b.ctx.api); err != nil {
+	if err := s.useWith(b.ctx.drv); err != nil {
 		return err
 	}
 	defer s.done()
@@ -156,7 +156,7 @@ func CopyFromDeviceAsync[T any](dst []T, b *Buffer, s *Stream) error {
 	if n == 0 {
 		return nil
 	}
-	if err := s.useWith(b.ctx.api); err != nil {
+	if err := s.useWith(b.ctx.drv); err != nil {
 		return err
 	}
 	defer s.done()

@@ -227,7 +227,7 @@ func (f *Function) Launch(s *Stream, cfg LaunchConfig, args *Args) error {
 	}
 	defer m.uses.leave(m)
 	c := m.ctx
-	if err := s.useWith(c.api); err != nil {
+	if err := s.useWith(c.drv); err != nil {
 		return err
 	}
 	defer s.done()

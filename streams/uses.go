@@ -30,21 +30,40 @@ const (
 // enter takes a use of o for a call into the driver: ErrInHostFunc inside a host
 // function, where CUDA forbids every CUDA call, and ErrClosed once o is closed; the
 // caller gives back only a use it got.
+// enter and leave are small enough to be inlined into every method: the streams layer
+// around a record and a wait is mostly these.
 func (u *uses) enter(o destroyer) error {
-	if err := outsideHostFunc(); err != nil {
-		return err
+	if driver.InHostFunc() {
+		return ErrInHostFunc
 	}
 	if u.word.Add(usesOne)&usesClosed == 0 {
 		return nil
 	}
-	u.leave(o) // Close may have seen this use and left the destroy to it
+	return u.refuse(o)
+}
+
+// refuse gives back a use that enter took of a closed o: Close may have seen it and left
+// the destroy to it.
+//
+//go:noinline
+func (u *uses) refuse(o destroyer) error {
+	u.leave(o)
 	return ErrClosed
 }
 
 // leave gives a use of o back, destroying o where it was the last use of a closed o. The
 // destroy's error has no caller to go to: Close returned long ago.
 func (u *uses) leave(o destroyer) {
-	if u.word.Add(-usesOne) == usesClosed && u.word.CompareAndSwap(usesClosed, usesClosed|usesDestroyed) {
+	if u.word.Add(-usesOne) == usesClosed {
+		u.destroyLast(o)
+	}
+}
+
+// destroyLast destroys o, once, after its last use left it closed.
+//
+//go:noinline
+func (u *uses) destroyLast(o destroyer) {
+	if u.word.CompareAndSwap(usesClosed, usesClosed|usesDestroyed) {
 		_ = o.destroy()
 	}
 }

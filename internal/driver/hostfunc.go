@@ -176,11 +176,11 @@ func leaveHostFunc(tid int32) {
 // InHostFunc reports whether the calling goroutine runs inside a host function, where
 // CUDA forbids every CUDA call: the driver runs host functions one at a time, so a wait
 // there for work behind another host function (or behind itself) never returns. While no
-// host function runs anywhere it costs one atomic load.
-func InHostFunc() bool {
-	if running.n.Load() == 0 {
-		return false
-	}
+// host function runs anywhere it costs one atomic load, inlined where it is called.
+func InHostFunc() bool { return running.n.Load() != 0 && inHostFuncNow() }
+
+// inHostFuncNow is InHostFunc while some host function runs: is it this thread's?
+func inHostFuncNow() bool {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	tid := int32(syscall.Gettid())
