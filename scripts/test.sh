@@ -11,6 +11,11 @@ echo "go test -race -shuffle=on ./... (a few minutes: the race detector slows ev
 gotestsum --format pkgname --hide-summary=skipped --jsonfile build/test.json -- -race -shuffle=on -count=1 "$@" ./...
 status=$?
 python3 scripts/skips.py build/test.json
+# Without cgo, as make gpu-build builds the GPU's test binaries and as Go users without a C
+# compiler build: purego's stand-in for runtime/cgo is then in use, and internal/cuda binds
+# the driver's threads to Go itself (bindm_linux_amd64.go), tested on libc's threads.
+echo "CGO_ENABLED=0 go test -shuffle=on ./internal/cuda ./streams ./bridge"
+CGO_ENABLED=0 go test -shuffle=on -count=1 ./internal/cuda ./streams ./bridge || status=1
 # The packages that prove handles, again on the software driver's other layouts (other word
 # offsets, a level of indirection more, the identity in another block) and on one whose
 # layout cannot be learned (STREAMBRIDGE_LAYOUT=unlearnable: the tests that wrap bare

@@ -70,7 +70,10 @@ func load() error {
 		return &initError{r}
 	}
 	driver.SetDescriber(describe)
-	hostFuncTrampoline = purego.NewCallback(func(userData uintptr) { driver.RunHostFunc(userData) })
+	if err := bindCallbackThreads(); err != nil {
+		return fmt.Errorf("%w: binding the driver's threads to Go for host functions: %v", ErrNoDriver, err)
+	}
+	hostFuncTrampoline = hostFuncEntry()
 	return nil
 }
 
