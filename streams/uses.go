@@ -30,29 +30,21 @@ const (
 // enter takes a use of o for a call into the driver: ErrInHostFunc inside a host
 // function, where CUDA forbids every CUDA call, and ErrClosed once o is closed; the
 // caller gives back only a use it got.
-// enter and leave are small enough to be inlined into every method: the streams layer
-// around a record and a wait is mostly these.
 func (u *uses) enter(o destroyer) error {
-	if driver.InHostFunc() {
-		return ErrInHostFunc
+	if err := outsideHostFunc(); err != nil {
+		return err
 	}
 	if u.word.Add(usesOne)&usesClosed == 0 {
 		return nil
 	}
-	return u.refuse(o)
-}
-
-// refuse gives back a use that enter took of a closed o: Close may have seen it and left
-// the destroy to it.
-//
-//go:noinline
-func (u *uses) refuse(o destroyer) error {
-	u.leave(o)
+	u.leave(o) // Close may have seen this use and left the destroy to it
 	return ErrClosed
 }
 
 // leave gives a use of o back, destroying o where it was the last use of a closed o. The
-// destroy's error has no caller to go to: Close returned long ago.
+// destroy's error has no caller to go to: Close returned long ago. It is inlined into
+// every method (the rare destroy is out of line): the use counts are most of the streams
+// layer's time around a record and a wait.
 func (u *uses) leave(o destroyer) {
 	if u.word.Add(-usesOne) == usesClosed {
 		u.destroyLast(o)
