@@ -17,9 +17,11 @@ import (
 // return (dropm), with signal-mask system calls both ways: a third of a burst of Go host
 // functions on an H100 (bench/RESULTS.md, 2026-11-26). runtime/cgo binds the M to the
 // thread instead, until the thread exits, through a pthread key whose destructor gives the
-// M back (golang/go#51676), but only once a cgo export has run; purego's stand-in for it,
-// used without cgo, never does. bindCallbackThreads creates the key and hands the runtime
-// the two entry points runtime/cgo has for it, once, before the first host function.
+// M back (golang/go#51676), but it creates that key only on the way into a cgo export,
+// which neither this entry nor purego's callbacks take, and purego's stand-in for
+// runtime/cgo, used without cgo, never creates it. bindCallbackThreads creates the key and
+// hands the runtime the two entry points runtime/cgo has for it, once, before the first
+// host function: with cgo and without.
 
 var (
 	hostFuncEntryABI0, bindmABI0, keyDestructorABI0 uintptr // callback_linux_amd64.s
