@@ -349,6 +349,9 @@ def main() -> int:
             lambda: _core.core.wrap_event(sb.Event, event_handle, None, None, False)),
         "create: Event.__new__ alone (the Python instance, no driver)": loop(lambda: sb.Event.__new__(sb.Event)),
         "create: Stream.__new__ alone (the Python instance, no driver)": loop(lambda: sb.Stream.__new__(sb.Stream)),
+        "record+wait: a.record(e) alone (one call, the driver's record)": loop(lambda: ss_a.record(se)),
+        "record+wait: b.wait_event(e) alone (one call, the driver's wait)": loop(lambda: ss_b.wait_event(se)),
+        "record+wait: a bound method call that does nothing (ss_a.__sizeof__)": loop(ss_a.__sizeof__),
     }
 
     results = {}
