@@ -1,6 +1,7 @@
 package boundary
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -50,9 +51,14 @@ func renderC() string {
 	for r := range ResultKinds {
 		results = append(results, r)
 	}
-	slices.Sort(results)
-	for _, r := range results {
-		fmt.Fprintf(&b, "    case %d: /* %s */\n        return SB_KIND_%s;\n", r, r.Name(), strings.ToUpper(ErrorKinds[ResultKinds[r]].Name))
+	slices.SortFunc(results, func(x, y driver.Result) int { // by kind, then result: a kind's cases together
+		return cmp.Or(cmp.Compare(ResultKinds[x], ResultKinds[y]), cmp.Compare(x, y))
+	})
+	for i, r := range results {
+		fmt.Fprintf(&b, "    case %d: /* %s */\n", r, r.Name())
+		if i+1 == len(results) || ResultKinds[results[i+1]] != ResultKinds[r] {
+			fmt.Fprintf(&b, "        return SB_KIND_%s;\n", strings.ToUpper(ErrorKinds[ResultKinds[r]].Name))
+		}
 	}
 	b.WriteString("    default:\n        return SB_KIND_CUDA;\n    }\n}\n\n")
 	b.WriteString("/* The kinds of object the native module keeps under keys. */\nenum sb_object_kind {\n")

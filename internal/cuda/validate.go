@@ -247,12 +247,9 @@ func layoutsOf(h, ctx uintptr, id uint64) map[streamLayout]bool {
 		for _, b := range backs {
 			for _, c := range ctxs {
 				for _, i := range ids {
-					l := streamLayout{BackAt: b, CtxAt: c, IDAt: i.at, ObjVia: via, IDVia: i.via}
-					l.Words = max(b, c, i.via) + 1
-					if i.via < 0 {
-						l.Words = max(l.Words, i.at+1)
-					}
-					found[l] = true
+					m := driver.StreamMemory{BackAt: b, CtxAt: c, IDAt: i.at, ObjVia: via, IDVia: i.via}
+					m.Words = m.ObjectWords()
+					found[streamLayout(m)] = true
 				}
 			}
 		}

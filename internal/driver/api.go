@@ -220,6 +220,15 @@ type StreamMemory struct {
 	OK                         bool
 }
 
+// ObjectWords is the Words that m's offsets need: the object's words up to its handle, its
+// context, and its identity or the word that points to the identity's block.
+func (m StreamMemory) ObjectWords() int {
+	if m.IDVia >= 0 {
+		return max(m.BackAt, m.CtxAt, m.IDVia) + 1
+	}
+	return max(m.BackAt, m.CtxAt, m.IDAt) + 1
+}
+
 // EventMemory describes event objects in memory: an event handle points to the event
 // object, which holds its context at word CtxAt, its identity at word IDAt, and the
 // events made after and before it in its context at words NextAt and PrevAt (a list:

@@ -75,10 +75,7 @@ func Layouts() int { return len(layouts) }
 const splitIDAt = 11
 
 func (l objLayout) streamWords() int {
-	w := max(l.streamCtxAt, l.streamBackAt, l.streamIDVia) + 1
-	if l.streamIDVia < 0 {
-		w = max(w, l.streamIDAt+1)
-	}
+	w := driver.StreamMemory{BackAt: l.streamBackAt, CtxAt: l.streamCtxAt, IDAt: l.streamIDAt, IDVia: l.streamIDVia}.ObjectWords()
 	if l.split {
 		w = max(w, splitIDAt+1)
 	}

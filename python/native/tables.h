@@ -65,21 +65,13 @@ static inline int sb_result_kind(int r) {
     case 400: /* CUDA_ERROR_INVALID_HANDLE */
         return SB_KIND_INVALID_HANDLE;
     case 900: /* CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED */
-        return SB_KIND_CAPTURE;
     case 901: /* CUDA_ERROR_STREAM_CAPTURE_INVALIDATED */
-        return SB_KIND_CAPTURE;
     case 902: /* CUDA_ERROR_STREAM_CAPTURE_MERGE */
-        return SB_KIND_CAPTURE;
     case 903: /* CUDA_ERROR_STREAM_CAPTURE_UNMATCHED */
-        return SB_KIND_CAPTURE;
     case 904: /* CUDA_ERROR_STREAM_CAPTURE_UNJOINED */
-        return SB_KIND_CAPTURE;
     case 905: /* CUDA_ERROR_STREAM_CAPTURE_ISOLATION */
-        return SB_KIND_CAPTURE;
     case 906: /* CUDA_ERROR_STREAM_CAPTURE_IMPLICIT */
-        return SB_KIND_CAPTURE;
     case 907: /* CUDA_ERROR_CAPTURED_EVENT */
-        return SB_KIND_CAPTURE;
     case 908: /* CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD */
         return SB_KIND_CAPTURE;
     default:
