@@ -243,6 +243,33 @@ func layoutWords(m driver.StreamMemory) string {
 		object, m.BackAt, m.CtxAt, identity)
 }
 
+// eventLayoutWords says where an event's words lie, as m describes them.
+func eventLayoutWords(m driver.EventMemory) string {
+	object := "the object it points to"
+	if m.ObjVia >= 0 {
+		object = fmt.Sprintf("the object word %d of its block points to, which holds the handle at word %d", m.ObjVia, m.BackAt)
+	}
+	identity := fmt.Sprintf("word %d", m.IDAt)
+	if m.IDVia >= 0 {
+		identity = fmt.Sprintf("word %d of the block the object's word %d points to", m.IDAt, m.IDVia)
+	}
+	return fmt.Sprintf("an event handle leads to %s, whose context is at word %d, whose neighbours in its context's list "+
+		"are at words %d and %d, and whose identity is at %s", object, m.CtxAt, m.NextAt, m.PrevAt, identity)
+}
+
+// eventProof says how an event handle is proven, by the event e of this driver's own.
+func (d *Driver) eventProof(e *Event) (string, error) {
+	switch _, _, r := d.api.EventCheck(e.handle); r {
+	case driver.Success:
+		return "event handles likewise: " + eventLayoutWords(d.api.EventMemory()), nil
+	case driver.ErrorNotSupported:
+		return "the driver's event objects are laid out as none this version can learn: an event handle is taken " +
+			"only on its caller's word", nil
+	default:
+		return "", d.check("event check", r)
+	}
+}
+
 // HandleProof says how this driver proves a foreign stream handle live before the driver
 // sees it, and why: proven is true where the layout of its stream objects is learned (a
 // handle is proven by reading them); false where it cannot be, and then a handle is taken
@@ -269,8 +296,17 @@ func (d *Driver) HandleProof() (proven bool, why string, err error) {
 	defer s.Close()
 	switch _, _, r := d.api.StreamCheck(s.handle); r {
 	case driver.Success:
+		e, err := c.NewEvent(EventOptions{DisableTiming: true})
+		if err != nil {
+			return false, "", err
+		}
+		defer e.Close()
+		events, err := d.eventProof(e)
+		if err != nil {
+			return false, "", err
+		}
 		return true, "the layout of the driver's stream objects was learned: a handle is proven by reading them; " +
-			layoutWords(d.api.StreamMemory()), nil
+			layoutWords(d.api.StreamMemory()) + "; " + events, nil
 	case driver.ErrorNotSupported:
 		if never, _ := driver.Unlearnable(); never {
 			return false, driver.LayoutSetting + "=unlearnable", nil

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -152,18 +153,23 @@ func TestHandleProofIsTheLearnedLayout(t *testing.T) {
 		require.NoError(t, err)
 		assert.True(t, proven, why)
 		assert.Contains(t, why, "learned")
-		m := d.api.StreamMemory()
+		m, em := d.api.StreamMemory(), d.api.EventMemory()
 		assert.Contains(t, why, fmt.Sprintf("holds the handle at word %d and the context at word %d", m.BackAt, m.CtxAt))
+		assert.Contains(t, why, fmt.Sprintf("whose context is at word %d", em.CtxAt))
 	})
 	for layout, says := range map[string]string{
 		"0": "a handle leads to the object its block points to, which holds the handle at word 3 and the context at word 1; " +
 			"the identity is at word 6",
 		"3": "a handle leads to the object one block further (word 3 of the block its block points to), which holds the " +
 			"handle at word 7 and the context at word 5; the identity is at word 2",
-		"4": "the identity is at word 6 of the block the object's word 9 points to",
+		"4": "the identity is at word 6 of the block the object's word 9 points to; event handles likewise: an event " +
+			"handle leads to the object it points to, whose context is at word 4, whose neighbours in its context's " +
+			"list are at words 13 and 10, and whose identity is at word 2 of the block the object's word 7 points to",
+		"3+": "event handles likewise: an event handle leads to the object word 2 of its block points to, which holds " +
+			"the handle at word 9, whose context is at word 6",
 		"5": "the driver's stream objects are laid out as none this version can learn",
 	} {
-		t.Setenv(sim.LayoutSetting, layout)
+		t.Setenv(sim.LayoutSetting, strings.TrimSuffix(layout, "+"))
 		_, why, err := newDriver(sim.New()).HandleProof()
 		require.NoError(t, err)
 		assert.Contains(t, why, says, "layout %s", layout)

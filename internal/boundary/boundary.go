@@ -163,12 +163,12 @@ func StreamMemoryWords(m driver.StreamMemory) []uint64 {
 
 // EventMemoryFields name the words of driver.EventMemory as the C core reads them, in the
 // order EventMemoryWords writes them (pyshim.EventMemory hands them over).
-var EventMemoryFields = []string{"CTX", "ID", "NEXT", "PREV", "WORDS", "LO", "HI"}
+var EventMemoryFields = []string{"CTX", "ID", "NEXT", "PREV", "WORDS", "OBJ_VIA", "BACK", "ID_VIA", "LO", "HI"}
 
 // EventMemoryWords is m as the C core reads it, in the order of EventMemoryFields.
 func EventMemoryWords(m driver.EventMemory) []uint64 {
 	return []uint64{uint64(m.CtxAt), uint64(m.IDAt), uint64(m.NextAt), uint64(m.PrevAt), uint64(m.Words),
-		uint64(m.Lo), uint64(m.Hi)}
+		uint64(int64(m.ObjVia)), uint64(int64(m.BackAt)), uint64(int64(m.IDVia)), uint64(m.Lo), uint64(m.Hi)} // -1: 2^64-1
 }
 
 // ResultKinds are the CUresults whose errors are not of KindCUDA: the driver's "invalid

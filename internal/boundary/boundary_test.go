@@ -51,14 +51,15 @@ func TestStreamMemoryWordsFollowTheirNames(t *testing.T) {
 }
 
 func TestEventMemoryWordsFollowTheirNames(t *testing.T) {
-	m := driver.EventMemory{CtxAt: 1, IDAt: 2, NextAt: 3, PrevAt: 4, Words: 5, Lo: 6, Hi: 7}
+	m := driver.EventMemory{CtxAt: 1, IDAt: 2, NextAt: 3, PrevAt: 4, Words: 5, ObjVia: 8, BackAt: 9, IDVia: -1, Lo: 6, Hi: 7}
 	words := EventMemoryWords(m)
 	require.Len(t, words, len(EventMemoryFields))
 	byName := map[string]uint64{}
 	for i, n := range EventMemoryFields {
 		byName[n] = words[i]
 	}
-	assert.Equal(t, map[string]uint64{"CTX": 1, "ID": 2, "NEXT": 3, "PREV": 4, "WORDS": 5, "LO": 6, "HI": 7}, byName)
+	assert.Equal(t, map[string]uint64{"CTX": 1, "ID": 2, "NEXT": 3, "PREV": 4, "WORDS": 5, "OBJ_VIA": 8, "BACK": 9,
+		"ID_VIA": 1<<64 - 1, "LO": 6, "HI": 7}, byName, "-1 (none) as 2^64-1")
 }
 
 // Every environment variable the Go core reads is one the Python package hands over: a

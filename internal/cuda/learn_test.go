@@ -17,7 +17,8 @@ import (
 // reads by): one description, whichever side it comes from. On the layout that cannot be
 // learned (a blocking stream keeps its identity elsewhere) the samples disagree and it
 // learns nothing, as the driver declares. By what it learned, the check's chain proves a
-// live stream of each kind, with its context and identity, and refuses a destroyed one.
+// live stream of each kind and a live event, with its context and identity, and refuses a
+// destroyed one.
 func TestTheLearnerOnEverySimLayout(t *testing.T) {
 	require.Less(t, sim.LearnableLayouts(), sim.Layouts(), "a layout that cannot be learned is among them")
 	for n := range sim.Layouts() {
@@ -37,9 +38,10 @@ func TestTheLearnerOnEverySimLayout(t *testing.T) {
 			learned := driver.StreamMemory(l)
 			learned.Lo, learned.Hi = m.Lo, m.Hi
 			assert.Equal(t, m, learned, "the streams' description")
-			require.True(t, el.ok)
-			assert.Equal(t, [5]int{em.CtxAt, em.IDAt, em.NextAt, em.PrevAt, em.Words},
-				[5]int{el.ctxAt, el.idAt, el.nextAt, el.prevAt, el.words}, "the events' description")
+			require.True(t, el.OK)
+			learnedEvents := driver.EventMemory(el)
+			learnedEvents.Lo, learnedEvents.Hi = em.Lo, em.Hi
+			assert.Equal(t, em, learnedEvents, "the events' description")
 
 			ctx, done, ok := device0(d)
 			require.True(t, ok)
@@ -59,6 +61,39 @@ func TestTheLearnerOnEverySimLayout(t *testing.T) {
 				require.Equal(t, driver.Success, d.StreamDestroy(s))
 				_, _, ok = (reader{}).streamChain(uintptr(s), &l, obj, nil)
 				assert.False(t, ok, "a destroyed stream's chain no longer leads back to it")
+			}
+
+			// Events, by what was learned: two live ones, each the other's neighbour, with
+			// their context and identities of their own; a destroyed one out of the list; a
+			// new event at its address (the slot freed last is taken first) with another.
+			var evs [2]driver.Event
+			for i := range evs {
+				e, r := d.EventCreate(ctx, driver.EventDisableTiming)
+				require.Equal(t, driver.Success, r)
+				evs[i] = e
+			}
+			obj := make([]uint64, el.Words)
+			var ids [2]uint64
+			for i, e := range evs {
+				for name, rd := range map[string]reader{"process_vm_readv": {}, "as a check reads": newReader()} {
+					id, linked, ok := rd.eventChain(uintptr(e), &el, obj)
+					require.True(t, ok && linked, "%s, event %d", name, i)
+					assert.Equal(t, uint64(ctx), obj[el.CtxAt], name)
+					ids[i] = id
+				}
+			}
+			assert.NotEqual(t, ids[0], ids[1])
+			require.Equal(t, driver.Success, d.EventDestroy(evs[1]))
+			_, linked, ok := (reader{}).eventChain(uintptr(evs[1]), &el, obj)
+			assert.False(t, ok && linked, "a destroyed event is in no list")
+			again, r := d.EventCreate(ctx, driver.EventDisableTiming)
+			require.Equal(t, driver.Success, r)
+			require.Equal(t, evs[1], again, "the freed slot is taken again")
+			id, linked, ok := (reader{}).eventChain(uintptr(again), &el, obj)
+			require.True(t, ok && linked)
+			assert.NotEqual(t, ids[1], id, "a new event at a destroyed one's address has another identity")
+			for _, e := range []driver.Event{evs[0], again} {
+				require.Equal(t, driver.Success, d.EventDestroy(e))
 			}
 		})
 	}
@@ -146,6 +181,51 @@ func TestOnlyLiveStreamsReadRight(t *testing.T) {
 				}
 			}
 			assert.Equal(t, len(w.live), live, "every live stream met")
+		})
+	}
+}
+
+// TestOnlyLiveEventsReadRight is TestOnlyLiveStreamsReadRight for events: by what the
+// learner learned on each software layout, no word's address in or around the driver's
+// event memory but a live event's handle reads as a linked event of the context (as
+// EventCheck takes one), and a live one reads as itself, with the context and identity the
+// software driver keeps for it. Where an event's object is a level further (layout 3), an
+// address whose word ObjVia points to a live object (a neighbour's link does) would chain
+// to that object: the object's word naming its handle refuses it.
+func TestOnlyLiveEventsReadRight(t *testing.T) {
+	for layout := range sim.LearnableLayouts() {
+		t.Run(strconv.Itoa(layout), func(t *testing.T) {
+			t.Setenv(sim.LayoutSetting, strconv.Itoa(layout))
+			d := sim.New()
+			l := learnEventLayout(d)
+			require.True(t, l.OK)
+			ctx, _, ok := device0(d) // retained for the test's length
+			require.True(t, ok)
+			live := map[uintptr]bool{}
+			for i := range 24 {
+				e, r := d.EventCreate(ctx, driver.EventDisableTiming)
+				require.Equal(t, driver.Success, r)
+				if i%3 == 0 {
+					require.Equal(t, driver.Success, d.EventDestroy(e))
+					continue
+				}
+				live[uintptr(e)] = true
+			}
+			m, obj, met := d.EventMemory(), make([]uint64, l.Words), 0
+			for h := m.Lo - 4096; h < m.Lo+64<<10; h += 8 { // the first slots, the events' among them
+				id, linked, ok := (reader{}).eventChain(h, &l, obj)
+				ok = ok && linked && driver.Context(obj[l.CtxAt]) == ctx
+				if !live[h] {
+					assert.False(t, ok, "%#x, no live event's handle, reads as one", h)
+					continue
+				}
+				met++
+				c, want, r := d.EventCheck(driver.Event(h))
+				require.Equal(t, driver.Success, r)
+				assert.True(t, ok, "a live event's handle %#x", h)
+				assert.Equal(t, [2]uint64{uint64(c), want}, [2]uint64{obj[l.CtxAt], id}, "%#x", h)
+			}
+			assert.Equal(t, len(live), met, "every live event met")
 		})
 	}
 }

@@ -13,24 +13,27 @@ import (
 // on an H100), reading memory the same fault-safe way.
 //
 // What it checks is learned at run time from events this package creates: a handle points
-// to the event object, which holds its context, its identity (a counter the driver gives
-// each event it creates: a new event at a freed event's address has another), and the
+// to the event object (or to a block that points to it, and the object names the handle
+// back: a level of indirection more, as another driver may have), which holds its context,
+// its identity (a counter the driver gives each event it creates: a new event at a freed
+// event's address has another; there or in a block it points to), and the objects of the
 // events made after and before it in the same context (a doubly linked list per context).
-// On driver 580 those are words 0, 3, 1 and 2. A live event is in its context's list: a
-// neighbour points back to it. A destroyed one is out of the list and its memory freed
-// (the allocator overwrites its first two words). A stream handle, or any other pointer,
-// names no primary context at the context's word, or has no neighbour pointing back.
+// On driver 580 those are words 0, 3, 1 and 2 of the object the handle points to. What is
+// learned is driver.EventMemory, the one description the C core reads by too; the software
+// driver declares its own on each of its layouts (TestTheLearnerOnEverySimLayout). A live
+// event is in its context's list: a neighbour points back to it. A destroyed one is out of
+// the list and its memory freed (the allocator overwrites its first two words). A stream
+// handle, or any other pointer, names no primary context at the context's word, or has no
+// neighbour pointing back.
 //
 // An event alone in its context has no neighbour: so before it reads a candidate the check
 // makes sure the candidate's primary context holds an event it keeps (a sentinel, one per
 // primary context, made again after a reset destroyed it); every other live event of the
 // context then has a neighbour.
 
-type eventLayout struct {
-	ok                          bool
-	ctxAt, idAt, nextAt, prevAt int
-	words                       int
-}
+// eventLayout is the learned description of event objects (driver.EventMemory): OK once
+// learned and trusted; Lo is filled where it is handed over (Driver.EventMemory).
+type eventLayout driver.EventMemory
 
 var (
 	eventLayoutOnce    sync.Once
@@ -53,47 +56,38 @@ type sentinel struct {
 
 // learnEventLayout creates three events in device 0's primary context, one after another,
 // and finds the words that hold the context, the list links and the identity (increasing
-// from one event to the next).
+// from one event to the next): in the object each handle points to, else (no word there
+// links the three) in the object a word of each handle's block points to, which must then
+// name its handle back.
 func learnEventLayout(api driver.API) eventLayout {
 	ctx, done, ok := device0(api)
 	if !ok {
 		return eventLayout{}
 	}
 	defer done()
-	var evs [3]driver.Event
-	var objs [3][]uint64
+	var evs [3]uint64
 	for i := range evs {
 		e, r := api.EventCreate(ctx, driver.EventDisableTiming)
 		if r != driver.Success {
 			return eventLayout{}
 		}
 		defer api.EventDestroy(e)
-		evs[i] = e
+		evs[i] = uint64(e)
 	}
-	for i, e := range evs { // read once all three are made: each links to the next
-		objs[i] = make([]uint64, layoutSearchWords)
-		if !(reader{}).peek(uintptr(e), objs[i]) { // known good: process_vm_readv will do
-			return eventLayout{}
-		}
-	}
-	a, b, c := objs[0], objs[1], objs[2]
-	l := eventLayout{ctxAt: -1, idAt: -1, nextAt: -1, prevAt: -1}
-	for i := range layoutSearchWords {
-		switch {
-		case l.ctxAt < 0 && a[i] == uint64(ctx) && b[i] == uint64(ctx) && c[i] == uint64(ctx):
-			l.ctxAt = i
-		case l.nextAt < 0 && a[i] == uint64(evs[1]) && b[i] == uint64(evs[2]):
-			l.nextAt = i
-		case l.prevAt < 0 && b[i] == uint64(evs[0]) && c[i] == uint64(evs[1]):
-			l.prevAt = i
-		case l.idAt < 0 && 0 < a[i] && a[i] < b[i] && b[i] < c[i] && c[i]-a[i] < 64:
-			l.idAt = i // a counter: events made meanwhile by other threads may be between
-		}
-	}
-	if l.ctxAt < 0 || l.idAt < 0 || l.nextAt < 0 || l.prevAt < 0 {
+	words, ok := readEach(evs) // once all three are made: each links to the next
+	if !ok {
 		return eventLayout{}
 	}
-	l.words = max(l.ctxAt, l.idAt, l.nextAt, l.prevAt) + 1
+	l, found := eventWordsOf(evs, evs, words, uint64(ctx), -1)
+	for via := 0; !found && via < layoutSearchWords; via++ {
+		objs := [3]uint64{words[0][via], words[1][via], words[2][via]}
+		if w, ok := readEach(objs); ok {
+			l, found = eventWordsOf(evs, objs, w, uint64(ctx), via)
+		}
+	}
+	if !found {
+		return eventLayout{}
+	}
 	samples, ok := eventsMadeOtherWays(api, ctx)
 	defer func() {
 		for _, s := range samples {
@@ -103,8 +97,62 @@ func learnEventLayout(api driver.API) eventLayout {
 	if !ok || !l.holds(samples) {
 		return eventLayout{} // learned from too few: nothing is proven rather than garbage accepted
 	}
-	l.ok = true
+	l.OK = true
 	return l
+}
+
+// eventWordsOf finds, in the words of three events' objects (at addresses objs, made one
+// after another in context ctx, with handles hs), where each keeps its context, its links
+// and its identity (there, else in a block a word of it points to), and, where via is not
+// -1 (the objects are not at their handles), its handle.
+func eventWordsOf(hs, objs [3]uint64, w [3][]uint64, ctx uint64, via int) (eventLayout, bool) {
+	l := eventLayout{CtxAt: -1, IDAt: -1, NextAt: -1, PrevAt: -1, ObjVia: via, BackAt: -1, IDVia: -1}
+	a, b, c := w[0], w[1], w[2]
+	counter := func(a, b, c uint64) bool { return 0 < a && a < b && b < c && c-a < 64 } // events made meanwhile by other threads may be between
+	for i := range a {
+		switch {
+		case l.CtxAt < 0 && a[i] == ctx && b[i] == ctx && c[i] == ctx:
+			l.CtxAt = i
+		case l.NextAt < 0 && a[i] == objs[1] && b[i] == objs[2]:
+			l.NextAt = i
+		case l.PrevAt < 0 && b[i] == objs[0] && c[i] == objs[1]:
+			l.PrevAt = i
+		case via >= 0 && l.BackAt < 0 && a[i] == hs[0] && b[i] == hs[1] && c[i] == hs[2]:
+			l.BackAt = i
+		case l.IDAt < 0 && counter(a[i], b[i], c[i]):
+			l.IDAt = i
+		}
+	}
+	for i := 0; l.IDAt < 0 && i < len(a); i++ {
+		if i == l.CtxAt || i == l.NextAt || i == l.PrevAt || i == l.BackAt || !pointerLike(a[i]) {
+			continue
+		}
+		box, ok := readEach([3]uint64{a[i], b[i], c[i]})
+		for at := 0; ok && l.IDAt < 0 && at < layoutSearchWords; at++ {
+			if counter(box[0][at], box[1][at], box[2][at]) {
+				l.IDVia, l.IDAt = i, at
+			}
+		}
+	}
+	if l.CtxAt < 0 || l.IDAt < 0 || l.NextAt < 0 || l.PrevAt < 0 || (via >= 0 && l.BackAt < 0) {
+		return eventLayout{}, false
+	}
+	l.Words = driver.EventMemory(l).ObjectWords()
+	return l, true
+}
+
+// readEach reads layoutSearchWords words at each of three addresses with process_vm_readv
+// (the learner's: what it follows may be anything); false where one is not a pointer or
+// not readable.
+func readEach(at [3]uint64) ([3][]uint64, bool) {
+	var w [3][]uint64
+	for i, a := range at {
+		w[i] = make([]uint64, layoutSearchWords)
+		if !pointerLike(a) || !(reader{}).peek(uintptr(a), w[i]) {
+			return w, false
+		}
+	}
+	return w, true
 }
 
 // eventSample is an event the driver made, with the context its object must hold.
@@ -139,45 +187,60 @@ func eventsMadeOtherWays(api driver.API, ctx driver.Context) ([]eventSample, boo
 	return samples, ok
 }
 
-// holds reports whether l reads every sample right: its context at l.ctxAt, linked into
-// its context's list (a neighbour points back), and an identity of its own.
+// holds reports whether l reads every sample right: its context at CtxAt, linked into its
+// context's list (a neighbour points back), and an identity of its own.
 func (l *eventLayout) holds(samples []eventSample) bool {
-	obj := make([]uint64, l.words)
+	obj := make([]uint64, l.Words)
 	ids := map[uint64]bool{}
 	for _, s := range samples {
-		linked, ok := (reader{}).eventChain(uintptr(s.e), l, obj) // known good: process_vm_readv will do
-		if !ok || !linked || driver.Context(obj[l.ctxAt]) != s.ctx || ids[obj[l.idAt]] {
+		id, linked, ok := (reader{}).eventChain(uintptr(s.e), l, obj) // known good: process_vm_readv will do
+		if !ok || !linked || driver.Context(obj[l.CtxAt]) != s.ctx || ids[id] {
 			return false
 		}
-		ids[obj[l.idAt]] = true
+		ids[id] = true
 	}
 	return true
 }
 
-// eventChain reads a candidate event's object (the first len(obj) words) and, for each
-// neighbour it names, whether that neighbour points back to it; one fault-protected
-// region. linked: some neighbour points back; ok false: unreadable, or a neighbour that
-// does not point back.
-func (r reader) eventChain(h uintptr, l *eventLayout, obj []uint64) (linked, ok bool) {
+// eventChain reads a candidate event: its object (the first len(obj) words; through the
+// handle's block where the layout has a level more, and then the object must name the
+// handle back), its identity, and, for each neighbour it names, whether that neighbour
+// points back to the object; one fault-protected region. linked: some neighbour points
+// back; ok false: unreadable, not named back, or a neighbour that does not point back.
+func (r reader) eventChain(h uintptr, l *eventLayout, obj []uint64) (id uint64, linked, ok bool) {
 	if r.loads {
 		defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 		defer unfault(&ok)
 	}
-	if !r.read(h, obj) {
-		return false, false
+	var w [1]uint64
+	o := h
+	if l.ObjVia >= 0 {
+		if !r.read(h+uintptr(l.ObjVia)*8, w[:]) {
+			return 0, false, false
+		}
+		o = uintptr(w[0])
 	}
-	var back [1]uint64
-	for _, n := range [2]struct{ at, backAt int }{{l.nextAt, l.prevAt}, {l.prevAt, l.nextAt}} {
+	if !r.read(o, obj) || (l.ObjVia >= 0 && uintptr(obj[l.BackAt]) != h) {
+		return 0, false, false
+	}
+	if l.IDVia < 0 {
+		id = obj[l.IDAt]
+	} else if r.read(uintptr(obj[l.IDVia])+uintptr(l.IDAt)*8, w[:]) {
+		id = w[0]
+	} else {
+		return 0, false, false
+	}
+	for _, n := range [2]struct{ at, backAt int }{{l.NextAt, l.PrevAt}, {l.PrevAt, l.NextAt}} {
 		next := uintptr(obj[n.at])
 		if next == 0 {
 			continue
 		}
-		if !r.read(next+uintptr(n.backAt)*8, back[:]) || uintptr(back[0]) != h {
-			return false, false
+		if !r.read(next+uintptr(n.backAt)*8, w[:]) || uintptr(w[0]) != o {
+			return 0, false, false
 		}
 		linked = true
 	}
-	return linked, true
+	return id, linked, true
 }
 
 // primaryContext reports whether ctx is an active primary context, learning them again
@@ -202,14 +265,17 @@ func (d *Driver) primaryContext(ctx driver.Context) bool {
 func (d *Driver) keepSentinel(ctx driver.Context) {
 	primariesMu.Lock()
 	defer primariesMu.Unlock()
-	obj := make([]uint64, evLayout.words)
-	if s, ok := sentinels[ctx]; ok && newReader().peek(uintptr(s.event), obj) &&
-		driver.Context(obj[evLayout.ctxAt]) == ctx && obj[evLayout.idAt] == s.id {
-		return
+	obj := make([]uint64, evLayout.Words)
+	if s, ok := sentinels[ctx]; ok {
+		if id, _, ok := newReader().eventChain(uintptr(s.event), &evLayout, obj); ok &&
+			driver.Context(obj[evLayout.CtxAt]) == ctx && id == s.id {
+			return
+		}
 	}
-	e, r := d.EventCreate(ctx, driver.EventDisableTiming)
-	if r == driver.Success && newReader().peek(uintptr(e), obj) {
-		sentinels[ctx] = sentinel{e, obj[evLayout.idAt]}
+	if e, r := d.EventCreate(ctx, driver.EventDisableTiming); r == driver.Success {
+		if id, _, ok := newReader().eventChain(uintptr(e), &evLayout, obj); ok {
+			sentinels[ctx] = sentinel{e, id}
+		}
 	}
 }
 
@@ -221,31 +287,33 @@ func (d *Driver) EventCheck(h driver.Event) (driver.Context, uint64, driver.Resu
 		return 0, 0, driver.ErrorInvalidHandle
 	}
 	eventLayoutOnce.Do(func() { d.learn(func() { evLayout = learnEventLayout(d) }); eventLayoutLearned.Store(true) })
-	if !evLayout.ok {
+	if !evLayout.OK {
 		return 0, 0, driver.ErrorNotSupported
 	}
-	// The context first, so that its sentinel exists before the links are read.
+	// The context first, so that its sentinel exists before the links are read: an event
+	// alone in its context has no neighbour.
 	rd := newReader()
-	var ctx [1]uint64
-	if !rd.peek(uintptr(h)+uintptr(evLayout.ctxAt)*8, ctx[:]) || !d.primaryContext(driver.Context(ctx[0])) {
-		return 0, 0, driver.ErrorInvalidHandle
-	}
-	d.keepSentinel(driver.Context(ctx[0]))
 	var objBuf [layoutSearchWords]uint64
-	obj := objBuf[:evLayout.words]
-	if linked, ok := rd.eventChain(uintptr(h), &evLayout, obj); !ok || !linked || obj[evLayout.ctxAt] != ctx[0] {
+	obj := objBuf[:evLayout.Words]
+	_, _, ok := rd.eventChain(uintptr(h), &evLayout, obj)
+	ctx := driver.Context(obj[evLayout.CtxAt])
+	if !ok || !d.primaryContext(ctx) {
 		return 0, 0, driver.ErrorInvalidHandle
 	}
-	return driver.Context(ctx[0]), obj[evLayout.idAt], driver.Success
+	d.keepSentinel(ctx)
+	if id, linked, ok := rd.eventChain(uintptr(h), &evLayout, obj); ok && linked && driver.Context(obj[evLayout.CtxAt]) == ctx {
+		return ctx, id, driver.Success
+	}
+	return 0, 0, driver.ErrorInvalidHandle
 }
 
 // EventMemory is the learned event layout, in the brk heap as StreamMemory's is; not OK
 // until a check has learned it, or where none was found.
 func (*Driver) EventMemory() driver.EventMemory {
-	if !eventLayoutLearned.Load() || !evLayout.ok {
+	if !eventLayoutLearned.Load() || !evLayout.OK {
 		return driver.EventMemory{}
 	}
-	start, ok := heapStart()
-	return driver.EventMemory{CtxAt: evLayout.ctxAt, IDAt: evLayout.idAt, NextAt: evLayout.nextAt,
-		PrevAt: evLayout.prevAt, Words: evLayout.words, Lo: start, OK: ok}
+	m := driver.EventMemory(evLayout)
+	m.Lo, m.OK = heapStart()
+	return m
 }

@@ -201,8 +201,8 @@ func TestALayoutHoldsOnlyWhereEverySampleReadsRight(t *testing.T) {
 	}
 }
 
-// fakeEventList makes n event objects of context ctx, laid out as eventLayout{ctxAt: 0,
-// idAt: 1, nextAt: 2, prevAt: 3} and linked in order, with identities 11, 12, ...; kept
+// fakeEventList makes n event objects of context ctx, laid out as eventLayout{CtxAt: 0,
+// IDAt: 1, NextAt: 2, PrevAt: 3} and linked in order, with identities 11, 12, ...; kept
 // on the heap (fakeEvents) as fakeStreams are.
 func fakeEventList(ctx uint64, n int) ([]driver.Event, []*[4]uint64) {
 	objs := make([]*[4]uint64, n)
@@ -222,7 +222,7 @@ func fakeEventList(ctx uint64, n int) ([]driver.Event, []*[4]uint64) {
 var fakeEvents []*[4]uint64
 
 func TestAnEventLayoutHoldsOnlyWhereEverySampleReadsRight(t *testing.T) {
-	l := eventLayout{ctxAt: 0, idAt: 1, nextAt: 2, prevAt: 3, words: 4}
+	l := eventLayout{CtxAt: 0, IDAt: 1, NextAt: 2, PrevAt: 3, Words: 4, ObjVia: -1, BackAt: -1, IDVia: -1}
 	const ctx = 0xc0ffee
 	hs, _ := fakeEventList(ctx, 3)
 	good := []eventSample{{hs[0], ctx}, {hs[1], ctx}, {hs[2], ctx}}

@@ -230,15 +230,31 @@ func (m StreamMemory) ObjectWords() int {
 }
 
 // EventMemory describes event objects in memory: an event handle points to the event
-// object, which holds its context at word CtxAt, its identity at word IDAt, and the
-// events made after and before it in its context at words NextAt and PrevAt (a list:
-// a live event's neighbour points back to it; 0 at either end); Words reaches all four.
-// Objects lie in [Lo, Hi), as in StreamMemory. A destroyed event is out of the list, so
-// no neighbour points back to it, and a new event at its address has another identity.
+// object (or, where ObjVia is not -1, to a block whose word ObjVia points to it: a level of
+// indirection more, and the object then holds the handle at word BackAt), which holds its
+// context at word CtxAt, its identity at word IDAt (or, where IDVia is not -1, its word
+// IDVia points to a block whose word IDAt holds the identity), and the objects of the
+// events made after and before it in its context at words NextAt and PrevAt (a list: a
+// live event's neighbour points back to its object; 0 at either end); Words reaches the
+// object's words. Objects lie in [Lo, Hi), as in StreamMemory. A destroyed event is out of
+// the list, so no neighbour points back to it, and a new event at its address has another
+// identity. Like StreamMemory, the one description of the proof, on both sides.
 type EventMemory struct {
 	CtxAt, IDAt, NextAt, PrevAt, Words int
+	ObjVia, BackAt, IDVia              int
 	Lo, Hi                             uintptr
 	OK                                 bool
+}
+
+// ObjectWords is the Words that m's offsets need: the object's words up to its context,
+// its links, its handle where it holds one, and its identity or the word that points to
+// the identity's block.
+func (m EventMemory) ObjectWords() int {
+	id := m.IDAt
+	if m.IDVia >= 0 {
+		id = m.IDVia
+	}
+	return max(m.CtxAt, m.NextAt, m.PrevAt, m.BackAt, id) + 1
 }
 
 // EntryNames are the entry points API.Entry offers, in the order the C core keeps them

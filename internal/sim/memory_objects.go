@@ -24,12 +24,16 @@ import (
 // streamIDVia points to a block whose word streamIDAt holds it); -1 where not. One layout
 // cannot be learned (split): a blocking stream keeps its identity at another word than a
 // non-blocking one, so what is learned from one kind reads the other wrong, and the driver
-// describes no layout, as a real driver whose layout is not learned.
+// describes no layout, as a real driver whose layout is not learned. Events likewise: one
+// level of indirection more (eventVia: the handle's block's word eventVia points to the
+// object, which holds the handle at eventBackAt, and the list links objects), or the
+// identity elsewhere (eventIDVia, as streamIDVia).
 type objLayout struct {
 	streamCtxAt, streamBackAt, streamIDAt           int
 	streamVia, streamIDVia                          int
 	split                                           bool
 	eventPrevAt, eventCtxAt, eventIDAt, eventNextAt int
+	eventVia, eventBackAt, eventIDVia               int
 }
 
 // LayoutSetting picks the software driver's object layout: an index into layouts, 0 when
@@ -37,12 +41,18 @@ type objLayout struct {
 const LayoutSetting = "STREAMBRIDGE_SIM_LAYOUT"
 
 var layouts = []objLayout{
-	{streamCtxAt: 1, streamBackAt: 3, streamIDAt: 6, streamVia: -1, streamIDVia: -1, eventPrevAt: 1, eventCtxAt: 2, eventIDAt: 4, eventNextAt: 5},
-	{streamCtxAt: 9, streamBackAt: 0, streamIDAt: 4, streamVia: -1, streamIDVia: -1, eventPrevAt: 7, eventCtxAt: 11, eventIDAt: 3, eventNextAt: 0},
-	{streamCtxAt: 2, streamBackAt: 13, streamIDAt: 8, streamVia: -1, streamIDVia: -1, eventPrevAt: 12, eventCtxAt: 0, eventIDAt: 9, eventNextAt: 15},
-	{streamCtxAt: 5, streamBackAt: 7, streamIDAt: 2, streamVia: 3, streamIDVia: -1, eventPrevAt: 3, eventCtxAt: 6, eventIDAt: 1, eventNextAt: 8},
-	{streamCtxAt: 0, streamBackAt: 4, streamIDAt: 6, streamVia: -1, streamIDVia: 9, eventPrevAt: 10, eventCtxAt: 4, eventIDAt: 2, eventNextAt: 13},
-	{streamCtxAt: 3, streamBackAt: 1, streamIDAt: 5, streamVia: -1, streamIDVia: -1, split: true, eventPrevAt: 1, eventCtxAt: 2, eventIDAt: 4, eventNextAt: 5},
+	{streamCtxAt: 1, streamBackAt: 3, streamIDAt: 6, streamVia: -1, streamIDVia: -1,
+		eventPrevAt: 1, eventCtxAt: 2, eventIDAt: 4, eventNextAt: 5, eventVia: -1, eventBackAt: -1, eventIDVia: -1},
+	{streamCtxAt: 9, streamBackAt: 0, streamIDAt: 4, streamVia: -1, streamIDVia: -1,
+		eventPrevAt: 7, eventCtxAt: 11, eventIDAt: 3, eventNextAt: 0, eventVia: -1, eventBackAt: -1, eventIDVia: -1},
+	{streamCtxAt: 2, streamBackAt: 13, streamIDAt: 8, streamVia: -1, streamIDVia: -1,
+		eventPrevAt: 12, eventCtxAt: 0, eventIDAt: 9, eventNextAt: 15, eventVia: -1, eventBackAt: -1, eventIDVia: -1},
+	{streamCtxAt: 5, streamBackAt: 7, streamIDAt: 2, streamVia: 3, streamIDVia: -1,
+		eventPrevAt: 3, eventCtxAt: 6, eventIDAt: 1, eventNextAt: 8, eventVia: 2, eventBackAt: 9, eventIDVia: -1},
+	{streamCtxAt: 0, streamBackAt: 4, streamIDAt: 6, streamVia: -1, streamIDVia: 9,
+		eventPrevAt: 10, eventCtxAt: 4, eventIDAt: 2, eventNextAt: 13, eventVia: -1, eventBackAt: -1, eventIDVia: 7},
+	{streamCtxAt: 3, streamBackAt: 1, streamIDAt: 5, streamVia: -1, streamIDVia: -1, split: true,
+		eventPrevAt: 1, eventCtxAt: 2, eventIDAt: 4, eventNextAt: 5, eventVia: -1, eventBackAt: -1, eventIDVia: -1},
 }
 
 // LearnableLayouts is how many layouts, from the first, can be learned: the rest are split.
@@ -81,8 +91,13 @@ func (l objLayout) streamWords() int {
 	}
 	return w
 }
-func (l objLayout) eventWords() int {
-	return max(l.eventPrevAt, l.eventCtxAt, l.eventIDAt, l.eventNextAt) + 1
+
+// eventMemory is the events' description without its bounds.
+func (l objLayout) eventMemory() driver.EventMemory {
+	m := driver.EventMemory{CtxAt: l.eventCtxAt, IDAt: l.eventIDAt, NextAt: l.eventNextAt, PrevAt: l.eventPrevAt,
+		ObjVia: l.eventVia, BackAt: l.eventBackAt, IDVia: l.eventIDVia}
+	m.Words = m.ObjectWords()
+	return m
 }
 
 const (
@@ -102,8 +117,27 @@ type streamMem struct {
 	mid   [objWords]uint64
 }
 
-// eventMem is one event's memory: its handle points to it.
-type eventMem [objWords]uint64
+// eventMem is one event's memory: the object, which its handle points to (or, where the
+// layout has eventVia, the block whose word eventVia does), and the block holding its
+// identity where the layout keeps it elsewhere. The list links objects.
+type eventMem struct {
+	ids   [objWords]uint64
+	obj   [objWords]uint64
+	block [objWords]uint64
+}
+
+// handle is the address m's handle names.
+func (m *eventMem) handle(l objLayout) uintptr {
+	if l.eventVia >= 0 {
+		return uintptr(unsafe.Pointer(&m.block))
+	}
+	return uintptr(unsafe.Pointer(&m.obj))
+}
+
+// eventAt is the event memory whose object is at address o, or nil.
+func (d *Driver) eventAt(o uintptr) *eventMem {
+	return d.events.at(o - unsafe.Offsetof(eventMem{}.obj))
+}
 
 // slab holds objects' memory; it is never freed or moved (Go's heap does not move
 // objects), so it stays mapped for the driver's life, as the real driver's heap does.
@@ -213,14 +247,24 @@ func (d *Driver) placeEvent(e *event) uintptr {
 	if m == nil {
 		return d.newHandle(e)
 	}
-	h := uintptr(unsafe.Pointer(m))
 	l := d.layout
+	h := m.handle(l)
 	*m = eventMem{}
-	m[l.eventCtxAt] = uint64(e.ctx.handle)
-	m[l.eventIDAt] = e.id
+	o := &m.obj
+	o[l.eventCtxAt] = uint64(e.ctx.handle)
+	if l.eventIDVia >= 0 {
+		m.ids[l.eventIDAt] = e.id
+		o[l.eventIDVia] = uint64(uintptr(unsafe.Pointer(&m.ids)))
+	} else {
+		o[l.eventIDAt] = e.id
+	}
+	if l.eventVia >= 0 {
+		m.block[l.eventVia] = uint64(uintptr(unsafe.Pointer(o)))
+		o[l.eventBackAt] = uint64(h)
+	}
 	if last := e.ctx.lastEvent; last != nil {
-		m[l.eventPrevAt] = uint64(uintptr(unsafe.Pointer(last)))
-		last[l.eventNextAt] = uint64(h)
+		o[l.eventPrevAt] = uint64(uintptr(unsafe.Pointer(&last.obj)))
+		last.obj[l.eventNextAt] = uint64(uintptr(unsafe.Pointer(o)))
 	}
 	e.ctx.lastEvent = m
 	d.objects[h] = e
@@ -240,21 +284,26 @@ func (d *Driver) unplace(h uintptr) bool {
 		}
 		return m != nil
 	case *event:
-		m, link := d.events.give(h)
+		l := d.layout
+		off := unsafe.Offsetof(eventMem{}.obj)
+		if l.eventVia >= 0 {
+			off = unsafe.Offsetof(eventMem{}.block)
+		}
+		m, link := d.events.give(h - off)
 		if m == nil {
 			return false
 		}
-		l := d.layout
-		prev, next := d.events.at(uintptr(m[l.eventPrevAt])), d.events.at(uintptr(m[l.eventNextAt]))
+		prev, next := d.eventAt(uintptr(m.obj[l.eventPrevAt])), d.eventAt(uintptr(m.obj[l.eventNextAt]))
 		if prev != nil {
-			prev[l.eventNextAt] = m[l.eventNextAt]
+			prev.obj[l.eventNextAt] = m.obj[l.eventNextAt]
 		}
 		if next != nil {
-			next[l.eventPrevAt] = m[l.eventPrevAt]
+			next.obj[l.eventPrevAt] = m.obj[l.eventPrevAt]
 		} else if o.ctx.lastEvent == m {
 			o.ctx.lastEvent = prev
 		}
-		*m = eventMem{uint64(link), 0x5a5a5a5a5a5a5a5a} // what free leaves: a link and a key
+		m.obj = [objWords]uint64{uint64(link), 0x5a5a5a5a5a5a5a5a} // what free leaves: a link and a key
+		m.block[0], m.block[1] = uint64(link), 0x5a5a5a5a5a5a5a5a  // the handle's block is freed too
 		return true
 	}
 	return false
@@ -276,6 +325,7 @@ func (d *Driver) EventMemory() driver.EventMemory {
 	defer d.mu.Unlock()
 	lo, hi := d.events.bounds()
 	l := d.layout
-	return driver.EventMemory{CtxAt: l.eventCtxAt, IDAt: l.eventIDAt, NextAt: l.eventNextAt, PrevAt: l.eventPrevAt,
-		Words: l.eventWords(), Lo: lo, Hi: hi, OK: hi != 0 && !d.unlearnable}
+	m := l.eventMemory()
+	m.Lo, m.Hi, m.OK = lo, hi, hi != 0 && !d.unlearnable
+	return m
 }

@@ -107,9 +107,12 @@ enum {
     SB_EVMEM_NEXT = 2,
     SB_EVMEM_PREV = 3,
     SB_EVMEM_WORDS = 4,
-    SB_EVMEM_LO = 5,
-    SB_EVMEM_HI = 6,
-    SB_EVMEM_COUNT = 7
+    SB_EVMEM_OBJ_VIA = 5,
+    SB_EVMEM_BACK = 6,
+    SB_EVMEM_ID_VIA = 7,
+    SB_EVMEM_LO = 8,
+    SB_EVMEM_HI = 9,
+    SB_EVMEM_COUNT = 10
 };
 
 /* The cuStreamCreateWithPriority flags. */

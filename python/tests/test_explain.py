@@ -124,6 +124,7 @@ def test_python_m_streambridge_prints_the_driver_devices_and_current_streams(dri
         "stream handles: proven live before use (the layout of the driver's stream objects was learned: "
         "a handle is proven by reading them; a handle leads to the object"), lines
     assert "holds the handle at word " in proof[0] and "the identity is at word " in proof[0], proof
+    assert "; event handles likewise: an event handle leads to the object" in proof[0], proof
 
 
 def test_python_m_streambridge_says_when_handles_cannot_be_proven():
