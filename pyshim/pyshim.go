@@ -618,8 +618,18 @@ func EventMemory() string {
 	return words(boundary.EventMemoryWords(m), m.OK)
 }
 
+// FaultHandler tells the Go core of the C core's SIGSEGV handler, installed in front of
+// previous, to which it hands every fault it does not take (cuda.ChainsToGo); it reports
+// whether previous is Go's. The C core calls it once, as it installs the handler.
+//
+//streambridge:keepgil
+func FaultHandler(handler, previous uint64) bool {
+	return cuda.ChainsToGo(uintptr(handler), uintptr(previous))
+}
+
 // ValidationReads says how handle checks read memory now: "loads" (Go's SIGSEGV handler
-// is installed; fast) or "process_vm_readv" (another handler is, such as faulthandler's).
+// is installed, or the C core's in front of it; fast) or "process_vm_readv" (another
+// handler is, such as faulthandler's).
 //
 //streambridge:keepgil
 func ValidationReads() string { return cuda.ValidationReads() }

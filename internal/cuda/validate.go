@@ -69,7 +69,8 @@ type reader struct{ loads bool }
 
 func newReader() reader { return reader{loads: canLoadUnmapped && goHandlesSIGSEGV()} }
 
-// goHandlesSIGSEGV reports whether the installed SIGSEGV handler is the Go runtime's.
+// goHandlesSIGSEGV reports whether the installed SIGSEGV handler is the Go runtime's, or
+// one that hands Go's the faults it does not take (ChainsToGo).
 func goHandlesSIGSEGV() bool {
 	var act struct {
 		handler, flags, restorer, mask uintptr
@@ -79,20 +80,46 @@ func goHandlesSIGSEGV() bool {
 	if errno != 0 {
 		return false
 	}
-	if h := goSigtramp.Load(); h != 0 {
-		return act.handler == h
+	if h := chainedSIGSEGV.Load(); h != 0 && act.handler == h {
+		return true
 	}
-	fn := runtime.FuncForPC(act.handler)
+	return isGoSigtramp(act.handler)
+}
+
+// isGoSigtramp reports whether pc is the Go runtime's signal handler.
+func isGoSigtramp(pc uintptr) bool {
+	if h := goSigtramp.Load(); h != 0 {
+		return pc == h
+	}
+	fn := runtime.FuncForPC(pc)
 	if fn == nil || (fn.Name() != "runtime.sigtramp" && fn.Name() != "runtime.cgoSigtramp") {
 		return false
 	}
-	goSigtramp.Store(act.handler)
+	goSigtramp.Store(pc)
 	return true
 }
 
-// goSigtramp is the address of Go's SIGSEGV handler once seen installed: later checks
-// compare addresses instead of looking the function up.
-var goSigtramp atomic.Uintptr
+var (
+	// goSigtramp is the address of Go's SIGSEGV handler once seen: later checks compare
+	// addresses instead of looking the function up.
+	goSigtramp atomic.Uintptr
+	// chainedSIGSEGV is a handler installed in front of Go's that hands Go's every fault
+	// it does not take itself (the Python core's, for its own loads: ChainsToGo).
+	chainedSIGSEGV atomic.Uintptr
+)
+
+// ChainsToGo is told of a SIGSEGV handler installed in front of whatever was installed
+// before it (previous), that hands that one every fault it does not take itself: the
+// Python core's, which guards its own loads so (python/native/proof.inc). Where previous
+// is Go's handler, the checks keep reading by loads while handler is installed: a fault in
+// them still reaches Go's. It reports whether previous is Go's.
+func ChainsToGo(handler, previous uintptr) bool {
+	if !isGoSigtramp(previous) {
+		return false
+	}
+	chainedSIGSEGV.Store(handler)
+	return true
+}
 
 // peek reads len(words) words at addr; false where any of it is not mapped readable.
 func (r reader) peek(addr uintptr, words []uint64) (ok bool) {

@@ -62,6 +62,22 @@ func TestReaderNeverFaults(t *testing.T) {
 	}
 }
 
+// A handler in front of Go's counts as Go's only where it says it hands Go's the faults it
+// does not take (ChainsToGo, as the Python core's does) and what it stands in front of is
+// Go's; the checks then go on reading by loads while it is installed.
+func TestAHandlerChainedToGosKeepsTheLoads(t *testing.T) {
+	var act struct{ handler, flags, restorer, mask uintptr }
+	_, _, errno := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(unix.SIGSEGV), 0, uintptr(unsafe.Pointer(&act)), 8, 0, 0)
+	require.Zero(t, errno)
+	t.Cleanup(func() { chainedSIGSEGV.Store(0) })
+	const elsewhere = 0x1000
+	assert.False(t, ChainsToGo(act.handler, elsewhere), "in front of a handler not Go's")
+	assert.Zero(t, chainedSIGSEGV.Load())
+	assert.True(t, ChainsToGo(elsewhere, act.handler), "in front of Go's")
+	assert.Equal(t, uintptr(elsewhere), chainedSIGSEGV.Load())
+	assert.True(t, goHandlesSIGSEGV(), "Go's own, installed, still counts")
+}
+
 // The kernel question each check asks first (rt_sigaction), and a load under
 // SetPanicOnFault, beside one process_vm_readv.
 func BenchmarkGoHandlesSIGSEGV(b *testing.B) {

@@ -37,7 +37,7 @@
  *   errors.inc        the entry points the Go core hands over, and errors raised as their kind
  *   gate.inc          the gate (what no call may be), and entering contexts
  *   objects.inc       the objects' structs
- *   proof.inc         the handle proof: stream and event objects read by loads
+ *   proof.inc         the handle proof: stream and event objects read by loads, guarded
  *   holds.inc         holds: no close under a call in flight
  *   stream_calls.inc  a stream's frequent calls: record, wait, query, wait_event, wait_stream
  *   wait.inc          waiting: synchronize, which Ctrl-C ends
@@ -55,6 +55,8 @@
  */
 #include <Python.h>
 #include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>

@@ -89,7 +89,8 @@ function_handle: Callable[[int], int] = _go(_native.pyshim_FunctionHandle)
 live_keys: Callable[[], int] = _native.pyshim_LiveStreams  # the count of open keys; no driver
 live_events = core.live_events  # the count of events the core made and has not destroyed
 live_streams = core.live_streams  # the count of streams the core made and has not destroyed
-proofs = core.proofs  # (here, in Go): the stream proofs made by loads in the core, and by the Go check
+proofs = core.proofs  # (streams here, in Go, events here, in Go): the proofs by loads in the core, and by the Go check
+load_word = core.load_word  # a word read as the proofs read, guarded: None where a fault ended the load
 validation_reads: Callable[[], str] = _native.pyshim_ValidationReads  # diagnostics; no driver
 read_words: Callable[[int, int], str] = _go(_native.pyshim_ReadWords)  # host memory, fault-protected (DLPack capsules)
 
