@@ -5,6 +5,7 @@ process. Every other fault goes on as if the core's handler were not there: to G
 own checks keep reading by loads), to faulthandler's, or to the default action. Each case
 runs in a child: faults are its subject."""
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -25,8 +26,11 @@ del word
 
 
 def _child(code, *flags):
+    env = dict(os.environ)
+    for setting in ("STREAMBRIDGE_LAYOUT", "STREAMBRIDGE_SIM_LAYOUT"):  # the loads are the subject: a layout to learn
+        env.pop(setting, None)
     p = subprocess.run([sys.executable, *flags, "-c", textwrap.dedent(SETUP) + textwrap.dedent(code)],
-                       capture_output=True, text=True, timeout=60)
+                       capture_output=True, text=True, timeout=60, env=env)
     return p.returncode, p.stdout, p.stderr
 
 
