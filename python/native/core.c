@@ -57,6 +57,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <ucontext.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>

@@ -36,9 +36,12 @@ def _child(code, *flags):
 
 def test_a_fault_in_the_loads_ends_them_and_go_keeps_its_loads():
     rc, out, err = _child("""
+        import signal
         print("mapped", hex(_core.load_word(mapped)))
         page.close()
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, [])
         print("unmapped", _core.load_word(mapped))
+        print("mask kept", signal.pthread_sigmask(signal.SIG_BLOCK, []) == mask)
         print("reads", _core.validation_reads())
         try:
             sb.ExternalStream(mapped)  # the Go check reads it by loads, under the core's handler
@@ -46,7 +49,8 @@ def test_a_fault_in_the_loads_ends_them_and_go_keeps_its_loads():
             print("refused", "not a live CUDA stream" in str(e) or "is not" in str(e))
     """)
     assert rc == 0, err
-    assert out.splitlines() == ["mapped 0x5eed", "unmapped None", "reads loads", "refused True"], out + err
+    assert out.splitlines() == ["mapped 0x5eed", "unmapped None", "mask kept True", "reads loads", "refused True"], \
+        out + err
 
 
 def test_with_faulthandler_enabled_after_the_guard_a_fault_in_the_loads_still_ends_them():
