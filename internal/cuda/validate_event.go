@@ -213,14 +213,8 @@ func (r reader) eventChain(h uintptr, l *eventLayout, obj []uint64) (id uint64, 
 		defer unfault(&ok)
 	}
 	var w [1]uint64
-	o := h
-	if l.ObjVia >= 0 {
-		if !r.read(h+uintptr(l.ObjVia)*8, w[:]) {
-			return 0, false, false
-		}
-		o = uintptr(w[0])
-	}
-	if !r.read(o, obj) || (l.ObjVia >= 0 && uintptr(obj[l.BackAt]) != h) {
+	o, read := r.eventObject(h, l)
+	if !read || !r.read(o, obj) || (l.ObjVia >= 0 && uintptr(obj[l.BackAt]) != h) {
 		return 0, false, false
 	}
 	if l.IDVia < 0 {
@@ -241,6 +235,33 @@ func (r reader) eventChain(h uintptr, l *eventLayout, obj []uint64) (id uint64, 
 		linked = true
 	}
 	return id, linked, true
+}
+
+// eventObject is the address of a candidate event's object: h, or the word of h's block
+// the layout names; false where that word is unreadable. Called inside a fault-protected
+// region.
+func (r reader) eventObject(h uintptr, l *eventLayout) (uintptr, bool) {
+	if l.ObjVia < 0 {
+		return h, true
+	}
+	var w [1]uint64
+	ok := r.read(h+uintptr(l.ObjVia)*8, w[:])
+	return uintptr(w[0]), ok
+}
+
+// eventContext reads the context word of a candidate event's object: a check's first look,
+// before its links (which may wait for the sentinel).
+func (r reader) eventContext(h uintptr, l *eventLayout) (ctx driver.Context, ok bool) {
+	if r.loads {
+		defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+		defer unfault(&ok)
+	}
+	var w [1]uint64
+	o, read := r.eventObject(h, l)
+	if !read || !r.read(o+uintptr(l.CtxAt)*8, w[:]) {
+		return 0, false
+	}
+	return driver.Context(w[0]), true
 }
 
 // primaryContext reports whether ctx is an active primary context, learning them again
@@ -290,17 +311,16 @@ func (d *Driver) EventCheck(h driver.Event) (driver.Context, uint64, driver.Resu
 	if !evLayout.OK {
 		return 0, 0, driver.ErrorNotSupported
 	}
-	// The context first, so that its sentinel exists before the links are read: an event
-	// alone in its context has no neighbour.
+	// The context first, so that its sentinel exists before the links are read (an event
+	// alone in its context has no neighbour), and the links read once.
 	rd := newReader()
-	var objBuf [layoutSearchWords]uint64
-	obj := objBuf[:evLayout.Words]
-	_, _, ok := rd.eventChain(uintptr(h), &evLayout, obj)
-	ctx := driver.Context(obj[evLayout.CtxAt])
+	ctx, ok := rd.eventContext(uintptr(h), &evLayout)
 	if !ok || !d.primaryContext(ctx) {
 		return 0, 0, driver.ErrorInvalidHandle
 	}
 	d.keepSentinel(ctx)
+	var objBuf [layoutSearchWords]uint64
+	obj := objBuf[:evLayout.Words]
 	if id, linked, ok := rd.eventChain(uintptr(h), &evLayout, obj); ok && linked && driver.Context(obj[evLayout.CtxAt]) == ctx {
 		return ctx, id, driver.Success
 	}
