@@ -208,6 +208,11 @@ func (l *eventLayout) holds(samples []eventSample) bool {
 // points back to the object; one fault-protected region. linked: some neighbour points
 // back; ok false: unreadable, not named back, or a neighbour that does not point back.
 func (r reader) eventChain(h uintptr, l *eventLayout, obj []uint64) (id uint64, linked, ok bool) {
+	return r.eventRead(h, l, obj, true)
+}
+
+// eventRead is eventChain, with the neighbours read only where links is true.
+func (r reader) eventRead(h uintptr, l *eventLayout, obj []uint64, links bool) (id uint64, linked, ok bool) {
 	if r.loads {
 		defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 		defer unfault(&ok)
@@ -226,7 +231,7 @@ func (r reader) eventChain(h uintptr, l *eventLayout, obj []uint64) (id uint64, 
 	}
 	for _, n := range [2]struct{ at, backAt int }{{l.NextAt, l.PrevAt}, {l.PrevAt, l.NextAt}} {
 		next := uintptr(obj[n.at])
-		if next == 0 {
+		if next == 0 || !links {
 			continue
 		}
 		if !r.read(next+uintptr(n.backAt)*8, w[:]) || uintptr(w[0]) != o {
@@ -249,21 +254,6 @@ func (r reader) eventObject(h uintptr, l *eventLayout) (uintptr, bool) {
 	return uintptr(w[0]), ok
 }
 
-// eventContext reads the context word of a candidate event's object: a check's first look,
-// before its links (which may wait for the sentinel).
-func (r reader) eventContext(h uintptr, l *eventLayout) (ctx driver.Context, ok bool) {
-	if r.loads {
-		defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-		defer unfault(&ok)
-	}
-	var w [1]uint64
-	o, read := r.eventObject(h, l)
-	if !read || !r.read(o+uintptr(l.CtxAt)*8, w[:]) {
-		return 0, false
-	}
-	return driver.Context(w[0]), true
-}
-
 // primaryContext reports whether ctx is an active primary context, learning them again
 // when it is not among those seen.
 func (d *Driver) primaryContext(ctx driver.Context) bool {
@@ -282,19 +272,23 @@ func (d *Driver) primaryContext(ctx driver.Context) bool {
 }
 
 // keepSentinel makes sure ctx, an active primary context, holds the sentinel: the one kept
-// there, if its memory still holds its context and identity, else a new one.
-func (d *Driver) keepSentinel(ctx driver.Context) {
+// there, if its memory still holds its context and identity, else a new one; a new one
+// where the candidate is alone in ctx (no neighbour), for then no sentinel kept there
+// lives, however its memory reads: a context destroyed and made again at the same address
+// can leave the old sentinel's memory as it was (the likely cause of a live event refused
+// on an H100 after another test had released the context).
+func (d *Driver) keepSentinel(ctx driver.Context, alone bool) {
 	primariesMu.Lock()
 	defer primariesMu.Unlock()
 	obj := make([]uint64, evLayout.Words)
-	if s, ok := sentinels[ctx]; ok {
-		if id, _, ok := newReader().eventChain(uintptr(s.event), &evLayout, obj); ok &&
+	if s, ok := sentinels[ctx]; ok && !alone { // its object alone: its neighbours are not its to answer for
+		if id, _, ok := newReader().eventRead(uintptr(s.event), &evLayout, obj, false); ok &&
 			driver.Context(obj[evLayout.CtxAt]) == ctx && id == s.id {
 			return
 		}
 	}
 	if e, r := d.EventCreate(ctx, driver.EventDisableTiming); r == driver.Success {
-		if id, _, ok := newReader().eventChain(uintptr(e), &evLayout, obj); ok {
+		if id, _, ok := newReader().eventRead(uintptr(e), &evLayout, obj, false); ok {
 			sentinels[ctx] = sentinel{e, id}
 		}
 	}
@@ -314,13 +308,14 @@ func (d *Driver) EventCheck(h driver.Event) (driver.Context, uint64, driver.Resu
 	// The context first, so that its sentinel exists before the links are read (an event
 	// alone in its context has no neighbour), and the links read once.
 	rd := newReader()
-	ctx, ok := rd.eventContext(uintptr(h), &evLayout)
+	var objBuf [layoutSearchWords]uint64
+	obj := objBuf[:evLayout.Words]
+	_, _, ok := rd.eventRead(uintptr(h), &evLayout, obj, false)
+	ctx := driver.Context(obj[evLayout.CtxAt])
 	if !ok || !d.primaryContext(ctx) {
 		return 0, 0, driver.ErrorInvalidHandle
 	}
-	d.keepSentinel(ctx)
-	var objBuf [layoutSearchWords]uint64
-	obj := objBuf[:evLayout.Words]
+	d.keepSentinel(ctx, obj[evLayout.NextAt] == 0 && obj[evLayout.PrevAt] == 0)
 	if id, linked, ok := rd.eventChain(uintptr(h), &evLayout, obj); ok && linked && driver.Context(obj[evLayout.CtxAt]) == ctx {
 		return ctx, id, driver.Success
 	}
