@@ -3,6 +3,7 @@ package cuda
 import (
 	"strconv"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -249,4 +250,42 @@ func FuzzOnlyLiveStreamsReadRight(f *testing.F) {
 		w := worlds[n]
 		w.reads(t, w.m.Lo-4096+uintptr(at)*8%(w.m.Hi-w.m.Lo+8192))
 	})
+}
+
+// The event check over the software driver: a live event alone in its context is proven,
+// with a fresh sentinel, even where the sentinel kept for that context still reads as alive
+// (a context destroyed and made again at the same address can leave the old sentinel's
+// memory as it was: a live event was refused so on an H100). Here the kept sentinel is such
+// a memory, laid out as a sentinel of the context with its identity, in no list.
+func TestAnEventAloneInItsContextIsProvenWhateverTheKeptSentinelReads(t *testing.T) {
+	t.Setenv(sim.LayoutSetting, "0")
+	t.Setenv(driver.LayoutSetting, "")
+	d := sim.New()
+	l := learnEventLayout(d)
+	require.True(t, l.OK)
+	require.Equal(t, -1, l.ObjVia, "the handle points to the object, as on driver 580")
+	ctx, _, ok := device0(d) // retained for the test's length
+	require.True(t, ok)
+	p := &eventProver{sentinels: map[driver.Context]sentinel{}}
+	first, r := d.EventCreate(ctx, driver.EventDisableTiming)
+	require.Equal(t, driver.Success, r)
+	_, _, r = p.check(d, &l, first)
+	require.Equal(t, driver.Success, r, "an event, with the sentinel made for it")
+	kept, ok := p.sentinels[ctx]
+	require.True(t, ok)
+
+	stale := make([]uint64, l.Words) // what the old sentinel's memory still reads
+	stale[l.CtxAt], stale[l.IDAt] = uint64(ctx), kept.id
+	p.sentinels[ctx] = sentinel{driver.Event(uintptr(unsafe.Pointer(&stale[0]))), kept.id}
+	for _, e := range []driver.Event{first, kept.event} {
+		require.Equal(t, driver.Success, d.EventDestroy(e))
+	}
+
+	alone, r := d.EventCreate(ctx, driver.EventDisableTiming)
+	require.Equal(t, driver.Success, r)
+	got, id, r := p.check(d, &l, alone)
+	require.Equal(t, driver.Success, r, "a live event alone in its context")
+	wantCtx, wantID, _ := d.EventCheck(alone)
+	assert.Equal(t, [2]uint64{uint64(wantCtx), wantID}, [2]uint64{uint64(got), id})
+	assert.NotEqual(t, uintptr(unsafe.Pointer(&stale[0])), uintptr(p.sentinels[ctx].event), "a fresh sentinel")
 }

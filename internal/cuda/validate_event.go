@@ -39,14 +39,19 @@ var (
 	eventLayoutOnce    sync.Once
 	evLayout           eventLayout
 	eventLayoutLearned atomic.Bool
-
-	// The active primary contexts seen: a candidate's context must be one. Refreshed when
-	// a candidate names one not among them. Read with no lock; replaced whole under
-	// primariesMu, which also guards sentinels (one kept event per primary context seen).
-	primariesMu sync.Mutex
-	primaries   atomic.Pointer[map[driver.Context]bool]
-	sentinels   = map[driver.Context]sentinel{}
+	events             = eventProver{sentinels: map[driver.Context]sentinel{}} // the real driver's
 )
+
+// eventProver is what the event check keeps beside the layout, over any driver (the real
+// one's is events; tests run one over the software driver): the active primary contexts
+// seen, a candidate's context must be one (refreshed when a candidate names one not among
+// them; read with no lock, replaced whole under mu), and one kept event per primary
+// context seen, the sentinel (under mu).
+type eventProver struct {
+	mu        sync.Mutex
+	primaries atomic.Pointer[map[driver.Context]bool]
+	sentinels map[driver.Context]sentinel
+}
 
 // sentinel is the event the check keeps in a primary context, and its identity.
 type sentinel struct {
@@ -254,20 +259,20 @@ func (r reader) eventObject(h uintptr, l *eventLayout) (uintptr, bool) {
 	return uintptr(w[0]), ok
 }
 
-// primaryContext reports whether ctx is an active primary context, learning them again
-// when it is not among those seen.
-func (d *Driver) primaryContext(ctx driver.Context) bool {
-	if known := primaries.Load(); known != nil && (*known)[ctx] {
+// primaryContext reports whether ctx is an active primary context of api, learning them
+// again when it is not among those seen.
+func (p *eventProver) primaryContext(api driver.API, ctx driver.Context) bool {
+	if known := p.primaries.Load(); known != nil && (*known)[ctx] {
 		return true
 	}
-	primariesMu.Lock()
-	defer primariesMu.Unlock()
-	if known := primaries.Load(); known != nil && (*known)[ctx] {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if known := p.primaries.Load(); known != nil && (*known)[ctx] {
 		return true
 	}
 	found := map[driver.Context]bool{}
-	eachActivePrimary(d, func(c driver.Context) { found[c] = true })
-	primaries.Store(&found)
+	eachActivePrimary(api, func(c driver.Context) { found[c] = true })
+	p.primaries.Store(&found)
 	return found[ctx]
 }
 
@@ -277,21 +282,40 @@ func (d *Driver) primaryContext(ctx driver.Context) bool {
 // lives, however its memory reads: a context destroyed and made again at the same address
 // can leave the old sentinel's memory as it was (the likely cause of a live event refused
 // on an H100 after another test had released the context).
-func (d *Driver) keepSentinel(ctx driver.Context, alone bool) {
-	primariesMu.Lock()
-	defer primariesMu.Unlock()
-	obj := make([]uint64, evLayout.Words)
-	if s, ok := sentinels[ctx]; ok && !alone { // its object alone: its neighbours are not its to answer for
-		if id, _, ok := newReader().eventRead(uintptr(s.event), &evLayout, obj, false); ok &&
-			driver.Context(obj[evLayout.CtxAt]) == ctx && id == s.id {
+func (p *eventProver) keepSentinel(api driver.API, l *eventLayout, ctx driver.Context, alone bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	obj := make([]uint64, l.Words)
+	if s, ok := p.sentinels[ctx]; ok && !alone { // its object alone: its neighbours are not its to answer for
+		if id, _, ok := newReader().eventRead(uintptr(s.event), l, obj, false); ok &&
+			driver.Context(obj[l.CtxAt]) == ctx && id == s.id {
 			return
 		}
 	}
-	if e, r := d.EventCreate(ctx, driver.EventDisableTiming); r == driver.Success {
-		if id, _, ok := newReader().eventRead(uintptr(e), &evLayout, obj, false); ok {
-			sentinels[ctx] = sentinel{e, id}
+	if e, r := api.EventCreate(ctx, driver.EventDisableTiming); r == driver.Success {
+		if id, _, ok := newReader().eventRead(uintptr(e), l, obj, false); ok {
+			p.sentinels[ctx] = sentinel{e, id}
 		}
 	}
+}
+
+// check is the event check of h by l over api (see EventCheck), h plausible as an address.
+func (p *eventProver) check(api driver.API, l *eventLayout, h driver.Event) (driver.Context, uint64, driver.Result) {
+	// The context first, so that its sentinel exists before the links are read (an event
+	// alone in its context has no neighbour), and the links read once.
+	rd := newReader()
+	var objBuf [layoutSearchWords]uint64
+	obj := objBuf[:l.Words]
+	_, _, ok := rd.eventRead(uintptr(h), l, obj, false)
+	ctx := driver.Context(obj[l.CtxAt])
+	if !ok || !p.primaryContext(api, ctx) {
+		return 0, 0, driver.ErrorInvalidHandle
+	}
+	p.keepSentinel(api, l, ctx, obj[l.NextAt] == 0 && obj[l.PrevAt] == 0)
+	if id, linked, ok := rd.eventChain(uintptr(h), l, obj); ok && linked && driver.Context(obj[l.CtxAt]) == ctx {
+		return ctx, id, driver.Success
+	}
+	return 0, 0, driver.ErrorInvalidHandle
 }
 
 // EventCheck reports whether h is a live event of an active primary context, and its
@@ -305,21 +329,7 @@ func (d *Driver) EventCheck(h driver.Event) (driver.Context, uint64, driver.Resu
 	if !evLayout.OK {
 		return 0, 0, driver.ErrorNotSupported
 	}
-	// The context first, so that its sentinel exists before the links are read (an event
-	// alone in its context has no neighbour), and the links read once.
-	rd := newReader()
-	var objBuf [layoutSearchWords]uint64
-	obj := objBuf[:evLayout.Words]
-	_, _, ok := rd.eventRead(uintptr(h), &evLayout, obj, false)
-	ctx := driver.Context(obj[evLayout.CtxAt])
-	if !ok || !d.primaryContext(ctx) {
-		return 0, 0, driver.ErrorInvalidHandle
-	}
-	d.keepSentinel(ctx, obj[evLayout.NextAt] == 0 && obj[evLayout.PrevAt] == 0)
-	if id, linked, ok := rd.eventChain(uintptr(h), &evLayout, obj); ok && linked && driver.Context(obj[evLayout.CtxAt]) == ctx {
-		return ctx, id, driver.Success
-	}
-	return 0, 0, driver.ErrorInvalidHandle
+	return events.check(d, &evLayout, h)
 }
 
 // EventMemory is the learned event layout, in the brk heap as StreamMemory's is; not OK
