@@ -235,12 +235,16 @@ func layoutWords(m driver.StreamMemory) string {
 	if m.ObjVia >= 0 {
 		object = fmt.Sprintf("the object one block further (word %d of the block its block points to)", m.ObjVia)
 	}
-	identity := fmt.Sprintf("word %d", m.IDAt)
-	if m.IDVia >= 0 {
-		identity = fmt.Sprintf("word %d of the block the object's word %d points to", m.IDAt, m.IDVia)
-	}
 	return fmt.Sprintf("a handle leads to %s, which holds the handle at word %d and the context at word %d; the identity is at %s",
-		object, m.BackAt, m.CtxAt, identity)
+		object, m.BackAt, m.CtxAt, identityWords(m.IDAt, m.IDVia))
+}
+
+// identityWords says where an object's identity lies, a stream's or an event's.
+func identityWords(idAt, idVia int) string {
+	if idVia >= 0 {
+		return fmt.Sprintf("word %d of the block the object's word %d points to", idAt, idVia)
+	}
+	return fmt.Sprintf("word %d", idAt)
 }
 
 // eventLayoutWords says where an event's words lie, as m describes them.
@@ -249,12 +253,8 @@ func eventLayoutWords(m driver.EventMemory) string {
 	if m.ObjVia >= 0 {
 		object = fmt.Sprintf("the object word %d of its block points to, which holds the handle at word %d", m.ObjVia, m.BackAt)
 	}
-	identity := fmt.Sprintf("word %d", m.IDAt)
-	if m.IDVia >= 0 {
-		identity = fmt.Sprintf("word %d of the block the object's word %d points to", m.IDAt, m.IDVia)
-	}
 	return fmt.Sprintf("an event handle leads to %s, whose context is at word %d, whose neighbours in its context's list "+
-		"are at words %d and %d, and whose identity is at %s", object, m.CtxAt, m.NextAt, m.PrevAt, identity)
+		"are at words %d and %d, and whose identity is at %s", object, m.CtxAt, m.NextAt, m.PrevAt, identityWords(m.IDAt, m.IDVia))
 }
 
 // eventProof says how an event handle is proven, by the event e of this driver's own.

@@ -3,7 +3,6 @@ package cuda
 import (
 	"strconv"
 	"testing"
-	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -253,10 +252,10 @@ func FuzzOnlyLiveStreamsReadRight(f *testing.F) {
 }
 
 // The event check over the software driver: a live event alone in its context is proven,
-// with a fresh sentinel, even where the sentinel kept for that context still reads as alive
-// (a context destroyed and made again at the same address can leave the old sentinel's
-// memory as it was: a live event was refused so on an H100). Here the kept sentinel is such
-// a memory, laid out as a sentinel of the context with its identity, in no list.
+// with a fresh sentinel made beside it, after the sentinel made for an earlier event is
+// gone with every other event of the context (as when a context is released and made again
+// at the same address, where a kept sentinel's memory can still read as alive: a live event
+// was refused so on an H100 while the check trusted it).
 func TestAnEventAloneInItsContextIsProvenWhateverTheKeptSentinelReads(t *testing.T) {
 	t.Setenv(sim.LayoutSetting, "0")
 	t.Setenv(driver.LayoutSetting, "")
@@ -266,18 +265,17 @@ func TestAnEventAloneInItsContextIsProvenWhateverTheKeptSentinelReads(t *testing
 	require.Equal(t, -1, l.ObjVia, "the handle points to the object, as on driver 580")
 	ctx, _, ok := device0(d) // retained for the test's length
 	require.True(t, ok)
-	p := &eventProver{sentinels: map[driver.Context]sentinel{}}
+	var p eventProver
 	first, r := d.EventCreate(ctx, driver.EventDisableTiming)
 	require.Equal(t, driver.Success, r)
 	_, _, r = p.check(d, &l, first)
 	require.Equal(t, driver.Success, r, "an event, with the sentinel made for it")
-	kept, ok := p.sentinels[ctx]
-	require.True(t, ok)
-
-	stale := make([]uint64, l.Words) // what the old sentinel's memory still reads
-	stale[l.CtxAt], stale[l.IDAt] = uint64(ctx), kept.id
-	p.sentinels[ctx] = sentinel{driver.Event(uintptr(unsafe.Pointer(&stale[0]))), kept.id}
-	for _, e := range []driver.Event{first, kept.event} {
+	obj := make([]uint64, l.Words)
+	_, linked, ok := (reader{}).eventChain(uintptr(first), &l, obj)
+	require.True(t, ok && linked)
+	kept := driver.Event(obj[l.NextAt])
+	require.NotZero(t, kept, "the sentinel made after it")
+	for _, e := range []driver.Event{first, kept} {
 		require.Equal(t, driver.Success, d.EventDestroy(e))
 	}
 
@@ -287,5 +285,6 @@ func TestAnEventAloneInItsContextIsProvenWhateverTheKeptSentinelReads(t *testing
 	require.Equal(t, driver.Success, r, "a live event alone in its context")
 	wantCtx, wantID, _ := d.EventCheck(alone)
 	assert.Equal(t, [2]uint64{uint64(wantCtx), wantID}, [2]uint64{uint64(got), id})
-	assert.NotEqual(t, uintptr(unsafe.Pointer(&stale[0])), uintptr(p.sentinels[ctx].event), "a fresh sentinel")
+	_, linked, ok = (reader{}).eventChain(uintptr(alone), &l, obj)
+	assert.True(t, ok && linked, "a fresh sentinel")
 }

@@ -144,15 +144,23 @@ func (r reader) streamChain(h uintptr, l *streamLayout, obj []uint64, hdr *[2]ui
 		!r.read(uintptr(w[0]), obj) || uintptr(obj[l.BackAt]) != h {
 		return 0, 0, false
 	}
-	if l.IDVia < 0 {
-		id = obj[l.IDAt]
-	} else if r.read(uintptr(obj[l.IDVia])+uintptr(l.IDAt)*8, w[:]) {
-		id = w[0]
-	} else {
+	if id, ok = r.identity(obj, l.IDAt, l.IDVia); !ok {
 		return 0, 0, false
 	}
 	ctx = uintptr(obj[l.CtxAt])
 	return ctx, id, hdr == nil || r.read(ctx, hdr[:])
+}
+
+// identity is an object's identity, stream's or event's: its word idAt, or, where idVia is
+// not -1, word idAt of the block its word idVia points to; false where that is unreadable.
+// Inside the caller's fault-protected region.
+func (r reader) identity(obj []uint64, idAt, idVia int) (uint64, bool) {
+	if idVia < 0 {
+		return obj[idAt], true
+	}
+	var w [1]uint64
+	ok := r.read(uintptr(obj[idVia])+uintptr(idAt)*8, w[:])
+	return w[0], ok
 }
 
 // learnStreams is how many streams learnLayout makes: the identity's place must hold each

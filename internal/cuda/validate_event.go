@@ -26,10 +26,13 @@ import (
 // handle, or any other pointer, names no primary context at the context's word, or has no
 // neighbour pointing back.
 //
-// An event alone in its context has no neighbour: so before it reads a candidate the check
-// makes sure the candidate's primary context holds an event it keeps (a sentinel, one per
-// primary context, made again after a reset destroyed it); every other live event of the
-// context then has a neighbour.
+// An event alone in its context has no neighbour: where a candidate names none, the check
+// makes an event in its context (a sentinel, never destroyed: it goes with the context)
+// and reads the links again; every live event of the context then has a neighbour. No
+// sentinel is kept track of: one that names no neighbour says by itself that none lives
+// in its context any more (its context released and made again at the same address can
+// leave an old sentinel's memory reading as it did, which a kept one's check trusted: a
+// live event refused on an H100).
 
 // eventLayout is the learned description of event objects (driver.EventMemory): OK once
 // learned and trusted; Lo is filled where it is handed over (Driver.EventMemory).
@@ -39,24 +42,16 @@ var (
 	eventLayoutOnce    sync.Once
 	evLayout           eventLayout
 	eventLayoutLearned atomic.Bool
-	events             = eventProver{sentinels: map[driver.Context]sentinel{}} // the real driver's
+	events             eventProver // the real driver's
 )
 
 // eventProver is what the event check keeps beside the layout, over any driver (the real
 // one's is events; tests run one over the software driver): the active primary contexts
-// seen, a candidate's context must be one (refreshed when a candidate names one not among
-// them; read with no lock, replaced whole under mu), and one kept event per primary
-// context seen, the sentinel (under mu).
+// seen, a candidate's context must be one. Refreshed when a candidate names one not among
+// them; read with no lock, replaced whole under mu.
 type eventProver struct {
 	mu        sync.Mutex
 	primaries atomic.Pointer[map[driver.Context]bool]
-	sentinels map[driver.Context]sentinel
-}
-
-// sentinel is the event the check keeps in a primary context, and its identity.
-type sentinel struct {
-	event driver.Event
-	id    uint64
 }
 
 // learnEventLayout creates three events in device 0's primary context, one after another,
@@ -213,11 +208,6 @@ func (l *eventLayout) holds(samples []eventSample) bool {
 // points back to the object; one fault-protected region. linked: some neighbour points
 // back; ok false: unreadable, not named back, or a neighbour that does not point back.
 func (r reader) eventChain(h uintptr, l *eventLayout, obj []uint64) (id uint64, linked, ok bool) {
-	return r.eventRead(h, l, obj, true)
-}
-
-// eventRead is eventChain, with the neighbours read only where links is true.
-func (r reader) eventRead(h uintptr, l *eventLayout, obj []uint64, links bool) (id uint64, linked, ok bool) {
 	if r.loads {
 		defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 		defer unfault(&ok)
@@ -227,16 +217,12 @@ func (r reader) eventRead(h uintptr, l *eventLayout, obj []uint64, links bool) (
 	if !read || !r.read(o, obj) || (l.ObjVia >= 0 && uintptr(obj[l.BackAt]) != h) {
 		return 0, false, false
 	}
-	if l.IDVia < 0 {
-		id = obj[l.IDAt]
-	} else if r.read(uintptr(obj[l.IDVia])+uintptr(l.IDAt)*8, w[:]) {
-		id = w[0]
-	} else {
+	if id, ok = r.identity(obj, l.IDAt, l.IDVia); !ok {
 		return 0, false, false
 	}
 	for _, n := range [2]struct{ at, backAt int }{{l.NextAt, l.PrevAt}, {l.PrevAt, l.NextAt}} {
 		next := uintptr(obj[n.at])
-		if next == 0 || !links {
+		if next == 0 {
 			continue
 		}
 		if !r.read(next+uintptr(n.backAt)*8, w[:]) || uintptr(w[0]) != o {
@@ -276,46 +262,27 @@ func (p *eventProver) primaryContext(api driver.API, ctx driver.Context) bool {
 	return found[ctx]
 }
 
-// keepSentinel makes sure ctx, an active primary context, holds the sentinel: the one kept
-// there, if its memory still holds its context and identity, else a new one; a new one
-// where the candidate is alone in ctx (no neighbour), for then no sentinel kept there
-// lives, however its memory reads: a context destroyed and made again at the same address
-// can leave the old sentinel's memory as it was (the likely cause of a live event refused
-// on an H100 after another test had released the context).
-func (p *eventProver) keepSentinel(api driver.API, l *eventLayout, ctx driver.Context, alone bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	obj := make([]uint64, l.Words)
-	if s, ok := p.sentinels[ctx]; ok && !alone { // its object alone: its neighbours are not its to answer for
-		if id, _, ok := newReader().eventRead(uintptr(s.event), l, obj, false); ok &&
-			driver.Context(obj[l.CtxAt]) == ctx && id == s.id {
-			return
-		}
-	}
-	if e, r := api.EventCreate(ctx, driver.EventDisableTiming); r == driver.Success {
-		if id, _, ok := newReader().eventRead(uintptr(e), l, obj, false); ok {
-			p.sentinels[ctx] = sentinel{e, id}
-		}
-	}
-}
-
-// check is the event check of h by l over api (see EventCheck), h plausible as an address.
+// check is the event check of h by l over api (see EventCheck), h plausible as an address:
+// its chain read, then, where it names no neighbour, a sentinel made in its context and the
+// chain read again.
 func (p *eventProver) check(api driver.API, l *eventLayout, h driver.Event) (driver.Context, uint64, driver.Result) {
-	// The context first, so that its sentinel exists before the links are read (an event
-	// alone in its context has no neighbour), and the links read once.
 	rd := newReader()
 	var objBuf [layoutSearchWords]uint64
 	obj := objBuf[:l.Words]
-	_, _, ok := rd.eventRead(uintptr(h), l, obj, false)
+	id, linked, ok := rd.eventChain(uintptr(h), l, obj)
 	ctx := driver.Context(obj[l.CtxAt])
 	if !ok || !p.primaryContext(api, ctx) {
 		return 0, 0, driver.ErrorInvalidHandle
 	}
-	p.keepSentinel(api, l, ctx, obj[l.NextAt] == 0 && obj[l.PrevAt] == 0)
-	if id, linked, ok := rd.eventChain(uintptr(h), l, obj); ok && linked && driver.Context(obj[l.CtxAt]) == ctx {
-		return ctx, id, driver.Success
+	if !linked { // alone in ctx: no other event lives there
+		if _, r := api.EventCreate(ctx, driver.EventDisableTiming); r != driver.Success {
+			return 0, 0, driver.ErrorInvalidHandle
+		}
+		if id, linked, ok = rd.eventChain(uintptr(h), l, obj); !ok || !linked || driver.Context(obj[l.CtxAt]) != ctx {
+			return 0, 0, driver.ErrorInvalidHandle
+		}
 	}
-	return 0, 0, driver.ErrorInvalidHandle
+	return ctx, id, driver.Success
 }
 
 // EventCheck reports whether h is a live event of an active primary context, and its

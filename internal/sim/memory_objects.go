@@ -127,11 +127,14 @@ type eventMem struct {
 }
 
 // handle is the address m's handle names.
-func (m *eventMem) handle(l objLayout) uintptr {
+func (m *eventMem) handle(l objLayout) uintptr { return uintptr(unsafe.Pointer(m)) + l.eventHandleAt() }
+
+// eventHandleAt is where in an event's memory its handle points: its object, or its block.
+func (l objLayout) eventHandleAt() uintptr {
 	if l.eventVia >= 0 {
-		return uintptr(unsafe.Pointer(&m.block))
+		return unsafe.Offsetof(eventMem{}.block)
 	}
-	return uintptr(unsafe.Pointer(&m.obj))
+	return unsafe.Offsetof(eventMem{}.obj)
 }
 
 // eventAt is the event memory whose object is at address o, or nil.
@@ -285,11 +288,7 @@ func (d *Driver) unplace(h uintptr) bool {
 		return m != nil
 	case *event:
 		l := d.layout
-		off := unsafe.Offsetof(eventMem{}.obj)
-		if l.eventVia >= 0 {
-			off = unsafe.Offsetof(eventMem{}.block)
-		}
-		m, link := d.events.give(h - off)
+		m, link := d.events.give(h - l.eventHandleAt())
 		if m == nil {
 			return false
 		}
