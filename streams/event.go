@@ -217,19 +217,32 @@ func (e *Event) String() string {
 // use takes a use of e for one call (see uses): e is not nil, not closed, and, borrowed,
 // still the event it was when wrapped. Every method that reaches the driver takes one
 // first and gives it back (done) when the driver has answered.
-func (e *Event) use() error {
+func (e *Event) use() error { return e.useBy(goroutine()) }
+
+// useBy is use for a call of goroutine g's (see uses.enter), given back with doneBy. An
+// event of ours used by the goroutine that owns its uses, open, takes its use inline
+// (uses.enterFast); every other case is useChecked's.
+func (e *Event) useBy(g uintptr) error {
+	if e != nil && e.id == 0 && e.ctx != nil && e.uses.enterFast(g) {
+		return nil
+	}
+	return e.useChecked(g)
+}
+
+// useChecked is useBy's every case.
+func (e *Event) useChecked(g uintptr) error {
 	if e == nil {
 		return ErrNil
 	}
 	if e.ctx == nil {
 		return errZero("Event")
 	}
-	if err := e.uses.enter(e); err != nil {
+	if err := e.uses.enter(e, g); err != nil {
 		return err
 	}
 	if e.proven() {
 		if err := e.ctx.drv.VerifyEvent(uintptr(e.handle), e.id); err != nil {
-			e.done()
+			e.doneBy(g)
 			return err
 		}
 	}
@@ -237,7 +250,10 @@ func (e *Event) use() error {
 }
 
 // done gives back a use taken by use.
-func (e *Event) done() { e.uses.leave(e) }
+func (e *Event) done() { e.doneBy(goroutine()) }
+
+// doneBy gives back a use taken by useBy(g).
+func (e *Event) doneBy(g uintptr) { e.uses.leave(e, g) }
 
 // recorded notes where the record just made on s went: into a capture of ours that may go
 // on, or not. While no capture of ours may go on, it costs two loads.

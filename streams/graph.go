@@ -202,13 +202,13 @@ func (g *Graph) use() error {
 	if g.ctx == nil {
 		return errZero("Graph")
 	}
-	if err := g.uses.enter(g); err != nil {
+	if err := g.uses.enter(g, goroutine()); err != nil {
 		return err
 	}
 	return nil
 }
 
-func (g *Graph) done() { g.uses.leave(g) }
+func (g *Graph) done() { g.uses.leave(g, goroutine()) }
 
 // Close destroys the graph (cuGraphDestroy). It is idempotent; a call in flight on another
 // goroutine keeps the graph until it returns.
@@ -253,11 +253,11 @@ func (e *GraphExec) use(s *Stream) error {
 	if e.graph == nil {
 		return errZero("GraphExec")
 	}
-	if err := e.uses.enter(e); err != nil {
+	if err := e.uses.enter(e, goroutine()); err != nil {
 		return err
 	}
 	if err := s.useWith(e.graph.ctx.drv); err != nil {
-		e.uses.leave(e)
+		e.uses.leave(e, goroutine())
 		return err
 	}
 	return nil
@@ -265,7 +265,7 @@ func (e *GraphExec) use(s *Stream) error {
 
 func (e *GraphExec) done(s *Stream) {
 	s.done()
-	e.uses.leave(e)
+	e.uses.leave(e, goroutine())
 }
 
 // Launch runs the graph on s (cuGraphLaunch). A stream that is capturing is refused with

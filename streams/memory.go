@@ -73,7 +73,7 @@ func (b *Buffer) destroy() error {
 
 // hostSpan takes a use of b (see uses) for a copy between it and host, which must fit in
 // it: the host address and the length in bytes. The caller gives the use back with
-// b.uses.leave(b).
+// b.uses.leave(b, goroutine()).
 func hostSpan[T any](b *Buffer, host []T) (unsafe.Pointer, uint64, error) {
 	if b == nil {
 		return nil, 0, ErrNil
@@ -85,7 +85,7 @@ func hostSpan[T any](b *Buffer, host []T) (unsafe.Pointer, uint64, error) {
 	if n > b.size {
 		return nil, 0, fmt.Errorf("streambridge: copy of %d bytes into a buffer of %d", n, b.size)
 	}
-	if err := b.uses.enter(b); err != nil {
+	if err := b.uses.enter(b, goroutine()); err != nil {
 		return nil, 0, err
 	}
 	if n == 0 {
@@ -101,7 +101,7 @@ func CopyToDevice[T any](b *Buffer, src []T) error {
 	if err != nil {
 		return err
 	}
-	defer b.uses.leave(b)
+	defer b.uses.leave(b, goroutine())
 	if n == 0 {
 		return nil
 	}
@@ -117,7 +117,7 @@ func CopyFromDevice[T any](dst []T, b *Buffer) error {
 	if err != nil {
 		return err
 	}
-	defer b.uses.leave(b)
+	defer b.uses.leave(b, goroutine())
 	if n == 0 {
 		return nil
 	}
@@ -133,7 +133,7 @@ func CopyToDeviceAsync[T any](b *Buffer, src []T, s *Stream) error {
 	if err != nil {
 		return err
 	}
-	defer b.uses.leave(b)
+	defer b.uses.leave(b, goroutine())
 	if n == 0 {
 		return nil
 	}
@@ -152,7 +152,7 @@ func CopyFromDeviceAsync[T any](dst []T, b *Buffer, s *Stream) error {
 	if err != nil {
 		return err
 	}
-	defer b.uses.leave(b)
+	defer b.uses.leave(b, goroutine())
 	if n == 0 {
 		return nil
 	}

@@ -77,10 +77,10 @@ func (m *Module) Function(name string) (*Function, error) {
 	if m.ctx == nil {
 		return nil, errZero("Module")
 	}
-	if err := m.uses.enter(m); err != nil {
+	if err := m.uses.enter(m, goroutine()); err != nil {
 		return nil, err
 	}
-	defer m.uses.leave(m)
+	defer m.uses.leave(m, goroutine())
 	symbol := name
 	if m.program != nil {
 		symbol = m.program.LoweredName(name)
@@ -222,10 +222,10 @@ func (f *Function) Launch(s *Stream, cfg LaunchConfig, args *Args) error {
 		return errZero("Function")
 	}
 	m := f.module
-	if err := m.uses.enter(m); err != nil {
+	if err := m.uses.enter(m, goroutine()); err != nil {
 		return err
 	}
-	defer m.uses.leave(m)
+	defer m.uses.leave(m, goroutine())
 	c := m.ctx
 	if err := s.useWith(c.drv); err != nil {
 		return err

@@ -66,8 +66,9 @@ func closesStream(o *raceObjects) func() error { return o.s.Close }
 func closesEvent(o *raceObjects) func() error  { return o.e.Close }
 func closesExec(o *raceObjects) func() error   { return o.exec.Close }
 
-// newRaceObjects makes one round's objects; the test closes those the round did not.
-func newRaceObjects(t *testing.T, c *Context) *raceObjects {
+// newRaceObjects makes one round's objects; the test closes those the round did not. The
+// round's stream records its event here where recorded, else the round does it first.
+func newRaceObjects(t *testing.T, c *Context, recorded bool) *raceObjects {
 	t.Helper()
 	o := &raceObjects{other: newStream(t, c, StreamOptions{}), end: newEvent(t, c, EventOptions{})}
 	var err error
@@ -75,7 +76,9 @@ func newRaceObjects(t *testing.T, c *Context) *raceObjects {
 	require.NoError(t, err)
 	o.e, err = c.NewEvent(EventOptions{})
 	require.NoError(t, err)
-	require.NoError(t, o.s.Record(o.e))
+	if recorded {
+		require.NoError(t, o.s.Record(o.e))
+	}
 	require.NoError(t, o.other.Record(o.end))
 	require.NoError(t, o.other.BeginCapture(CaptureRelaxed))
 	require.NoError(t, o.other.LaunchHostFunc(func() {}))
@@ -94,22 +97,36 @@ func newRaceObjects(t *testing.T, c *Context) *raceObjects {
 
 // Every call, from several goroutines, while another goroutine closes the object: each
 // call either runs on the live object or fails with ErrClosed, and the last one out
-// destroys the handle. Nothing else may happen.
+// destroys the handle. Nothing else may happen. The goroutine that uses an object first
+// owns its uses (uses.go): in even rounds the closing goroutine, in odd ones a caller, so
+// that Close comes from the owner and from another goroutine while the owner's calls run.
 func TestCloseRacingEveryCall(t *testing.T) {
 	eachDriver(t, func(t *testing.T, d *Driver) {
 		c := primary(t, d, 0)
 		for _, tc := range raceCalls {
 			t.Run(tc.name, func(t *testing.T) {
 				for round := range 20 {
-					o := newRaceObjects(t, c)
+					o := newRaceObjects(t, c, false)
 					const callers = 4
 					var wg sync.WaitGroup
-					errs := make(chan error, callers)
-					start := make(chan struct{})
-					for range callers {
+					errs := make(chan error, callers+1)
+					start, used := make(chan struct{}), make(chan struct{})
+					firstUse := func() { // the round's stream and event: recorded, and owned by whoever does it
+						if err := o.s.Record(o.e); err != nil {
+							errs <- err
+						}
+						close(used)
+					}
+					if round%2 == 0 {
+						firstUse()
+					}
+					for i := range callers {
 						wg.Add(1)
 						go func() {
 							defer wg.Done()
+							if i == 0 && round%2 == 1 {
+								firstUse()
+							}
 							<-start
 							for {
 								if err := tc.call(o); err != nil {
@@ -119,6 +136,7 @@ func TestCloseRacingEveryCall(t *testing.T) {
 							}
 						}()
 					}
+					<-used
 					close(start)
 					time.Sleep(time.Duration(round%5) * 50 * time.Microsecond)
 					require.NoError(t, tc.closes(o)())
@@ -220,7 +238,7 @@ func TestSoakRandomCallsWithCloses(t *testing.T) {
 		remake := func(i int) {
 			mu.Lock()
 			defer mu.Unlock()
-			if old := objs[i].Swap(newRaceObjects(t, contexts[i%len(contexts)])); old != nil {
+			if old := objs[i].Swap(newRaceObjects(t, contexts[i%len(contexts)], true)); old != nil {
 				old.close(t)
 			}
 		}

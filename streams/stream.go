@@ -381,20 +381,33 @@ func (s *Stream) run(fn func() driver.Result) driver.Result {
 // still the stream it was when wrapped. Every method that reaches the driver takes one
 // first and gives it back (done) when the driver has answered, so a Close on another
 // goroutine cannot destroy the handle under the call.
-func (s *Stream) use() error {
+func (s *Stream) use() error { return s.useBy(goroutine()) }
+
+// useBy is use for a call of goroutine g's (see uses.enter), given back with doneBy. A
+// stream of ours used by the goroutine that owns its uses, open, takes its use inline
+// (uses.enterFast); every other case is useChecked's.
+func (s *Stream) useBy(g uintptr) error {
+	if s != nil && s.owned && s.uses.enterFast(g) {
+		return nil
+	}
+	return s.useChecked(g)
+}
+
+// useChecked is useBy's every case.
+func (s *Stream) useChecked(g uintptr) error {
 	if s == nil {
 		return ErrNil
 	}
 	if s.ctx == nil {
 		return errZero("Stream")
 	}
-	if err := s.uses.enter(s); err != nil {
+	if err := s.uses.enter(s, g); err != nil {
 		return err
 	}
 	if s.thread != 0 {
 		runtime.LockOSThread() // the call's driver calls stay on the thread checked here
 		if tid := int32(syscall.Gettid()); tid != s.thread {
-			s.done()
+			s.doneBy(g)
 			return fmt.Errorf("%w: the per-thread default stream wrapped on OS thread %d was used from thread %d, whose per-thread stream is another; "+
 				"lock the goroutine to its thread (runtime.LockOSThread) before wrapping handle 2 and while using it, or make a stream of your own",
 				ErrWrongThread, s.thread, tid)
@@ -402,13 +415,13 @@ func (s *Stream) use() error {
 	}
 	if s.id != 0 {
 		if err := s.ctx.drv.VerifyStream(uintptr(s.handle), s.id); err != nil {
-			s.done()
+			s.doneBy(g)
 			return err
 		}
 	}
 	if s.handle < driver.StreamPerThread { // 0 and 1: the legacy stream
 		if err := s.legacyUsable(); err != nil {
-			s.done()
+			s.doneBy(g)
 			return err
 		}
 	}
@@ -430,22 +443,28 @@ func (s *Stream) legacyUsable() error {
 }
 
 // done gives back a use taken by use.
-func (s *Stream) done() {
+func (s *Stream) done() { s.doneBy(goroutine()) }
+
+// doneBy gives back a use taken by useBy(g).
+func (s *Stream) doneBy(g uintptr) {
 	if s.thread != 0 {
 		runtime.UnlockOSThread()
 	}
-	s.uses.leave(s)
+	s.uses.leave(s, g)
 }
 
 // useWith takes a use of s, which must belong to driver d, so that an object of d's can be
 // used on it. (Drivers compare as pointers: comparing their APIs, interfaces, costs a
 // runtime call, a sixth of the streams layer's time around a record and a wait.)
-func (s *Stream) useWith(d *Driver) error {
-	if err := s.use(); err != nil {
+func (s *Stream) useWith(d *Driver) error { return s.useWithBy(d, goroutine()) }
+
+// useWithBy is useWith for a call of goroutine g's, given back with doneBy.
+func (s *Stream) useWithBy(d *Driver, g uintptr) error {
+	if err := s.useBy(g); err != nil {
 		return err
 	}
 	if s.ctx.drv != d {
-		s.done()
+		s.doneBy(g)
 		return ErrWrongDriver
 	}
 	return nil
@@ -453,21 +472,21 @@ func (s *Stream) useWith(d *Driver) error {
 
 // useWithEvent takes a use of s and of e, for a call on both: both open, of one driver.
 // Both are given back with doneWithEvent.
-func (s *Stream) useWithEvent(e *Event) error {
-	if err := e.use(); err != nil {
+func (s *Stream) useWithEvent(e *Event, g uintptr) error {
+	if err := e.useBy(g); err != nil {
 		return err
 	}
-	if err := s.useWith(e.ctx.drv); err != nil {
-		e.done()
+	if err := s.useWithBy(e.ctx.drv, g); err != nil {
+		e.doneBy(g)
 		return err
 	}
 	return nil
 }
 
-// doneWithEvent gives back the uses useWithEvent took.
-func (s *Stream) doneWithEvent(e *Event) {
-	s.done()
-	e.done()
+// doneWithEvent gives back the uses useWithEvent(e, g) took.
+func (s *Stream) doneWithEvent(e *Event, g uintptr) {
+	s.doneBy(g)
+	e.doneBy(g)
 }
 
 // Query reports whether all work submitted to the stream has completed (cuStreamQuery).
@@ -476,10 +495,11 @@ func (s *Stream) doneWithEvent(e *Event) {
 // (another library may capture on it), one of ours while a capture that BeginCapture began
 // may be going on anywhere (else not: the question would cost a quarter of the query).
 func (s *Stream) Query() (bool, error) {
-	if err := s.use(); err != nil {
+	g := goroutine()
+	if err := s.useBy(g); err != nil {
 		return false, err
 	}
-	defer s.done()
+	defer s.doneBy(g)
 	if !s.owned || s.ctx.drv.capturing.Load() != 0 { // ours asked only while a capture of ours may go on: the query is hot
 		if err := s.notCapturing("a query (cuStreamQuery)"); err != nil {
 			return false, err
@@ -513,10 +533,11 @@ func (s *Stream) Synchronize() error {
 // Record records e on the stream (cuEventRecord): e completes when the work submitted so
 // far has. e must be of the stream's device ([ErrWrongDevice]).
 func (s *Stream) Record(e *Event) error {
-	if err := s.useWithEvent(e); err != nil {
+	g := goroutine()
+	if err := s.useWithEvent(e, g); err != nil {
 		return err
 	}
-	defer s.doneWithEvent(e)
+	defer s.doneWithEvent(e, g)
 	if ed, sd := e.ctx.dev.Ordinal(), s.ctx.dev.Ordinal(); ed != sd {
 		return fmt.Errorf("%w: an event of device %d recorded on a stream of device %d (record it on a stream of "+
 			"device %d; a stream of any device may wait for it)", ErrWrongDevice, ed, sd, ed)
@@ -531,10 +552,11 @@ func (s *Stream) Record(e *Event) error {
 // WaitEvent makes work submitted to the stream from now on wait for e's last record
 // (cuStreamWaitEvent). It does not block the caller.
 func (s *Stream) WaitEvent(e *Event) error {
-	if err := s.useWithEvent(e); err != nil {
+	g := goroutine()
+	if err := s.useWithEvent(e, g); err != nil {
 		return err
 	}
-	defer s.doneWithEvent(e)
+	defer s.doneWithEvent(e, g)
 	return s.ctx.drv.check("cuStreamWaitEvent", s.api.StreamWaitEvent(s.callCtx(), s.handle, e.handle, 0))
 }
 

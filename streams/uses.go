@@ -6,17 +6,31 @@ import (
 	"github.com/streambridge/streambridge/internal/driver"
 )
 
-// uses is an object's open state and its calls in flight, in one word, after cuda.core's
-// resource handles: while a call holds the object, its driver handle is valid. Every method
-// that hands the handle to the driver takes a use first (enter) and gives it back when the
+// uses is an object's open state and its calls in flight, after cuda.core's resource
+// handles: while a call holds the object, its driver handle is valid. Every method that
+// hands the handle to the driver takes a use first (enter) and gives it back when the
 // driver has answered (leave); Close marks the object closed, and whichever of Close and
 // the last call in flight comes last destroys the handle. So a Close racing a call on
 // another goroutine never sends a destroyed handle to the driver (the real one crashes on
 // it), and Close never waits for a call in flight: a host function that closes the stream
 // whose Synchronize is waiting for it must not deadlock.
 //
-// A call costs two uncontended atomic adds.
-type uses struct{ word atomic.Int64 }
+// The calls are counted in two places. The goroutine that first uses the object owns it:
+// its calls count in busy, with plain instructions (owner_amd64.s), which only it writes.
+// Every other goroutine's calls count in word, with an atomic add each way. A locked add
+// costs about 5 ns on the H100 machines' Xeons, and a record and a wait took eight of them
+// (bench/RESULTS.md); the owner's calls now take none. The price is paid by whoever would
+// destroy the object from another goroutine than its owner: it cannot read the owner's
+// busy until every thread has passed a barrier, which fenceOthers (membarrier(2)) makes
+// them do, about a microsecond. Whoever finds the object closed after giving its own use
+// back (settle) looks at the other half, so the last one out destroys it, whichever half
+// that is. Where the barrier is not to be had (another OS or architecture), no goroutine
+// owns anything and every call takes the shared count.
+type uses struct {
+	word  atomic.Int64   // closed, destroyed, and the other goroutines' calls in flight
+	owner atomic.Uintptr // the goroutine whose calls count in busy (goroutine()); 0 until the first use
+	busy  int64          // the owner's calls in flight: only the owner writes it (addBusy)
+}
 
 // destroyer is an object with uses: destroy gives its driver handle back, once.
 type destroyer interface{ destroy() error }
@@ -27,37 +41,102 @@ const (
 	usesOne       = 4 // one call in flight
 )
 
-// enter takes a use of o for a call into the driver: ErrInHostFunc inside a host
-// function, where CUDA forbids every CUDA call, and ErrClosed once o is closed; the
-// caller gives back only a use it got.
-func (u *uses) enter(o destroyer) error {
+// enterFast takes a use for goroutine g where g owns u, no host function runs anywhere
+// and u is open: no call and no locked instruction, inlined where a method takes its use.
+// Where it reports false the use is not taken: take it with enter, which does what this
+// does and every case it leaves.
+func (u *uses) enterFast(g uintptr) bool {
+	if u.owner.Load() != g || driver.HostFuncRuns() {
+		return false
+	}
+	u.addBusy(1) // counted in busy before word is read: see ownerIdle
+	if u.word.Load()&usesClosed == 0 {
+		return true
+	}
+	u.addBusy(-1) // closed: enter counts it again and settles
+	return false
+}
+
+// enter takes a use of o for a call into the driver by goroutine g (goroutine(), asked
+// once a call, however many objects it takes): ErrInHostFunc inside a host function,
+// where CUDA forbids every CUDA call, and ErrClosed once o is closed; the caller gives
+// back only a use it got, with the same g.
+func (u *uses) enter(o destroyer, g uintptr) error {
 	if err := outsideHostFunc(); err != nil {
 		return err
 	}
-	if u.word.Add(usesOne)&usesClosed == 0 {
+	owner := u.owner.Load()
+	if owner == 0 {
+		owner = u.own(g)
+	}
+	if owner == g {
+		u.addBusy(1) // counted in busy before word is read: see ownerIdle
+		if u.word.Load()&usesClosed == 0 {
+			return nil
+		}
+	} else if u.word.Add(usesOne)&usesClosed == 0 {
 		return nil
 	}
-	u.leave(o) // Close may have seen this use and left the destroy to it
+	u.leave(o, g) // Close may have seen this use and left the destroy to it
 	return ErrClosed
 }
 
-// leave gives a use of o back, destroying o where it was the last use of a closed o. The
-// destroy's error has no caller to go to: Close returned long ago. It is inlined into
-// every method (the rare destroy is out of line): the use counts are most of the streams
-// layer's time around a record and a wait.
-func (u *uses) leave(o destroyer) {
-	if u.word.Add(-usesOne) == usesClosed {
-		u.destroyLast(o)
+// own makes goroutine g the owner of a u that has none, where the barrier fenceOthers
+// makes is to be had, and returns the owner.
+//
+//go:noinline
+func (u *uses) own(g uintptr) uintptr {
+	if fencesWork() {
+		u.owner.CompareAndSwap(0, g)
+	}
+	return u.owner.Load()
+}
+
+// leave gives back a use of o that goroutine g took, destroying o where it was the last
+// use of a closed o. The destroy's error has no caller to go to: Close returned long ago.
+// It is inlined into every method (the rare destroy is out of line).
+func (u *uses) leave(o destroyer, g uintptr) {
+	if u.owner.Load() == g {
+		u.addBusy(-1)
+		if u.word.Load()&usesClosed == 0 {
+			return
+		}
+	}
+	u.leaveSlow(o, g)
+}
+
+// leaveSlow is the rest of leave: a closed o settled after the owner's use, or a use of
+// another goroutine's given back.
+//
+//go:noinline
+func (u *uses) leaveSlow(o destroyer, g uintptr) {
+	if u.owner.Load() == g || u.word.Add(-usesOne)&usesClosed != 0 {
+		u.settle(o)
 	}
 }
 
-// destroyLast destroys o, once, after its last use left it closed.
+// settle destroys o, once, where it is closed and no call of either half is in flight.
 //
 //go:noinline
-func (u *uses) destroyLast(o destroyer) {
-	if u.word.CompareAndSwap(usesClosed, usesClosed|usesDestroyed) {
+func (u *uses) settle(o destroyer) {
+	if u.word.Load() == usesClosed && u.ownerIdle() && u.word.CompareAndSwap(usesClosed, usesClosed|usesDestroyed) {
 		_ = o.destroy()
 	}
+}
+
+// ownerIdle reports whether the owner has no call in flight. The owner knows its own
+// count; another goroutine reads it after fenceOthers, so that an owner's call counted
+// before it read word open is seen (and an owner that reads word closed after this settles
+// itself). Read after the caller marked o closed.
+func (u *uses) ownerIdle() bool {
+	owner := u.owner.Load()
+	if owner == 0 { // nobody owns it: a goroutine that takes it from now on reads it closed
+		return true
+	}
+	if owner != goroutine() && !fenceOthers() {
+		return false // no barrier: take it for busy (the handle stays undestroyed)
+	}
+	return atomic.LoadInt64(&u.busy) == 0
 }
 
 // close marks o closed and destroys it where no call is in flight (else the last to leave
@@ -69,7 +148,7 @@ func (u *uses) close(o destroyer) (bool, error) {
 	if w&usesClosed != 0 {
 		return false, nil
 	}
-	if w == 0 && u.word.CompareAndSwap(usesClosed, usesClosed|usesDestroyed) {
+	if w == 0 && u.ownerIdle() && u.word.CompareAndSwap(usesClosed, usesClosed|usesDestroyed) {
 		if driver.InHostFunc() {
 			go o.destroy()
 			return true, nil
@@ -80,8 +159,24 @@ func (u *uses) close(o destroyer) (bool, error) {
 }
 
 // claim closes o where it is open with no call in flight, and claims its destroy for the
-// caller, who gives the handle away instead (Event.Disown).
-func (u *uses) claim() bool { return u.word.CompareAndSwap(0, usesClosed|usesDestroyed) }
+// caller, who gives the handle away instead (Event.Disown). Where the owner turns out to
+// have a call in flight, o is open again (a call that began meanwhile got ErrClosed).
+func (u *uses) claim() bool {
+	if !u.word.CompareAndSwap(0, usesClosed|usesDestroyed) {
+		return false
+	}
+	if u.ownerIdle() {
+		return true
+	}
+	u.word.Add(-(usesClosed | usesDestroyed)) // calls that read it closed meanwhile leave it alone: it reads destroyed
+	return false
+}
 
 // closed reports whether o was closed.
 func (u *uses) closed() bool { return u.word.Load()&usesClosed != 0 }
+
+// addBusy counts the owner's calls. Only the owner writes busy: a plain add, which the
+// race detector is not told of (others read busy after fenceOthers' barrier).
+//
+//go:norace
+func (u *uses) addBusy(d int64) { u.busy += d }
