@@ -1,11 +1,14 @@
 package streams
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/streambridge/streambridge/internal/driver"
 	"github.com/streambridge/streambridge/internal/sim"
@@ -383,11 +386,23 @@ func (nullCalls) EventRecordAndWait(driver.Context, driver.Event, driver.Stream,
 	return driver.Success, true
 }
 
-func BenchmarkLayerRecordWait(b *testing.B) {
+// BenchmarkLayerRecordWait is the streams layer around a record and a wait by the
+// goroutine that owns the objects' uses (the first to use them, uses.go); the Shared one
+// by another goroutine, whose calls take the atomic count.
+func BenchmarkLayerRecordWait(b *testing.B) { benchLayerRecordWait(b, false) }
+
+func BenchmarkLayerRecordWaitShared(b *testing.B) { benchLayerRecordWait(b, true) }
+
+func benchLayerRecordWait(b *testing.B, shared bool) {
 	d := newDriver(nullCalls{sim.New()})
 	c := primary(b, d, 0)
 	sa, sb := newStream(b, c, StreamOptions{NonBlocking: true}), newStream(b, c, StreamOptions{NonBlocking: true})
 	e := newEvent(b, c, EventOptions{DisableTiming: true})
+	if shared { // another goroutine uses them first
+		used := make(chan error)
+		go func() { used <- errors.Join(sa.Record(e), sb.WaitEvent(e)) }()
+		require.NoError(b, <-used)
+	}
 	b.ReportAllocs()
 	for b.Loop() {
 		if err := sa.Record(e); err != nil {

@@ -253,7 +253,11 @@ func (e *Event) useChecked(g uintptr) error {
 func (e *Event) done() { e.doneBy(goroutine()) }
 
 // doneBy gives back a use taken by useBy(g).
-func (e *Event) doneBy(g uintptr) { e.uses.leave(e, g) }
+func (e *Event) doneBy(g uintptr) {
+	if e.uses.drop(g) {
+		e.uses.settle(e)
+	}
+}
 
 // recorded notes where the record just made on s went: into a capture of ours that may go
 // on, or not. While no capture of ours may go on, it costs two loads.

@@ -450,7 +450,9 @@ func (s *Stream) doneBy(g uintptr) {
 	if s.thread != 0 {
 		runtime.UnlockOSThread()
 	}
-	s.uses.leave(s, g)
+	if s.uses.drop(g) {
+		s.uses.settle(s)
+	}
 }
 
 // useWith takes a use of s, which must belong to driver d, so that an object of d's can be

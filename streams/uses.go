@@ -94,25 +94,24 @@ func (u *uses) own(g uintptr) uintptr {
 
 // leave gives back a use of o that goroutine g took, destroying o where it was the last
 // use of a closed o. The destroy's error has no caller to go to: Close returned long ago.
-// It is inlined into every method (the rare destroy is out of line).
 func (u *uses) leave(o destroyer, g uintptr) {
-	if u.owner.Load() == g {
-		u.addBusy(-1)
-		if u.word.Load()&usesClosed == 0 {
-			return
-		}
-	}
-	u.leaveSlow(o, g)
-}
-
-// leaveSlow is the rest of leave: a closed o settled after the owner's use, or a use of
-// another goroutine's given back.
-//
-//go:noinline
-func (u *uses) leaveSlow(o destroyer, g uintptr) {
-	if u.owner.Load() == g || u.word.Add(-usesOne)&usesClosed != 0 {
+	if u.drop(g) {
 		u.settle(o)
 	}
+}
+
+// drop is leave but for the destroy: it gives back a use g took and reports whether o is
+// closed, when the caller settles it (leave). The hot methods' doneBy call it themselves
+// so that it is inlined there, no call made.
+func (u *uses) drop(g uintptr) (closed bool) {
+	var w int64
+	if u.owner.Load() == g {
+		u.addBusy(-1)
+		w = u.word.Load()
+	} else {
+		w = u.word.Add(-usesOne)
+	}
+	return w&usesClosed != 0
 }
 
 // settle destroys o, once, where it is closed and no call of either half is in flight.

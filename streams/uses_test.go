@@ -162,3 +162,34 @@ func TestUsesClaimWaitsForTheOwnersCall(t *testing.T) {
 	assert.True(t, o.uses.closed())
 	assert.Zero(t, o.destroys.Load(), "a claimed object is given away, not destroyed")
 }
+
+// goroutine tells goroutines apart and stays the same within one, across a reschedule and
+// a stack that grew (where no goroutine owns anything it is one value for all: fencesWork).
+func TestGoroutineIdentifiesTheCallingGoroutine(t *testing.T) {
+	if !fencesWork() {
+		t.Skip("SKIP: no membarrier here: goroutine() is not used to tell goroutines apart")
+	}
+	mine := goroutine()
+	require.NotZero(t, mine)
+	var deep func(n int) uintptr
+	deep = func(n int) uintptr {
+		var pad [256]byte
+		if n == 0 {
+			runtime.Gosched()
+			return goroutine() + uintptr(pad[0])
+		}
+		return deep(n - 1)
+	}
+	assert.Equal(t, mine, deep(200), "after the stack grew and the goroutine was rescheduled")
+	others := make(chan uintptr, 8)
+	for range cap(others) {
+		go func() { others <- goroutine() }()
+	}
+	seen := map[uintptr]bool{mine: true}
+	for range cap(others) {
+		g := <-others
+		assert.NotEqual(t, mine, g)
+		seen[g] = true
+	}
+	assert.Greater(t, len(seen), 1)
+}

@@ -177,7 +177,7 @@ func leaveHostFunc(tid int32) {
 // CUDA forbids every CUDA call: the driver runs host functions one at a time, so a wait
 // there for work behind another host function (or behind itself) never returns. While no
 // host function runs anywhere it costs one atomic load, inlined where it is called.
-func InHostFunc() bool { return HostFuncRuns() && inHostFuncNow() }
+func InHostFunc() bool { return running.n.Load() != 0 && inHostFuncNow() }
 
 // HostFuncRuns reports whether a host function runs anywhere now: one atomic load. Where
 // it reports false, InHostFunc does too.
