@@ -193,3 +193,16 @@ func TestGoroutineIdentifiesTheCallingGoroutine(t *testing.T) {
 	}
 	assert.Greater(t, len(seen), 1)
 }
+
+// BenchmarkFenceOthers is the barrier a destroy from another goroutine than the owner's
+// waits for (membarrier(2)), with the benchmark's other threads idle.
+func BenchmarkFenceOthers(b *testing.B) {
+	if !fencesWork() {
+		b.Skip("SKIP: no membarrier here")
+	}
+	for b.Loop() {
+		if !fenceOthers() {
+			b.Fatal("membarrier refused")
+		}
+	}
+}
