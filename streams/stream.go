@@ -475,6 +475,12 @@ func (s *Stream) useWithBy(d *Driver, g uintptr) error {
 // useWithEvent takes a use of s and of e, for a call on both: both open, of one driver.
 // Both are given back with doneWithEvent.
 func (s *Stream) useWithEvent(e *Event, g uintptr) error {
+	if s != nil && e != nil && s.owned && e.id == 0 && e.ctx != nil && s.ctx.drv == e.ctx.drv && s.uses.enterFast(g) {
+		if e.uses.enterFast(g) { // both ours, open and owned by g: no call made
+			return nil
+		}
+		s.doneBy(g)
+	}
 	if err := e.useBy(g); err != nil {
 		return err
 	}
@@ -487,8 +493,15 @@ func (s *Stream) useWithEvent(e *Event, g uintptr) error {
 
 // doneWithEvent gives back the uses useWithEvent(e, g) took.
 func (s *Stream) doneWithEvent(e *Event, g uintptr) {
-	s.doneBy(g)
-	e.doneBy(g)
+	if s.thread != 0 {
+		runtime.UnlockOSThread()
+	}
+	if s.uses.drop(g) {
+		s.uses.settle(s)
+	}
+	if e.uses.drop(g) {
+		e.uses.settle(e)
+	}
 }
 
 // Query reports whether all work submitted to the stream has completed (cuStreamQuery).
