@@ -38,7 +38,7 @@ type IPCEventHandle = driver.IPCEventHandle
 
 // Event is a CUDA event. Close destroys it, unless it is borrowed ([Driver.WrapEvent]).
 type Event struct {
-	ctx    *Context // its driver's API is ctx.api: a field of its own would take the allocation from 48 to 64 bytes
+	ctx    *Context // its driver's API is ctx.api: a field of its own would take the allocation from 48 to 64 bytes (so would a wider uses)
 	handle driver.Event
 	id     uint64 // a borrowed event's identity, checked before each use; 0 for an owned one
 	uses   uses   // open, and the calls in flight: Close's destroy waits for the last (uses.go)

@@ -27,9 +27,9 @@ import (
 // that is. Where the barrier is not to be had (another OS or architecture), no goroutine
 // owns anything and every call takes the shared count.
 type uses struct {
-	word  atomic.Int64   // closed, destroyed, and the other goroutines' calls in flight
+	word  atomic.Int32   // closed, destroyed, and the other goroutines' calls in flight
+	busy  int32          // the owner's calls in flight: only the owner writes it (addBusy)
 	owner atomic.Uintptr // the goroutine whose calls count in busy (goroutine()); 0 until the first use
-	busy  int64          // the owner's calls in flight: only the owner writes it (addBusy)
 }
 
 // destroyer is an object with uses: destroy gives its driver handle back, once.
@@ -104,7 +104,7 @@ func (u *uses) leave(o destroyer, g uintptr) {
 // closed, when the caller settles it (leave). The hot methods' doneBy call it themselves
 // so that it is inlined there, no call made.
 func (u *uses) drop(g uintptr) (closed bool) {
-	var w int64
+	var w int32
 	if u.owner.Load() == g {
 		u.addBusy(-1)
 		w = u.word.Load()
@@ -135,7 +135,7 @@ func (u *uses) ownerIdle() bool {
 	if owner != goroutine() && !fenceOthers() {
 		return false // no barrier: take it for busy (the handle stays undestroyed)
 	}
-	return atomic.LoadInt64(&u.busy) == 0
+	return atomic.LoadInt32(&u.busy) == 0
 }
 
 // close marks o closed and destroys it where no call is in flight (else the last to leave
@@ -178,4 +178,4 @@ func (u *uses) closed() bool { return u.word.Load()&usesClosed != 0 }
 // race detector is not told of (others read busy after fenceOthers' barrier).
 //
 //go:norace
-func (u *uses) addBusy(d int64) { u.busy += d }
+func (u *uses) addBusy(d int32) { u.busy += d }

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -205,4 +206,10 @@ func BenchmarkFenceOthers(b *testing.B) {
 			b.Fatal("membarrier refused")
 		}
 	}
+}
+
+// An event is made and closed as often as a record (EventCreateClose): its allocation stays
+// in Go's 48-byte size class, uses included.
+func TestAnEventFitsIn48Bytes(t *testing.T) {
+	assert.LessOrEqual(t, unsafe.Sizeof(Event{}), uintptr(48))
 }
