@@ -482,6 +482,9 @@ func (s *Stream) useWithEvent(e *Event, g uintptr) error {
 		s.doneBy(g)
 	}
 	if err := e.useBy(g); err != nil {
+		if s != nil && s.uses.closed() {
+			s.uses.settle(s) // what a refusal of s's enterFast asks, s's enter not reached
+		}
 		return err
 	}
 	if err := s.useWithBy(e.ctx.drv, g); err != nil {
