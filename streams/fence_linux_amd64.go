@@ -2,12 +2,13 @@ package streams
 
 import (
 	"sync"
-	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
-// membarrier(2): the process-wide barrier the owner's half of a use count relies on.
+// membarrier(2)'s commands (linux/membarrier.h): the process-wide barrier the owner's half
+// of a use count relies on.
 const (
-	sysMembarrier                      = 324 // amd64
 	membarrierPrivateExpedited         = 1 << 3
 	membarrierRegisterPrivateExpedited = 1 << 4
 )
@@ -22,8 +23,8 @@ var fences struct {
 // the first ask.
 func fencesWork() bool {
 	fences.once.Do(func() {
-		_, _, errno := syscall.Syscall(sysMembarrier, membarrierRegisterPrivateExpedited, 0, 0)
-		fences.ok = errno == 0 && goroutine() != 0
+		_, _, errno := unix.Syscall(unix.SYS_MEMBARRIER, membarrierRegisterPrivateExpedited, 0, 0)
+		fences.ok = errno == 0
 	})
 	return fences.ok
 }
@@ -34,6 +35,6 @@ func fencesWork() bool {
 // It reports false where the kernel refused (it does not, once registered): the caller
 // then takes the other goroutine for one still in a call.
 func fenceOthers() bool {
-	_, _, errno := syscall.Syscall(sysMembarrier, membarrierPrivateExpedited, 0, 0)
+	_, _, errno := unix.Syscall(unix.SYS_MEMBARRIER, membarrierPrivateExpedited, 0, 0)
 	return errno == 0
 }
