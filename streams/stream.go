@@ -473,18 +473,25 @@ func (s *Stream) useWithBy(d *Driver, g uintptr) error {
 }
 
 // useWithEvent takes a use of s and of e, for a call on both: both open, of one driver.
-// Both are given back with doneWithEvent.
+// Both are given back with doneWithEvent. Where both are ours and of one driver, each is
+// taken as useBy takes it, inline where its goroutine owns it (a refusal of enterFast goes
+// on to that object's useChecked, as enterFast asks).
 func (s *Stream) useWithEvent(e *Event, g uintptr) error {
-	if s != nil && e != nil && s.owned && e.id == 0 && e.ctx != nil && s.ctx.drv == e.ctx.drv && s.uses.enterFast(g) {
-		if e.uses.enterFast(g) { // both ours, open and owned by g: no call made
-			return nil
+	if s != nil && e != nil && s.owned && e.id == 0 && e.ctx != nil && s.ctx.drv == e.ctx.drv {
+		if !s.uses.enterFast(g) {
+			if err := s.useChecked(g); err != nil {
+				return err
+			}
 		}
-		s.doneBy(g)
+		if !e.uses.enterFast(g) {
+			if err := e.useChecked(g); err != nil {
+				s.doneBy(g)
+				return err
+			}
+		}
+		return nil
 	}
 	if err := e.useBy(g); err != nil {
-		if s != nil && s.uses.closed() {
-			s.uses.settle(s) // what a refusal of s's enterFast asks, s's enter not reached
-		}
 		return err
 	}
 	if err := s.useWithBy(e.ctx.drv, g); err != nil {

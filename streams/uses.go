@@ -43,11 +43,11 @@ const (
 
 // enterFast takes a use for goroutine g where g owns u, no host function runs anywhere
 // and u is open: no call and no locked instruction, inlined where a method takes its use.
-// Where it reports false the use is not taken, and the caller owes one more step, whatever
-// else fails: take the use with enter (which does what this does, and every case it
-// leaves), or settle o. A refusal may come after the use was counted for a moment and o
-// read closed, and a Close from another goroutine may have seen that use and left the
-// destroy to it (TestStreamClosedUnderFailingRecordsIsDestroyed).
+// Where it reports false the use is not taken, and the caller goes on to take it with
+// enter (which does what this does, and every case it leaves) before anything else can
+// fail: a refusal may come after the use was counted for a moment and o read closed, and a
+// Close from another goroutine may have seen that use and left the destroy to it, which
+// enter's leave then does (TestStreamClosedUnderFailingRecordsIsDestroyed).
 func (u *uses) enterFast(g uintptr) bool {
 	if u.owner.Load() != g || driver.HostFuncRuns() {
 		return false

@@ -177,6 +177,7 @@ func leaveHostFunc(tid int32) {
 // CUDA forbids every CUDA call: the driver runs host functions one at a time, so a wait
 // there for work behind another host function (or behind itself) never returns. While no
 // host function runs anywhere it costs one atomic load, inlined where it is called.
+// (HostFuncRuns' load is written out here: a call to it takes callers over the inline budget.)
 func InHostFunc() bool { return running.n.Load() != 0 && inHostFuncNow() }
 
 // HostFuncRuns reports whether a host function runs anywhere now: one atomic load. Where
