@@ -51,6 +51,12 @@ static void query_relaxed(void) {
   CHECK(cuThreadExchangeStreamCaptureMode(&m));
   if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY) CHECK(r);
 }
+/* A call that does nothing in the driver, as Go's BenchmarkCrossing: Go's row minus this one
+   is what each Go call pays to reach C. */
+static void crossing(void) {
+  int v;
+  CHECK(cuDriverGetVersion(&v));
+}
 static void event_create_destroy(void) {
   CUevent e;
   CHECK(cuEventCreate(&e, CU_EVENT_DEFAULT));
@@ -219,6 +225,7 @@ int main(int argc, char **argv) {
     bench("RecordWait", record_wait, 2000000);
     bench("Query", query, 2000000);
     bench("QueryRelaxed", query_relaxed, 2000000);
+    bench("Crossing", crossing, 2000000);
     bench("EventCreateClose", event_create_destroy, 500000);
     bench("LaunchEmpty", launch_empty, 300000);
     bench("HostFuncLatency", host_func_latency, 30000);

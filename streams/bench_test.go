@@ -140,6 +140,21 @@ func BenchmarkQueryRaw(b *testing.B) {
 	env.loop(b, func() { api.StreamQuery(c, s) })
 }
 
+// BenchmarkCrossing is one call into the driver that does nothing there (cuDriverGetVersion)
+// through the path every driver call takes (the API, runtime.cgocall, the trampoline), as
+// C's Crossing is the same call made directly: Go's row minus C's is what each Go call pays
+// to reach C, which no layer above the crossing can take away. A record and a wait are two
+// crossings, a query one (bench/RESULTS.md, issue 29).
+func BenchmarkCrossing(b *testing.B) {
+	env := setupBench(b)
+	api := env.c.api
+	env.loop(b, func() {
+		if _, r := api.DriverGetVersion(); r != driver.Success {
+			b.Fatal(r)
+		}
+	})
+}
+
 // BenchmarkRecordWaitNoContext is RecordWait from a thread with no current context: the
 // trampoline then makes the context current and restores none around each call.
 func BenchmarkRecordWaitNoContext(b *testing.B) {
