@@ -85,6 +85,54 @@ def test_100000_callbacks_in_a_row():
     assert count[0] == 100_000
 
 
+def _thread_states():
+    """How many Python thread states the interpreter has (its C API, through ctypes)."""
+    import ctypes
+
+    api = ctypes.pythonapi
+    api.PyInterpreterState_Get.restype = ctypes.c_void_p
+    api.PyInterpreterState_ThreadHead.restype = ctypes.c_void_p
+    api.PyInterpreterState_ThreadHead.argtypes = [ctypes.c_void_p]
+    api.PyThreadState_Next.restype = ctypes.c_void_p
+    api.PyThreadState_Next.argtypes = [ctypes.c_void_p]
+    n, t = 0, api.PyInterpreterState_ThreadHead(api.PyInterpreterState_Get())
+    while t:
+        n, t = n + 1, api.PyThreadState_Next(t)
+    return n
+
+
+def test_a_callback_thread_keeps_its_python_state_between_callbacks():
+    # The driver runs host functions on a thread of its own. Its Python thread state is made
+    # at its first callback and kept, not made and freed around each one (several
+    # microseconds of every callback): what a callback leaves in a threading.local the next
+    # one on that thread finds, and more callbacks make no more thread states.
+    s = streambridge.Stream(non_blocking=True)
+    local = threading.local()
+    seen = []
+
+    def note(i):
+        seen.append((threading.get_ident(), getattr(local, "last", None)))
+        local.last = i
+
+    last = {}  # each thread's last callback
+
+    def run(count):
+        del seen[:]
+        for i in range(count):
+            s.launch_host_func(note, i)
+        s.synchronize()
+        for i, (ident, found) in enumerate(seen):
+            assert found == last.get(ident), f"callback {i} on thread {ident} found its thread's last callback's mark"
+            last[ident] = i
+        return {ident for ident, _ in seen}
+
+    threads = run(50)
+    assert len(threads) < 50, "the callbacks ran on as many threads as there were callbacks"
+    states = _thread_states()
+    new = run(200) - threads
+    assert _thread_states() <= states + len(new), "each callback made a thread state that stayed"
+
+
 def test_no_deadlock_with_threads_that_synchronize():
     # The callbacks need the GIL on the driver's thread while Python threads wait in
     # synchronize (which releases it) or keep calling the package (which holds it briefly).
