@@ -29,7 +29,9 @@ Every stream is non-blocking, as torch and cuda.core make theirs by default.
 Rounds interleave the frameworks; each number is the median over rounds of the mean
 ns per operation. Ratios are streambridge over the fastest peer, by medians, and in
 brackets by each one's best round (less exposed to a noisy machine). A profile of
-streambridge's layers (the C core, gopy's generated layer + cgo crossing + Go) follows.
+streambridge's layers (the C core, gopy's generated layer + cgo crossing + Go) follows,
+with the C floor's loops run inside this process on the same streams and event
+(bench/inproc.c, compiled here with nvcc or cc), where the driver is in the same state.
 """
 
 from __future__ import annotations
@@ -127,6 +129,34 @@ def threads_ns(make, pair, threads, n, enter=None):
     for t in ts:
         t.join()
     return (time.perf_counter_ns() - t0) / (n // threads * threads)
+
+
+def inprocess_c():
+    """bench/inproc.c compiled here and loaded (ctypes), or None, said why: the C floor's
+    loops run inside this process, on its streams, in the driver state the others meet."""
+    import ctypes
+    import os
+    import shutil
+    import subprocess
+    import tempfile
+
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "inproc.c")
+    lib = os.path.join(tempfile.mkdtemp(), "inproc.so")
+    if shutil.which("nvcc"):
+        cmd = ["nvcc", "-O2", "-shared", "-Xcompiler", "-fPIC", src, "-lcuda", "-o", lib]
+    else:
+        cmd = ["cc", "-O2", "-shared", "-fPIC", "-I/usr/local/cuda/include", src,
+               "-L/usr/local/cuda/lib64/stubs", "-lcuda", "-o", lib]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        print(f"C in this process: not measured ({' '.join(cmd[:1])} failed: {done.stderr.strip()[-300:]})")
+        return None
+    c = ctypes.CDLL(lib)
+    for name, args in [("record_wait_ns", 4), ("query_ns", 2), ("event_query_ns", 2), ("event_create_destroy_ns", 1)]:
+        f = getattr(c, name)
+        f.restype = ctypes.c_double
+        f.argtypes = [ctypes.c_void_p] * (args - 1) + [ctypes.c_long]
+    return c
 
 
 THREAD_COUNTS = (1, 2, 4, 8)
@@ -353,6 +383,22 @@ def main() -> int:
         "record+wait: b.wait_event(e) alone (one call, the driver's wait)": loop(lambda: ss_b.wait_event(se)),
         "record+wait: a bound method call that does nothing (ss_a.__sizeof__)": loop(ss_a.__sizeof__),
     }
+    floor = inprocess_c()
+    if floor is not None:  # the same calls from C, in this process, on the same objects
+        def c_row(f, *objects):
+            def run(n):
+                ns = f(*objects, n)
+                if ns < 0:
+                    raise RuntimeError(f"{f.__name__}: the driver failed")
+                return ns
+            return run
+        profile.update({
+            "C in this process (bench/inproc.c): record+wait, on ss_a, ss_b and se": c_row(
+                floor.record_wait_ns, ss_a.ptr, ss_b.ptr, se.ptr),
+            "C in this process: query of ss_a": c_row(floor.query_ns, ss_a.ptr),
+            "C in this process: event query of se": c_row(floor.event_query_ns, se.ptr),
+            "C in this process: event create+destroy (timing off)": c_row(floor.event_create_destroy_ns),
+        })
 
     results = {}
     for _ in range(args.rounds):
@@ -397,6 +443,15 @@ def main() -> int:
     for name in profile:
         print(f"  {name:70s} {statistics.median(results[('profile', name)]):8.0f} ns")
     print(f"  (handle checks read memory by {_core.validation_reads()})")
+    if floor is not None:
+        print("\nstreambridge over C in this process (the same objects, the same driver state):")
+        for op, name, row in [
+                ("record+wait", "streambridge", "C in this process (bench/inproc.c): record+wait, on ss_a, ss_b and se"),
+                ("query", "streambridge", "C in this process: query of ss_a"),
+                ("query", "streambridge event query", "C in this process: event query of se"),
+                ("event create+close", "streambridge", "C in this process: event create+destroy (timing off)")]:
+            ours, c = statistics.median(results[(op, name)]), statistics.median(results[("profile", row)])
+            print(f"  {op} ({name}): {ours:.0f} ns against C's {c:.0f} ns: {ours / c:.2f}  [bar 1.5]")
     return 0
 
 

@@ -24,6 +24,7 @@ END = "<!-- /latest -->"
 RATIO = re.compile(r"^  ratio (?P<who>.+?) / (?:fastest peer \((?P<peer>.+)\)|(?P<one>[\w.]+)): "
                    r"(?P<ratio>[\d.]+)(?: \(best rounds: (?P<best>[\d.]+)\))?\s+\[bar (?P<bar>[^\]]+)\]$")
 TIME = re.compile(r"^  (?P<who>.+?)\s+(?P<ns>\d+) ns$")
+INPROC = re.compile(r"^  (?P<op>.+) \((?P<who>.+)\): \d+ ns against C's \d+ ns: (?P<ratio>[\d.]+)")
 BENCH = re.compile(r"^Benchmark(?P<name>[A-Za-z]+(?:/goroutines=\d+)?)(?:-\d+)?\s+\d+\s+(?P<ns>[\d.]+) ns/op")
 
 
@@ -36,8 +37,10 @@ C_FLOOR = {"record+wait": "RecordWait", "query": "Query", "event create+close": 
 
 def python_rows(text: str, c_floor: dict[str, float]) -> list[tuple[str, ...]]:
     """(operation, spelling, ours in ns, the fastest peer and its ns, every peer's ns, the C
-    floor's ns, ratio to the fastest peer (best rounds), ours over the C floor, bar) for each
-    ratio python_bench.py printed; c_floor holds the C loops' medians (bench/run.sh)."""
+    floor's ns, ratio to the fastest peer (best rounds), ours over the C floor, ours over C in
+    the benchmark's own process, bar) for each ratio python_bench.py printed; c_floor holds
+    the C loops' medians (bench/run.sh)."""
+    inproc = {(m["op"], m["who"]): m["ratio"] for line in text.splitlines() if (m := INPROC.match(line))}
     rows = []
     section, times = "", {}
     for line in text.splitlines():
@@ -53,7 +56,8 @@ def python_rows(text: str, c_floor: dict[str, float]) -> list[tuple[str, ...]]:
             floor = c_floor.get(C_FLOOR.get(section, ""))
             over_floor = f"{float(ours) / floor:.2f}" if floor and ours else ""
             rows.append((section, m["who"], ours, f"{peer} {time_of(times, peer)}".strip(), peers,
-                         f"{floor:.0f}" if floor else "", ratio, over_floor, m["bar"]))
+                         f"{floor:.0f}" if floor else "", ratio, over_floor, inproc.get((section, m["who"]), ""),
+                         m["bar"]))
     return rows
 
 
@@ -85,10 +89,12 @@ def section(py: str, c: str, go: str, machine: str, date: str) -> str:
     out = [BEGIN, f"## Latest: {machine}, {date}", "",
            "Python (`bench/python_bench.py`: medians over rounds, in brackets by each one's best round; "
            "streambridge over the fastest peer among CuPy, PyTorch and cuda.core, and over the C floor: the "
-           "same operation in C over the driver API, `bench/driver_bench.c`, in the same run):", "",
+           "same operation in C over the driver API, `bench/driver_bench.c`, in the same run; and over "
+           "those loops run inside the Python benchmark's process, on its streams and event, "
+           "`bench/inproc.c`, where the driver is in the same state):", "",
            "| operation | spelling | streambridge ns | fastest peer, ns | every peer, ns | C floor ns "
-           "| ratio to the fastest peer (best rounds) | over the C floor | bar |",
-           "|---|---|---|---|---|---|---|---|---|"]
+           "| ratio to the fastest peer (best rounds) | over the C floor | over C in the same process | bar |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
     out += [f"| {' | '.join(row)} |" for row in python_rows(py, cm)]
     cm.setdefault("WaitStream", cm.get("RecordWait", 0.0))  # the same two driver calls, in one crossing
     out += ["", "Go against the same loops in C (`bench/run.sh`: medians of its rounds; benchstat there gives "

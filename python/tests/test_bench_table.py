@@ -24,15 +24,25 @@ def test_the_table_reads_every_ratio_and_every_benchmark_pair():
     text = t.section((DATA / "python_bench.txt").read_text(), (DATA / "c.txt").read_text(),
                      (DATA / "go.txt").read_text(), "one H100", "2026-11-25")
     assert ("| query | streambridge | 288 | cuda.core Event.is_done (it has no stream query) 289 | cuda.core "
-            "Event.is_done (it has no stream query) 289, cupy 310, torch 723 | 225 | 0.99 (0.81) | 1.28 | 1.2 |") in text
+            "Event.is_done (it has no stream query) 289, cupy 310, torch 723 | 225 | 0.99 (0.81) | 1.28 |  | 1.2 |") in text
     assert ("| host callback into Python, enqueue to run (median of 2000, idle stream) | streambridge | 16665 | "
-            "cupy 17106 | cupy launch_host_func 17106 | 10864 | 0.97 | 1.53 | 1.2 |") in text
+            "cupy 17106 | cupy launch_host_func 17106 | 10864 | 0.97 | 1.53 |  | 1.2 |") in text
     assert ("| wrap | streambridge | 235 | cupy.from_external 812 | cupy.from_external 812, cupy 2822, torch 6606, "
-            "cuda.core 10209 |  | 0.29 (0.31) |  | 1.2 |") in text, "no C floor for a wrap: the columns stay empty"
+            "cuda.core 10209 |  | 0.29 (0.31) |  |  | 1.2 |") in text, "no C floor for a wrap: the columns stay empty"
     assert "| Query | 224.9 | 480.9 | 2.14 |" in text
     assert "| WaitStream | 364.6 | 421.1 | 1.16 |" in text  # against C's record+wait, the same two calls
     ratios = sum(line.startswith("  ratio ") for line in (DATA / "python_bench.txt").read_text().splitlines())
     assert text.count("\n| ") - 2 - 7 == ratios  # a row per ratio; two header rows; seven Go/C pairs
+
+
+def test_the_c_loops_in_the_benchmarks_process_give_their_own_column():
+    # python_bench.py's lines for bench/inproc.c, the C floor run inside its own process
+    py = ("record+wait:\n  cuda.core    1000 ns\n  streambridge    800 ns\n"
+          "  ratio streambridge / fastest peer (cuda.core): 0.80 (best rounds: 0.79)  [bar 1.2]\n"
+          "\nstreambridge over C in this process (the same objects, the same driver state):\n"
+          "  record+wait (streambridge): 800 ns against C's 500 ns: 1.60  [bar 1.5]\n")
+    text = table().section(py, "BenchmarkRecordWait\t1\t400.0 ns/op\n", "", "one H100", "2026-11-26")
+    assert "| record+wait | streambridge | 800 | cuda.core 1000 | cuda.core 1000 | 400 | 0.80 (0.79) | 2.00 | 1.60 | 1.2 |" in text
 
 
 def test_throughput_rows_pair_by_goroutine_count():
