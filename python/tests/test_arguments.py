@@ -36,6 +36,33 @@ def test_a_bad_argument_is_a_typed_error_naming_it(call, error, match):
         call()
 
 
+@pytest.mark.parametrize("call, match", [
+    (lambda: sb.Event(foo=1), r"Event\(\) got an unexpected keyword argument 'foo'"),
+    (lambda: sb.Event(False, block=True), r"Event\(\) got multiple values for argument 'block'"),
+    (lambda: sb.Event(False, False, False, None), r"Event\(\) takes at most 3 positional arguments \(4 given\)"),
+    (lambda: sb.Stream(bogus=1), r"Stream\(\) got an unexpected keyword argument 'bogus'"),
+    (lambda: sb.Stream(False, null=False), r"Stream\(\) got multiple values for argument 'null'"),
+    (lambda: sb.Stream(False, False, False, None, 0), r"Stream\(\) takes at most 4 positional arguments \(5 given\)"),
+], ids=["event-unknown", "event-twice", "event-device-by-position", "stream-unknown", "stream-twice",
+        "stream-device-by-position"])
+def test_a_constructors_arguments_are_read_as_its_signature_says(call, match):
+    # the core reads them itself (init_args): what Python's own signatures refuse, it refuses
+    with pytest.raises(TypeError, match=match):
+        call()
+
+
+def test_every_argument_of_the_constructors_is_taken_by_position_or_name():
+    e = sb.Event(False, True, False, enable_timing=False, blocking=False, options=None, device=0)
+    assert "timing=False" in repr(e)
+    e.close()
+    s = sb.Stream(False, True, False, None, device=0)
+    assert "owned" in repr(s)
+    s.close()
+    s = sb.Stream(null=False, non_blocking=True, ptds=False, priority=None)
+    assert "owned" in repr(s)
+    s.close()
+
+
 def test_consistent_event_arguments_are_taken():
     e = sb.Event(disable_timing=True, enable_timing=False, block=False, blocking=False)
     assert "timing=False" in repr(e)
