@@ -107,6 +107,29 @@ func TestUsesDestroyOnceAfterTheLastCallWhoeverCloses(t *testing.T) {
 	}
 }
 
+// ownersCallInFlight starts a call of o's on a goroutine of its own, the first to use o
+// and so its owner, and holds the call in flight until end is called; then the call gives
+// its use back, after runs on that goroutine, and end returns. (Failures there are
+// asserted, not required: FailNow belongs to the test's own goroutine.)
+func ownersCallInFlight(t *testing.T, o *watchedObject, after func()) (end func()) {
+	inCall, release, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		g := goroutine()
+		entered := assert.True(t, o.uses.enterFast(g) || o.uses.enter(o, g) == nil, "the owner's call takes its use")
+		o.inCall.Add(1)
+		close(inCall)
+		<-release
+		o.inCall.Add(-1)
+		if entered {
+			o.uses.leave(o, g)
+		}
+		after()
+	}()
+	<-inCall
+	return func() { close(release); <-done }
+}
+
 // A Close from another goroutine while the owner's call is in flight leaves the destroy to
 // that call; once it returns, the object is destroyed, and calls after Close are refused.
 func TestUsesOwnersCallInFlightDestroysAfterAnotherGoroutinesClose(t *testing.T) {
@@ -114,26 +137,13 @@ func TestUsesOwnersCallInFlightDestroysAfterAnotherGoroutinesClose(t *testing.T)
 		t.Skip("SKIP: no membarrier here: no goroutine owns an object")
 	}
 	o := &watchedObject{}
-	inCall, release, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		g := goroutine()
-		require.True(t, o.uses.enterFast(g) || o.uses.enter(o, g) == nil)
-		o.inCall.Add(1)
-		close(inCall)
-		<-release
-		o.inCall.Add(-1)
-		o.uses.leave(o, g)
-		assert.False(t, o.call(0), "a call of the owner's after Close")
-	}()
-	<-inCall
+	end := ownersCallInFlight(t, o, func() { assert.False(t, o.call(0), "a call of the owner's after Close") })
 	first, err := o.uses.close(o)
 	require.True(t, first)
 	require.NoError(t, err)
 	assert.Zero(t, o.destroys.Load(), "destroyed under the owner's call")
 	assert.False(t, o.call(0), "a call of another goroutine's after Close")
-	close(release)
-	<-done
+	end()
 	assert.Equal(t, int64(1), o.destroys.Load())
 	assert.Zero(t, o.early.Load())
 }
@@ -145,20 +155,10 @@ func TestUsesClaimWaitsForTheOwnersCall(t *testing.T) {
 		t.Skip("SKIP: no membarrier here: no goroutine owns an object")
 	}
 	o := &watchedObject{}
-	inCall, release, left := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	go func() {
-		g := goroutine()
-		require.True(t, o.uses.enterFast(g) || o.uses.enter(o, g) == nil)
-		close(inCall)
-		<-release
-		o.uses.leave(o, g)
-		close(left)
-	}()
-	<-inCall
+	end := ownersCallInFlight(t, o, func() {})
 	assert.False(t, o.uses.claim(), "claimed under the owner's call")
 	assert.False(t, o.uses.closed(), "a failed claim leaves it open")
-	close(release)
-	<-left
+	end()
 	assert.True(t, o.uses.claim())
 	assert.True(t, o.uses.closed())
 	assert.Zero(t, o.destroys.Load(), "a claimed object is given away, not destroyed")
