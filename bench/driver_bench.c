@@ -2,12 +2,13 @@
 // CUDA driver API. Build: nvcc -O2 bench/driver_bench.c -lcuda -o driver_bench
 // Run: ./driver_bench internal/kernels/kernels.ptx
 // Prints lines shaped like Go's benchmark output, so benchstat compares both (bench/run.sh).
-#include <cuda.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "floor.h"
 
 #define CHECK(call)                                                          \
   do {                                                                       \
@@ -34,22 +35,16 @@ static volatile int ran;
 
 static void CUDA_CB set_ran(void *p) { __atomic_store_n((volatile int *)p, 1, __ATOMIC_RELEASE); }
 
-static void record_wait(void) {
-  CHECK(cuEventRecord(ev, a));
-  CHECK(cuStreamWaitEvent(b, ev, 0));
-}
-static void query(void) {
-  CUresult r = cuStreamQuery(a);
-  if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY) CHECK(r);
-}
+static void record_wait(void) { CHECK(floor_record_wait(ev, a, b)); }
+static void query(void) { CHECK(floor_query(a)); }
 /* The query streambridge makes (Go's Query, Python's query()): in relaxed capture mode, so
    that another thread's global capture is not invalidated by it. */
 static void query_relaxed(void) {
   CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
   CHECK(cuThreadExchangeStreamCaptureMode(&m));
-  CUresult r = cuStreamQuery(a);
+  CUresult r = floor_query(a);
   CHECK(cuThreadExchangeStreamCaptureMode(&m));
-  if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY) CHECK(r);
+  CHECK(r);
 }
 /* A call that does nothing in the driver, as Go's BenchmarkCrossing: Go's row minus this one
    is what each Go call pays to reach C. */
@@ -57,11 +52,7 @@ static void crossing(void) {
   int v;
   CHECK(cuDriverGetVersion(&v));
 }
-static void event_create_destroy(void) {
-  CUevent e;
-  CHECK(cuEventCreate(&e, CU_EVENT_DEFAULT));
-  CHECK(cuEventDestroy(e));
-}
+static void event_create_destroy(void) { CHECK(floor_event_create_destroy(CU_EVENT_DEFAULT)); }
 static void launch_empty(void) { CHECK(cuLaunchKernel(empty, 1, 1, 1, 1, 1, 1, 0, a, NULL, NULL)); }
 static void host_func_latency(void) {
   ran = 0;
@@ -141,13 +132,10 @@ static void *work(void *p) {
   CHECK(cuCtxSetCurrent(ctx));
   pthread_barrier_wait(w->start);
   for (long i = 0; i < w->calls; i++) {
-    if (w->query) {
-      CUresult r = cuStreamQuery(w->a);
-      if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY) CHECK(r);
-    } else {
-      CHECK(cuEventRecord(w->e, w->a));
-      CHECK(cuStreamWaitEvent(w->b, w->e, 0));
-    }
+    if (w->query)
+      CHECK(floor_query(w->a));
+    else
+      CHECK(floor_record_wait(w->e, w->a, w->b));
   }
   pthread_barrier_wait(w->done);
   return NULL;
