@@ -123,6 +123,7 @@ class Event(_c.EventCore):
 
 # The arguments as the core's initializer reads them, declared there (EventCore's doc).
 Event.__signature__ = inspect.signature(_c.EventCore)  # type: ignore[attr-defined]
+_c.constructs(Event)  # Event(...) goes straight to the core's constructor (readers.inc)
 
 
 def _read_options(options: Any) -> tuple[Any, Any, Any]:

@@ -314,8 +314,8 @@ class Stream(_c.OwnedCore, _BaseStream):
     """A CUDA stream, as ``cupy.cuda.Stream(null=False, non_blocking=False, ptds=False,
     priority=None)``: created and owned by streambridge (cuStreamCreateWithPriority), or,
     with ``null`` or ``ptds``, the device's legacy or per-thread default stream. ``device``
-    (streambridge's addition) picks the device, 0 by default. The C core makes it (core.c,
-    owned_core_init) and destroys it on close or collection.
+    (streambridge's addition) picks the device, 0 by default. The C core makes it (stream.inc,
+    stream_made_of) and destroys it on close or collection.
     """
 
     @classmethod
@@ -330,6 +330,7 @@ class Stream(_c.OwnedCore, _BaseStream):
 
 # The arguments as the core's initializer reads them, declared there (OwnedCore's doc).
 Stream.__signature__ = inspect.signature(_c.OwnedCore)  # type: ignore[attr-defined]
+_c.constructs(Stream)  # Stream(...) goes straight to the core's constructor (readers.inc)
 
 class _CurrentStreams(threading.local):
     """A thread's current streams, one per device, under CuPy's rules (cupy/cupy#5143):

@@ -2,6 +2,8 @@
 work is done (issue 27): never a bare TypeError from inside, an AttributeError, or a
 silent accept."""
 
+import functools
+
 import pytest
 
 import streambridge as sb
@@ -36,31 +38,82 @@ def test_a_bad_argument_is_a_typed_error_naming_it(call, error, match):
         call()
 
 
-@pytest.mark.parametrize("call, match", [
-    (lambda: sb.Event(foo=1), r"Event\(\) got an unexpected keyword argument 'foo'"),
-    (lambda: sb.Event(False, block=True), r"Event\(\) got multiple values for argument 'block'"),
-    (lambda: sb.Event(False, False, False, None), r"Event\(\) takes at most 3 positional arguments \(4 given\)"),
-    (lambda: sb.Stream(bogus=1), r"Stream\(\) got an unexpected keyword argument 'bogus'"),
-    (lambda: sb.Stream(False, null=False), r"Stream\(\) got multiple values for argument 'null'"),
-    (lambda: sb.Stream(False, False, False, None, 0), r"Stream\(\) takes at most 4 positional arguments \(5 given\)"),
+# The three ways a constructor is called: the class itself (the core's vectorcall of its
+# constructor, readers.inc), type's own call of the class (tp_new, then the core type's
+# tp_init with a tuple and a dict), and a subclass (Python's call, the same tp_init).
+_WAYS = {
+    "class": lambda cls: cls,
+    "type-call": lambda cls: functools.partial(type.__call__, cls),
+    "subclass": lambda cls: type("Sub" + cls.__name__, (cls,), {}),
+}
+
+
+@pytest.fixture(params=sorted(_WAYS))
+def made(request):
+    return _WAYS[request.param]
+
+
+@pytest.mark.parametrize("cls, args, kwargs, match", [
+    ("Event", (), {"foo": 1}, r"Event\(\) got an unexpected keyword argument 'foo'"),
+    ("Event", (False,), {"block": True}, r"Event\(\) got multiple values for argument 'block'"),
+    ("Event", (False, False, False, None), {}, r"Event\(\) takes at most 3 positional arguments \(4 given\)"),
+    ("Stream", (), {"bogus": 1}, r"Stream\(\) got an unexpected keyword argument 'bogus'"),
+    ("Stream", (False,), {"null": False}, r"Stream\(\) got multiple values for argument 'null'"),
+    ("Stream", (False, False, False, None, 0), {}, r"Stream\(\) takes at most 4 positional arguments \(5 given\)"),
 ], ids=["event-unknown", "event-twice", "event-device-by-position", "stream-unknown", "stream-twice",
         "stream-device-by-position"])
-def test_a_constructors_arguments_are_read_as_its_signature_says(call, match):
-    # the core reads them itself (init_args): what Python's own signatures refuse, it refuses
+def test_a_constructors_arguments_are_read_as_its_signature_says(made, cls, args, kwargs, match):
+    # the core reads them itself (readers.inc), whichever way the class is called: what
+    # Python's own signatures refuse, it refuses
     with pytest.raises(TypeError, match=match):
-        call()
+        made(getattr(sb, cls))(*args, **kwargs)
 
 
-def test_every_argument_of_the_constructors_is_taken_by_position_or_name():
-    e = sb.Event(False, True, False, enable_timing=False, blocking=False, options=None, device=0)
-    assert "timing=False" in repr(e)
+def test_every_argument_of_the_constructors_is_taken_by_position_or_name(made):
+    e = made(sb.Event)(False, True, False, enable_timing=False, blocking=False, options=None, device=0)
+    assert isinstance(e, sb.Event) and "timing=False" in repr(e)
     e.close()
-    s = sb.Stream(False, True, False, None, device=0)
+    e = made(sb.Event)(disable_timing=True)
+    assert not e._timing and e._open
+    e.close()
+    s = made(sb.Stream)(False, True, False, None, device=0)
+    assert isinstance(s, sb.Stream) and "owned" in repr(s)
+    s.close()
+    s = made(sb.Stream)(null=False, non_blocking=True, ptds=False, priority=None)
     assert "owned" in repr(s)
     s.close()
-    s = sb.Stream(null=False, non_blocking=True, ptds=False, priority=None)
-    assert "owned" in repr(s)
+    s = made(sb.Stream)(ptds=True)
+    assert s.ptr == 2
     s.close()
+
+
+def test_an_initializer_given_to_the_class_later_is_called(monkeypatch):
+    # the core's vectorcall gives the call back to Python where the class's __init__ is no
+    # longer the core's (and keeps giving it back: constructs installs it again)
+    seen = []
+
+    def init(self, *args, **kwargs):
+        seen.append((args, kwargs))
+        _core.core.EventCore.__init__(self, *args, **kwargs)
+
+    try:
+        monkeypatch.setattr(sb.Event, "__init__", init, raising=False)
+        e = sb.Event(disable_timing=True)
+        assert seen == [((), {"disable_timing": True})] and not e._timing
+        e.close()
+        monkeypatch.undo()
+        e = sb.Event(disable_timing=True)
+        assert len(seen) == 1 and not e._timing
+        e.close()
+    finally:
+        monkeypatch.undo()
+        _core.core.constructs(sb.Event)
+
+
+def test_constructs_takes_only_the_core_types_classes():
+    for cls in (object, int, sb.ExternalStream, 5):
+        with pytest.raises(TypeError, match="EventCore or OwnedCore"):
+            _core.core.constructs(cls)
 
 
 def test_consistent_event_arguments_are_taken():
