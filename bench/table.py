@@ -24,7 +24,9 @@ END = "<!-- /latest -->"
 RATIO = re.compile(r"^  ratio (?P<who>.+?) / (?:fastest peer \((?P<peer>.+)\)|(?P<one>[\w.]+)): "
                    r"(?P<ratio>[\d.]+)(?: \(best rounds: (?P<best>[\d.]+)\))?\s+\[bar (?P<bar>[^\]]+)\]$")
 TIME = re.compile(r"^  (?P<who>.+?)\s+(?P<ns>\d+) ns$")
-INPROC = re.compile(r"^  (?P<op>.+) \((?P<who>.+)\): \d+ ns against C's \d+ ns: (?P<ratio>[\d.]+)")
+INPROC = re.compile(r"^  (?P<op>.+) \((?P<who>.+)\): \d+ ns against C's \d+ ns: (?P<ratio>[\d.]+)"
+                    r"(?: \(best rounds: (?P<best>[\d.]+)\))?")
+IN_C = "C in this process"  # python_bench.py's rows of the C floor in its own process: not peers
 BENCH = re.compile(r"^Benchmark(?P<name>[A-Za-z]+(?:/goroutines=\d+)?)(?:-\d+)?\s+\d+\s+(?P<ns>[\d.]+) ns/op")
 
 
@@ -40,7 +42,8 @@ def python_rows(text: str, c_floor: dict[str, float]) -> list[tuple[str, ...]]:
     floor's ns, ratio to the fastest peer (best rounds), ours over the C floor, ours over C in
     the benchmark's own process, bar) for each ratio python_bench.py printed; c_floor holds
     the C loops' medians (bench/run.sh)."""
-    inproc = {(m["op"], m["who"]): m["ratio"] for line in text.splitlines() if (m := INPROC.match(line))}
+    inproc = {(m["op"], m["who"]): m["ratio"] + (f" ({m['best']})" if m["best"] else "")
+              for line in text.splitlines() if (m := INPROC.match(line))}
     rows = []
     section, times = "", {}
     for line in text.splitlines():
@@ -52,7 +55,7 @@ def python_rows(text: str, c_floor: dict[str, float]) -> list[tuple[str, ...]]:
             peer = m["peer"] or m["one"]
             ratio = m["ratio"] + (f" ({m['best']})" if m["best"] else "")
             ours = time_of(times, m["who"])
-            peers = ", ".join(f"{who} {ns}" for who, ns in times.items() if not who.startswith("streambridge"))
+            peers = ", ".join(f"{who} {ns}" for who, ns in times.items() if not who.startswith(("streambridge", IN_C)))
             floor = c_floor.get(C_FLOOR.get(section, ""))
             over_floor = f"{float(ours) / floor:.2f}" if floor and ours else ""
             rows.append((section, m["who"], ours, f"{peer} {time_of(times, peer)}".strip(), peers,

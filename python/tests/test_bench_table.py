@@ -37,12 +37,15 @@ def test_the_table_reads_every_ratio_and_every_benchmark_pair():
 
 def test_the_c_loops_in_the_benchmarks_process_give_their_own_column():
     # python_bench.py's lines for bench/inproc.c, the C floor run inside its own process
-    py = ("record+wait:\n  cuda.core    1000 ns\n  streambridge    800 ns\n"
+    # (a row of its operation, no peer), and their ratio lines after the profile
+    py = ("record+wait:\n  C in this process: record+wait on the same streams and event    500 ns\n"
+          "  cuda.core    1000 ns\n  streambridge    800 ns\n"
           "  ratio streambridge / fastest peer (cuda.core): 0.80 (best rounds: 0.79)  [bar 1.2]\n"
-          "\nstreambridge over C in this process (the same objects, the same driver state):\n"
-          "  record+wait (streambridge): 800 ns against C's 500 ns: 1.60  [bar 1.5]\n")
+          "\nstreambridge over C in this process (the same objects, the same driver state, the same rounds):\n"
+          "  record+wait (streambridge): 800 ns against C's 500 ns: 1.60 (best rounds: 1.55)  [bar 1.5]\n")
     text = table().section(py, "BenchmarkRecordWait\t1\t400.0 ns/op\n", "", "one H100", "2026-11-26")
-    assert "| record+wait | streambridge | 800 | cuda.core 1000 | cuda.core 1000 | 400 | 0.80 (0.79) | 2.00 | 1.60 | 1.2 |" in text
+    assert ("| record+wait | streambridge | 800 | cuda.core 1000 | cuda.core 1000 | 400 | 0.80 (0.79) | 2.00 "
+            "| 1.60 (1.55) | 1.2 |") in text
 
 
 def test_throughput_rows_pair_by_goroutine_count():
