@@ -129,6 +129,8 @@ gpu-build: wheel-cp312
 	CGO_ENABLED=0 $(GO) test -c -o .device/gokernels.test ./examples/gokernels
 	CGO_ENABLED=0 $(GO) build -o .device/demo ./cmd/demo
 	CGO_ENABLED=0 $(GO) build -o .device/benchstat golang.org/x/perf/cmd/benchstat
+	build/tools-venv/bin/pip install -q py-spy==0.4.3 # bench/profile.sh's sampler (a static binary, from PyPI)
+	gzip -9 -c build/tools-venv/bin/py-spy >.device/py-spy.gz
 
 # Go beside C on this machine's GPU; prints the ratios.
 bench:

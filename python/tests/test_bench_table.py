@@ -96,3 +96,25 @@ def test_threads_ns_runs_every_pair_on_the_threads_own_objects():
         by_thread.setdefault(ident, set()).add(id(o))
     assert sorted(map(len, by_thread.values())) == [1, 1, 1, 1]  # each thread used one object, its own
     assert len({next(iter(v)) for v in by_thread.values()}) == 4
+
+
+def test_where_gives_each_sample_to_the_driver_the_interpreter_or_the_core():
+    # bench/where.py over py-spy's raw samples (bench/profile.sh): libc and CPython belong
+    # to whoever called them; the import is left out
+    spec = importlib.util.spec_from_file_location("bench_where", ROOT / "bench" / "where.py")
+    where = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(where)
+    raw = "\n".join([
+        "<module> (hot_loops.py:21);stream_record (stream_calls.inc:176);0x7f01 (libcuda.so.580.159.04);"
+        "pthread_mutex_lock (libc.so.6) 6",
+        "<module> (hot_loops.py:21);stream_record (stream_calls.inc:176);gate (gate.inc:18);"
+        "__tls_get_addr (ld-linux-x86-64.so.2) 2",
+        "<module> (hot_loops.py:22);_PyObject_MakeTpCall (python3.12);malloc (libc.so.6) 3",
+        "0x7f02 (libc.so.6) 1",
+        "<module> (hot_loops.py:9);_find_and_load (<frozen importlib._bootstrap>:1178);<module> (x.py:1) 50",
+        "",
+    ])
+    owners, core, total = where.attribute(raw)
+    assert total == 12
+    assert owners == {where.DRIVER: 6, where.CORE: 2, where.INTERPRETER: 3, where.UNKNOWN: 1}
+    assert core == {"gate": 2}
