@@ -1,7 +1,7 @@
 """One of the Python benchmark's hot operations in a loop, alone in its process, for a
 sampling profiler (bench/profile.sh runs it under py-spy):
 
-    python3 bench/hot_loops.py record+wait|query|event-create N
+    python3 bench/hot_loops.py record-wait|query|event-create N
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ def main() -> int:
     what, n = sys.argv[1], int(sys.argv[2])
     a, b = sb.Stream(non_blocking=True), sb.Stream(non_blocking=True)
     e = sb.Event(disable_timing=True)
-    if what == "record+wait":
+    if what == "record-wait":
         record, wait = a.record, b.wait_event
         for _ in range(n):
             record(e)
@@ -29,7 +29,7 @@ def main() -> int:
         for _ in range(n):
             event(disable_timing=True).close()
     else:
-        print(f"no loop {what!r}: record+wait, query or event-create", file=sys.stderr)
+        print(f"no loop {what!r}: record-wait, query or event-create", file=sys.stderr)
         return 2
     a.synchronize()
     b.synchronize()

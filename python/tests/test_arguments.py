@@ -76,6 +76,10 @@ def test_every_argument_of_the_constructors_is_taken_by_position_or_name(made):
     e = made(sb.Event)(disable_timing=True)
     assert not e._timing and e._open
     e.close()
+    # a keyword made at run time is no interned string: found by its characters
+    e = made(sb.Event)(**{"".join(["disable_", "timing"]): True, "".join(["dev", "ice"]): 0})
+    assert not e._timing and e._open
+    e.close()
     s = made(sb.Stream)(False, True, False, None, device=0)
     assert isinstance(s, sb.Stream) and "owned" in repr(s)
     s.close()
