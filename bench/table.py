@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import importlib.util
 import re
 import statistics
 import sys
@@ -26,8 +27,21 @@ RATIO = re.compile(r"^  ratio (?P<who>.+?) / (?:fastest peer \((?P<peer>.+)\)|(?
 TIME = re.compile(r"^  (?P<who>.+?)\s+(?P<ns>\d+) ns$")
 INPROC = re.compile(r"^  (?P<op>.+) \((?P<who>.+)\): \d+ ns against C's \d+ ns: (?P<ratio>[\d.]+)"
                     r"(?: \(best rounds: (?P<best>[\d.]+)\))?")
-IN_C = "C in this process"  # python_bench.py's rows of the C floor in its own process: not peers
 BENCH = re.compile(r"^Benchmark(?P<name>[A-Za-z]+(?:/goroutines=\d+)?)(?:-\d+)?\s+\d+\s+(?P<ns>[\d.]+) ns/op")
+
+
+def _bench_label() -> str:
+    """python_bench.py's label of its rows of the C floor in its own process (not peers),
+    declared there; read from the file beside this one (it imports nothing heavy at load)."""
+    path = Path(__file__).resolve().parent / "python_bench.py"
+    spec = importlib.util.spec_from_file_location("python_bench", path)
+    assert spec is not None and spec.loader is not None, path
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return str(module.IN_C)
+
+
+IN_C = _bench_label()
 
 
 # The loop of bench/driver_bench.c (C over the driver API, the floor) that each Python
