@@ -16,7 +16,7 @@ import (
 // whose Synchronize is waiting for it must not deadlock.
 //
 // The calls are counted in two places. The goroutine that first uses the object owns it:
-// its calls count in busy, with plain instructions (owner_amd64.s), which only it writes.
+// its calls count in busy, with plain instructions (addBusy), which only it writes.
 // Every other goroutine's calls count in word, with an atomic add each way. A locked add
 // costs about 5 ns on the H100 machines' Xeons, and a record and a wait took eight of them
 // (bench/RESULTS.md); the owner's calls now take none. The price is paid by whoever would

@@ -8,7 +8,6 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
-	"syscall"
 )
 
 // Host functions cross into the driver as one C entry point (purego's callback slots are
@@ -121,13 +120,13 @@ func RunHostFunc(key uintptr) {
 		reportPanic(&HostFuncPanic{Value: fmt.Sprintf("no host function under key %d", key)})
 		return
 	}
-	runtime.LockOSThread() // the thread is how InHostFunc knows it
+	runtime.LockOSThread() // where caller is the thread, no other goroutine runs on it meanwhile
 	defer runtime.UnlockOSThread()
-	tid := int32(syscall.Gettid())
-	enterHostFunc(tid)
+	id := caller()
+	enterHostFunc(id)
 	returned := false
 	defer func() {
-		leaveHostFunc(tid)
+		leaveHostFunc(id)
 		if v := recover(); v != nil {
 			reportPanic(&HostFuncPanic{Value: v, Stack: debug.Stack()})
 		} else if !returned {
@@ -150,25 +149,25 @@ var ErrGoexit = errors.New("streambridge: host function called runtime.Goexit (t
 // runtime.Goexit (Go's own for a fatal error).
 const GoexitExitCode = 2
 
-// running knows the threads that are inside a host function now.
+// running knows the goroutines (caller) that are inside a host function now.
 var running = struct {
 	sync.Mutex
-	tids map[int32]int
-	n    atomic.Int64 // how many run now: 0 answers InHostFunc without a system call
-}{tids: map[int32]int{}}
+	callers map[uintptr]int
+	n       atomic.Int64 // how many run now: 0 answers InHostFunc with one load
+}{callers: map[uintptr]int{}}
 
-func enterHostFunc(tid int32) {
+func enterHostFunc(id uintptr) {
 	running.Lock()
-	running.tids[tid]++
+	running.callers[id]++
 	running.Unlock()
 	running.n.Add(1)
 }
 
-func leaveHostFunc(tid int32) {
+func leaveHostFunc(id uintptr) {
 	running.n.Add(-1)
 	running.Lock()
-	if running.tids[tid]--; running.tids[tid] == 0 {
-		delete(running.tids, tid)
+	if running.callers[id]--; running.callers[id] == 0 {
+		delete(running.callers, id)
 	}
 	running.Unlock()
 }
@@ -184,14 +183,12 @@ func InHostFunc() bool { return running.n.Load() != 0 && inHostFuncNow() }
 // it reports false, InHostFunc does too.
 func HostFuncRuns() bool { return running.n.Load() != 0 }
 
-// inHostFuncNow is InHostFunc while some host function runs: is it this thread's?
+// inHostFuncNow is InHostFunc while some host function runs: is it this goroutine's?
 func inHostFuncNow() bool {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	tid := int32(syscall.Gettid())
+	id := caller()
 	running.Lock()
 	defer running.Unlock()
-	return running.tids[tid] > 0
+	return running.callers[id] > 0
 }
 
 func reportPanic(p *HostFuncPanic) {
