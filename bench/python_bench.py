@@ -21,7 +21,9 @@ Operations (each framework's own spelling):
                       1, 2, 4 and 8 threads at once, each with two streams and an event of
                       its own, ns a pair over all of them (what a data loader or a serving
                       process does; issue 29: keep the lead under threads)
-And, outside the table, each library's synchronize after a 5 ms kernel (median of 40).
+And, outside the table, each library's synchronize after a 5 ms kernel (median of 40), and
+the latency of a host callback into Python, streambridge's and CuPy's taking turns sample by
+sample (median of 2000 each).
   hand_over per array argument
                       streambridge.hand_over of one array, over an empty launch (the reference
                       row): launch(..., hand_over=True) pays it per array argument
@@ -57,28 +59,32 @@ def per_op(fn, n):
         gc.enable()
 
 
-def callback_latency(launch, sync, n=2000):
-    """Median ns from launching a host callback on an idle stream to its first line."""
+def callback_latency(launches, n=2000):
+    """Median ns from launching a host callback on an idle stream to its first line, for each
+    of launches (a name: (launch_host_func, synchronize) of its own stream). The samples take
+    turns, one of each in every step, so that the host's drift lands on all of them alike
+    (measured one after the other, the same two gave 0.92 and 1.08 in two runs)."""
     import threading
 
     ran = threading.Event()
-    stamps = []
+    stamps = {name: [] for name in launches}
 
-    def cb(t0):
-        stamps.append(time.perf_counter_ns() - t0)
+    def cb(sample):
+        name, t0 = sample
+        stamps[name].append(time.perf_counter_ns() - t0)
         ran.set()
 
-    for _ in range(100):  # warm the driver's thread and the GIL hand-over
-        ran.clear()
-        launch(cb, time.perf_counter_ns())
-        ran.wait()
-    stamps.clear()
-    for _ in range(n):
-        ran.clear()
-        launch(cb, time.perf_counter_ns())
-        ran.wait()
-    sync()
-    return statistics.median(stamps)
+    for step in range(100 + n):  # the first 100: warm the driver's thread and the GIL hand-over
+        for name, (launch, _) in launches.items():
+            ran.clear()
+            launch(cb, (name, time.perf_counter_ns()))
+            ran.wait()
+        if step == 99:
+            for kept in stamps.values():
+                kept.clear()
+    for _, sync in launches.values():
+        sync()
+    return {name: statistics.median(kept) for name, kept in stamps.items()}
 
 
 # A kernel that runs for ns nanoseconds of the GPU's global timer.
@@ -434,8 +440,8 @@ def main() -> int:
             print(f"  ratio {name} / fastest peer ({best_name}): {med[name] / peers[best_name]:.2f} "
                   f"(best rounds: {low[name] / low[low_peer]:.2f})  [bar {bars.get(op, 1.2)}]")
     print("\nhost callback into Python, enqueue to run (median of 2000, idle stream):")
-    lat = {"streambridge launch_host_func": callback_latency(ss_a.launch_host_func, ss_a.synchronize),
-           "cupy launch_host_func": callback_latency(cs_a.launch_host_func, cs_a.synchronize)}
+    lat = callback_latency({"streambridge launch_host_func": (ss_a.launch_host_func, ss_a.synchronize),
+                            "cupy launch_host_func": (cs_a.launch_host_func, cs_a.synchronize)})
     for name, ns in sorted(lat.items(), key=lambda kv: kv[1]):
         print(f"  {name:48s} {ns:8.0f} ns")
     print(f"  ratio streambridge / cupy: {lat['streambridge launch_host_func'] / lat['cupy launch_host_func']:.2f}  [bar 1.2]")
