@@ -63,7 +63,10 @@ def callback_latency(launches, n=2000):
     """Median ns from launching a host callback on an idle stream to its first line, for each
     of launches (a name: (launch_host_func, synchronize) of its own stream). The samples take
     turns, one of each in every step, so that the host's drift lands on all of them alike
-    (measured one after the other, the same two gave 0.92 and 1.08 in two runs)."""
+    (measured one after the other, the same two gave 0.92 and 1.08 in two runs). Each sample
+    ends with its stream's synchronize: the next starts on an idle stream, with the driver's
+    callback thread done with the last callback (without it, each sample also waited for the
+    end of the one before, the other library's)."""
     import threading
 
     ran = threading.Event()
@@ -75,15 +78,14 @@ def callback_latency(launches, n=2000):
         ran.set()
 
     for step in range(100 + n):  # the first 100: warm the driver's thread and the GIL hand-over
-        for name, (launch, _) in launches.items():
+        for name, (launch, sync) in launches.items():
             ran.clear()
             launch(cb, (name, time.perf_counter_ns()))
             ran.wait()
+            sync()
         if step == 99:
             for kept in stamps.values():
                 kept.clear()
-    for _, sync in launches.values():
-        sync()
     return {name: statistics.median(kept) for name, kept in stamps.items()}
 
 
