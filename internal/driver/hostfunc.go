@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -21,9 +22,13 @@ type hostFunc struct {
 
 var hostFuncs struct {
 	sync.Mutex
-	slots []hostFunc // slot 0 is unused so that no key is 0
-	free  uintptr    // head of the free list, 0 when empty
+	slots  []hostFunc // slot 0 is unused so that no key is 0
+	free   uintptr    // head of the free list, 0 when empty
+	inside []uintptr  // the callers (caller()) running a host function now: a few at most
 }
+
+// running is len(hostFuncs.inside), read without the lock: 0 answers InHostFunc with one load.
+var running atomic.Int64
 
 // PanicHandler receives a panic recovered from a host function.
 var panicHandler atomic.Pointer[func(error)]
@@ -106,6 +111,9 @@ func LiveHostFuncs() int {
 // function on a goroutine of its own would survive it, at two thread wakes per host
 // function (2.3 to 3.8 times the latency on an H100, see bench/RESULTS.md).
 func RunHostFunc(key uintptr) {
+	runtime.LockOSThread() // where caller is the thread, no other goroutine runs on it meanwhile
+	defer runtime.UnlockOSThread()
+	id := caller()
 	hostFuncs.Lock()
 	var fn func()
 	if key < uintptr(len(hostFuncs.slots)) {
@@ -115,15 +123,15 @@ func RunHostFunc(key uintptr) {
 			release(key)
 		}
 	}
+	if fn != nil {
+		hostFuncs.inside = append(hostFuncs.inside, id)
+		running.Add(1)
+	}
 	hostFuncs.Unlock()
 	if fn == nil {
 		reportPanic(&HostFuncPanic{Value: fmt.Sprintf("no host function under key %d", key)})
 		return
 	}
-	runtime.LockOSThread() // where caller is the thread, no other goroutine runs on it meanwhile
-	defer runtime.UnlockOSThread()
-	id := caller()
-	enterHostFunc(id)
 	returned := false
 	defer func() {
 		leaveHostFunc(id)
@@ -149,27 +157,19 @@ var ErrGoexit = errors.New("streambridge: host function called runtime.Goexit (t
 // runtime.Goexit (Go's own for a fatal error).
 const GoexitExitCode = 2
 
-// running knows the goroutines (caller) that are inside a host function now.
-var running = struct {
-	sync.Mutex
-	callers map[uintptr]int
-	n       atomic.Int64 // how many run now: 0 answers InHostFunc with one load
-}{callers: map[uintptr]int{}}
-
-func enterHostFunc(id uintptr) {
-	running.Lock()
-	running.callers[id]++
-	running.Unlock()
-	running.n.Add(1)
-}
-
+// leaveHostFunc takes id's entry off the list of callers inside a host function.
 func leaveHostFunc(id uintptr) {
-	running.n.Add(-1)
-	running.Lock()
-	if running.callers[id]--; running.callers[id] == 0 {
-		delete(running.callers, id)
+	hostFuncs.Lock()
+	defer hostFuncs.Unlock()
+	in := hostFuncs.inside
+	for i, c := range in {
+		if c == id {
+			in[i] = in[len(in)-1]
+			hostFuncs.inside = in[:len(in)-1]
+			break
+		}
 	}
-	running.Unlock()
+	running.Add(-1)
 }
 
 // InHostFunc reports whether the calling goroutine runs inside a host function, where
@@ -177,18 +177,18 @@ func leaveHostFunc(id uintptr) {
 // there for work behind another host function (or behind itself) never returns. While no
 // host function runs anywhere it costs one atomic load, inlined where it is called.
 // (HostFuncRuns' load is written out here: a call to it takes callers over the inline budget.)
-func InHostFunc() bool { return running.n.Load() != 0 && inHostFuncNow() }
+func InHostFunc() bool { return running.Load() != 0 && inHostFuncNow() }
 
 // HostFuncRuns reports whether a host function runs anywhere now: one atomic load. Where
 // it reports false, InHostFunc does too.
-func HostFuncRuns() bool { return running.n.Load() != 0 }
+func HostFuncRuns() bool { return running.Load() != 0 }
 
 // inHostFuncNow is InHostFunc while some host function runs: is it this goroutine's?
 func inHostFuncNow() bool {
 	id := caller()
-	running.Lock()
-	defer running.Unlock()
-	return running.callers[id] > 0
+	hostFuncs.Lock()
+	defer hostFuncs.Unlock()
+	return slices.Contains(hostFuncs.inside, id)
 }
 
 func reportPanic(p *HostFuncPanic) {
