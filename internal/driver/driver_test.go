@@ -54,3 +54,27 @@ func TestPersistentHostFuncRunsUntilReleased(t *testing.T) {
 	require.Len(t, got, 1)
 	assert.Contains(t, got[0].Error(), "no host function under key")
 }
+
+// InHostFunc is true on the goroutine that runs a host function, and nowhere else: not on
+// a goroutine the function starts, not beside it on another goroutine.
+func TestInHostFuncIsTheHostFunctionsOwnGoroutine(t *testing.T) {
+	inside, started := make(chan bool, 1), make(chan bool, 1)
+	running, release, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		RunHostFunc(RegisterHostFunc(func() {
+			inside <- InHostFunc()
+			go func() { started <- InHostFunc() }()
+			close(running)
+			<-release
+		}, false))
+	}()
+	<-running
+	assert.True(t, <-inside, "the host function's own goroutine")
+	assert.False(t, <-started, "a goroutine the host function started")
+	assert.True(t, HostFuncRuns())
+	assert.False(t, InHostFunc(), "a goroutine beside the running host function")
+	close(release)
+	<-done
+	assert.False(t, HostFuncRuns(), "none runs once it returned")
+}
