@@ -23,7 +23,9 @@ Operations (each framework's own spelling):
                       process does; issue 29: keep the lead under threads)
 And, outside the table, each library's synchronize after a 5 ms kernel (median of 40), and
 the latency of a host callback into Python, streambridge's and CuPy's taking turns sample by
-sample (median of 2000 each).
+sample (median of 2000 each), each sample launched on an idle stream (after a synchronize):
+colder than the C loop it is set beside (driver_bench.c's HostFuncLatency, which launches
+again as soon as the last has run), so its ratio over C overstates ours.
   hand_over per array argument
                       streambridge.hand_over of one array, over an empty launch (the reference
                       row): launch(..., hand_over=True) pays it per array argument
