@@ -30,3 +30,28 @@ double query_ns(CUstream s, long n) { TIMED(n, floor_query(s)); }
 double event_query_ns(CUevent e, long n) { TIMED(n, floor_event_query(e)); }
 
 double event_create_destroy_ns(long n) { TIMED(n, floor_event_create_destroy(CU_EVENT_DISABLE_TIMING)); }
+
+/* One host function of C's on stream s, as python_bench.py's callback samples are taken:
+   launched on an idle stream, ns from the launch to the function's first line, then the
+   stream's synchronize. -1 where the driver failed. */
+typedef struct {
+  volatile double at;
+  volatile int ran;
+} stamp_t;
+
+static void CUDA_CB stamp_now(void *p) {
+  stamp_t *s = p;
+  s->at = now_ns();
+  __atomic_store_n(&s->ran, 1, __ATOMIC_RELEASE);
+}
+
+double host_func_latency_once_ns(CUstream s) {
+  static stamp_t st;
+  st.ran = 0;
+  double t0 = now_ns();
+  if (cuLaunchHostFunc(s, stamp_now, &st) != CUDA_SUCCESS) return -1;
+  while (!__atomic_load_n(&st.ran, __ATOMIC_ACQUIRE)) {
+  }
+  double took = st.at - t0;
+  return cuStreamSynchronize(s) != CUDA_SUCCESS ? -1 : took;
+}

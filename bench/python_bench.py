@@ -22,10 +22,11 @@ Operations (each framework's own spelling):
                       its own, ns a pair over all of them (what a data loader or a serving
                       process does; issue 29: keep the lead under threads)
 And, outside the table, each library's synchronize after a 5 ms kernel (median of 40), and
-the latency of a host callback into Python, streambridge's and CuPy's taking turns sample by
-sample (median of 2000 each), each sample launched on an idle stream (after a synchronize):
-colder than the C loop it is set beside (driver_bench.c's HostFuncLatency, which launches
-again as soon as the last has run), so its ratio over C overstates ours.
+the latency of a host callback into Python, streambridge's, CuPy's and a C host function's
+(bench/inproc.c, in this process) taking turns sample by sample (median of 2000 each), each
+sample launched on an idle stream (after a synchronize): colder than driver_bench.c's
+HostFuncLatency loop, which launches again as soon as the last has run, so the ratio over C
+in this process is the like-for-like one.
   hand_over per array argument
                       streambridge.hand_over of one array, over an empty launch (the reference
                       row): launch(..., hand_over=True) pays it per array argument
@@ -61,33 +62,43 @@ def per_op(fn, n):
         gc.enable()
 
 
-def callback_latency(launches, n=2000):
-    """Median ns from launching a host callback on an idle stream to its first line, for each
-    of launches (a name: (launch_host_func, synchronize) of its own stream). The samples take
-    turns, one of each in every step, so that the host's drift lands on all of them alike
-    (measured one after the other, the same two gave 0.92 and 1.08 in two runs). Each sample
-    ends with its stream's synchronize: the next starts on an idle stream, with the driver's
-    callback thread done with the last callback (without it, each sample also waited for the
-    end of the one before, the other library's)."""
+def callback_sampler(launch, sync):
+    """One sample of a host callback into Python, for callback_latency: ns from the launch
+    on an idle stream to the callback's first line, then the stream's synchronize, so that
+    the next sample starts on an idle stream with the driver's callback thread done (without
+    it, a sample taken right after another library's also waited for the end of that one)."""
     import threading
 
     ran = threading.Event()
-    stamps = {name: [] for name in launches}
+    got = []
 
-    def cb(sample):
-        name, t0 = sample
-        stamps[name].append(time.perf_counter_ns() - t0)
+    def cb(t0):
+        got.append(time.perf_counter_ns() - t0)
         ran.set()
 
+    def one():
+        ran.clear()
+        launch(cb, time.perf_counter_ns())
+        ran.wait()
+        sync()
+        return got.pop()
+
+    return one
+
+
+def callback_latency(samplers, n=2000):
+    """Median ns of n samples of each of samplers (a name: a function that takes one sample,
+    callback_sampler's or C's). The samples take turns, one of each in every step, so that
+    the host's drift lands on all of them alike (measured one after the other, streambridge's
+    and CuPy's gave 0.92 and 1.08 of each other in two runs)."""
+    stamps = {name: [] for name in samplers}
     for step in range(100 + n):  # the first 100: warm the driver's thread and the GIL hand-over
-        for name, (launch, sync) in launches.items():
-            ran.clear()
-            launch(cb, (name, time.perf_counter_ns()))
-            ran.wait()
-            sync()
-        if step == 99:
-            for kept in stamps.values():
-                kept.clear()
+        for name, one in samplers.items():
+            ns = one()
+            if ns < 0:
+                raise RuntimeError(f"{name}: the driver failed")
+            if step >= 100:
+                stamps[name].append(ns)
     return {name: statistics.median(kept) for name, kept in stamps.items()}
 
 
@@ -168,11 +179,14 @@ def inprocess_c():
         f = getattr(c, name)
         f.restype = ctypes.c_double
         f.argtypes = [ctypes.c_void_p] * (args - 1) + [ctypes.c_long]
+    c.host_func_latency_once_ns.restype = ctypes.c_double
+    c.host_func_latency_once_ns.argtypes = [ctypes.c_void_p]
     return c
 
 
 THREAD_COUNTS = (1, 2, 4, 8)
 IN_C = "C in this process"  # the rows of bench/inproc.c's loops: the floor, not a peer
+CALLBACK = "host callback into Python, enqueue to run (median of 2000, idle stream)"  # its section
 
 
 def main() -> int:
@@ -443,9 +457,13 @@ def main() -> int:
         for name in (k for k in impls if k.startswith("streambridge")):
             print(f"  ratio {name} / fastest peer ({best_name}): {med[name] / peers[best_name]:.2f} "
                   f"(best rounds: {low[name] / low[low_peer]:.2f})  [bar {bars.get(op, 1.2)}]")
-    print("\nhost callback into Python, enqueue to run (median of 2000, idle stream):")
-    lat = callback_latency({"streambridge launch_host_func": (ss_a.launch_host_func, ss_a.synchronize),
-                            "cupy launch_host_func": (cs_a.launch_host_func, cs_a.synchronize)})
+    print(f"\n{CALLBACK}:")
+    samplers = {"streambridge launch_host_func": callback_sampler(ss_a.launch_host_func, ss_a.synchronize),
+                "cupy launch_host_func": callback_sampler(cs_a.launch_host_func, cs_a.synchronize)}
+    c_callback = f"{IN_C}: a C host function on the same stream"
+    if floor is not None:
+        samplers[c_callback] = lambda: floor.host_func_latency_once_ns(ss_a.ptr)
+    lat = callback_latency(samplers)
     for name, ns in sorted(lat.items(), key=lambda kv: kv[1]):
         print(f"  {name:48s} {ns:8.0f} ns")
     print(f"  ratio streambridge / cupy: {lat['streambridge launch_host_func'] / lat['cupy launch_host_func']:.2f}  [bar 1.2]")
@@ -469,6 +487,8 @@ def main() -> int:
             best = min(results[(op, name)]) / min(results[(op, row)])
             print(f"  {op} ({name}): {ours:.0f} ns against C's {c:.0f} ns: {ours / c:.2f} "
                   f"(best rounds: {best:.2f})  [bar 1.5]")
+        ours, c = lat["streambridge launch_host_func"], lat[c_callback]  # medians of samples taking turns
+        print(f"  {CALLBACK} (streambridge): {ours:.0f} ns against C's {c:.0f} ns: {ours / c:.2f}  [bar 1.5]")
     return 0
 
 

@@ -30,25 +30,25 @@ INPROC = re.compile(r"^  (?P<op>.+) \((?P<who>.+)\): \d+ ns against C's \d+ ns: 
 BENCH = re.compile(r"^Benchmark(?P<name>[A-Za-z]+(?:/goroutines=\d+)?)(?:-\d+)?\s+\d+\s+(?P<ns>[\d.]+) ns/op")
 
 
-def _bench_label() -> str:
-    """python_bench.py's label of its rows of the C floor in its own process (not peers),
-    declared there; read from the file beside this one (it imports nothing heavy at load)."""
+def _bench_labels() -> tuple[str, str]:
+    """python_bench.py's label of its rows of the C floor in its own process (not peers), and
+    its host callback section's heading, declared there; read from the file beside this one
+    (it imports nothing heavy at load)."""
     path = Path(__file__).resolve().parent / "python_bench.py"
     spec = importlib.util.spec_from_file_location("python_bench", path)
     assert spec is not None and spec.loader is not None, path
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return str(module.IN_C)
+    return str(module.IN_C), str(module.CALLBACK)
 
 
-IN_C = _bench_label()
+IN_C, CALLBACK = _bench_labels()
 
 
 # The loop of bench/driver_bench.c (C over the driver API, the floor) that each Python
 # operation is measured against, where it has one.
 C_FLOOR = {"record+wait": "RecordWait", "query": "Query", "event create+close": "EventCreateClose",
-           "empty kernel launch": "LaunchEmpty",
-           "host callback into Python, enqueue to run (median of 2000, idle stream)": "HostFuncLatency"}
+           "empty kernel launch": "LaunchEmpty", CALLBACK: "HostFuncLatency"}
 
 
 def python_rows(text: str, c_floor: dict[str, float]) -> list[tuple[str, ...]]:

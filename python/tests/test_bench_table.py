@@ -48,6 +48,21 @@ def test_the_c_loops_in_the_benchmarks_process_give_their_own_column():
             "| 1.60 (1.55) | 1.2 |") in text
 
 
+def test_the_host_callback_row_has_c_in_the_same_process_too():
+    # python_bench.py's callback section, C's host function taking turns with the two, and
+    # its ratio line after the profile, with no best rounds (the samples take turns instead)
+    py = ("host callback into Python, enqueue to run (median of 2000, idle stream):\n"
+          "  C in this process: a C host function on the same stream    10000 ns\n"
+          "  streambridge launch_host_func    12500 ns\n  cupy launch_host_func    15000 ns\n"
+          "  ratio streambridge / cupy: 0.83  [bar 1.2]\n"
+          "\nstreambridge over C in this process (the same objects, the same driver state, the same rounds):\n"
+          "  host callback into Python, enqueue to run (median of 2000, idle stream) (streambridge): "
+          "12500 ns against C's 10000 ns: 1.25  [bar 1.5]\n")
+    text = table().section(py, "BenchmarkHostFuncLatency\t1\t9000.0 ns/op\n", "", "one H100", "2026-11-26")
+    assert ("| host callback into Python, enqueue to run (median of 2000, idle stream) | streambridge | 12500 | "
+            "cupy 15000 | cupy launch_host_func 15000 | 9000 | 0.83 | 1.39 | 1.25 | 1.2 |") in text
+
+
 def test_throughput_rows_pair_by_goroutine_count():
     # bench/run.sh's throughput rounds, in the shapes the C program and Go's testing print
     c = "BenchmarkRecordWaitThroughput/goroutines=4\t2000000\t150.0 ns/op\t6666667 calls/s\n"
