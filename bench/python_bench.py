@@ -114,17 +114,19 @@ extern "C" __global__ void spin(long long ns) {
 """
 
 
-def long_wait(launch, sync, n=40):
-    """Median ns from launch() to the return of sync() after it."""
-    launch()
-    sync()
-    stamps = []
-    for _ in range(n):
-        t = time.perf_counter_ns()
-        launch()
-        sync()
-        stamps.append(time.perf_counter_ns() - t)
-    return statistics.median(stamps)
+def long_waits(launch, syncs, n=40):
+    """Median ns from launch() to the return of each of syncs (a name: a synchronize) after
+    it, the libraries taking turns, one sample of each in every step (one after the other,
+    the host's drift over a library's 40 landed on that one alone)."""
+    stamps = {name: [] for name in syncs}
+    for step in range(1 + n):  # the first: warm
+        for name, sync in syncs.items():
+            t = time.perf_counter_ns()
+            launch()
+            sync()
+            if step:
+                stamps[name].append(time.perf_counter_ns() - t)
+    return {name: statistics.median(kept) for name, kept in stamps.items()}
 
 
 def threads_ns(make, pair, threads, n, enter=None):
@@ -469,9 +471,9 @@ def main() -> int:
     print(f"  ratio streambridge / cupy: {lat['streambridge launch_host_func'] / lat['cupy launch_host_func']:.2f}  [bar 1.2]")
     spin = sb.Module(SPIN).get_kernel("spin")
     print("\nlaunch of a 5 ms kernel to the return of synchronize (median of 40; the same kernel and stream):")
-    waits = {name: long_wait(lambda: spin(1, 1, (numpy.int64(5_000_000),), stream=ss_a), sync)
-             for name, sync in [("streambridge", ss_a.synchronize), ("cupy", cp_sync.synchronize),
-                                ("torch", t_sync.synchronize), ("cuda.core", k_sync.sync)]}
+    waits = long_waits(lambda: spin(1, 1, (numpy.int64(5_000_000),), stream=ss_a),
+                       {"streambridge": ss_a.synchronize, "cupy": cp_sync.synchronize,
+                        "torch": t_sync.synchronize, "cuda.core": k_sync.sync})
     for name, ns in sorted(waits.items(), key=lambda kv: kv[1]):
         print(f"  {name:48s} {ns:8.0f} ns")
     fastest = min((k for k in waits if k != "streambridge"), key=waits.get)
