@@ -8,6 +8,8 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DATA = ROOT / "bench" / "testdata"
 
@@ -35,32 +37,32 @@ def test_the_table_reads_every_ratio_and_every_benchmark_pair():
     assert text.count("\n| ") - 2 - 7 == ratios  # a row per ratio; two header rows; seven Go/C pairs
 
 
-def test_the_c_loops_in_the_benchmarks_process_give_their_own_column():
-    # python_bench.py's lines for bench/inproc.c, the C floor run inside its own process
-    # (a row of its operation, no peer), and their ratio lines after the profile
-    py = ("record+wait:\n  C in this process: record+wait on the same streams and event    500 ns\n"
-          "  cuda.core    1000 ns\n  streambridge    800 ns\n"
-          "  ratio streambridge / fastest peer (cuda.core): 0.80 (best rounds: 0.79)  [bar 1.2]\n"
-          "\nstreambridge over C in this process (the same objects, the same driver state, the same rounds):\n"
-          "  record+wait (streambridge): 800 ns against C's 500 ns: 1.60 (best rounds: 1.55)  [bar 1.5]\n")
-    text = table().section(py, "BenchmarkRecordWait\t1\t400.0 ns/op\n", "", "one H100", "2026-11-26")
-    assert ("| record+wait | streambridge | 800 | cuda.core 1000 | cuda.core 1000 | 400 | 0.80 (0.79) | 2.00 "
-            "| 1.60 (1.55) | 1.2 |") in text
+OVER_C = "\nstreambridge over C in this process (the same objects, the same driver state, the same rounds):\n"
 
 
-def test_the_host_callback_row_has_c_in_the_same_process_too():
-    # python_bench.py's callback section, C's host function taking turns with the two, and
-    # its ratio line after the profile, with no best rounds (the samples take turns instead)
-    py = ("host callback into Python, enqueue to run (median of 2000, idle stream):\n"
-          "  C in this process: a C host function on the same stream    10000 ns\n"
-          "  streambridge launch_host_func    12500 ns\n  cupy launch_host_func    15000 ns\n"
-          "  ratio streambridge / cupy: 0.83  [bar 1.2]\n"
-          "\nstreambridge over C in this process (the same objects, the same driver state, the same rounds):\n"
-          "  host callback into Python, enqueue to run (median of 2000, idle stream) (streambridge): "
-          "12500 ns against C's 10000 ns: 1.25  [bar 1.5]\n")
-    text = table().section(py, "BenchmarkHostFuncLatency\t1\t9000.0 ns/op\n", "", "one H100", "2026-11-26")
-    assert ("| host callback into Python, enqueue to run (median of 2000, idle stream) | streambridge | 12500 | "
-            "cupy 15000 | cupy launch_host_func 15000 | 9000 | 0.83 | 1.39 | 1.25 | 1.2 |") in text
+@pytest.mark.parametrize("py, c, row", [
+    # python_bench.py's lines for bench/inproc.c, the C floor run inside its own process (a
+    # row of its operation, no peer), and their ratio lines after the profile
+    ("record+wait:\n  C in this process: record+wait on the same streams and event    500 ns\n"
+     "  cuda.core    1000 ns\n  streambridge    800 ns\n"
+     "  ratio streambridge / fastest peer (cuda.core): 0.80 (best rounds: 0.79)  [bar 1.2]\n" + OVER_C +
+     "  record+wait (streambridge): 800 ns against C's 500 ns: 1.60 (best rounds: 1.55)  [bar 1.5]\n",
+     "BenchmarkRecordWait\t1\t400.0 ns/op\n",
+     "| record+wait | streambridge | 800 | cuda.core 1000 | cuda.core 1000 | 400 | 0.80 (0.79) | 2.00 | 1.60 (1.55) | 1.2 |"),
+    # the callback section: C's host function takes turns with the two, and its ratio line
+    # has no best rounds (the samples take turns instead of rounds)
+    ("host callback into Python, enqueue to run (median of 2000, idle stream):\n"
+     "  C in this process: a C host function on the same stream    10000 ns\n"
+     "  streambridge launch_host_func    12500 ns\n  cupy launch_host_func    15000 ns\n"
+     "  ratio streambridge / cupy: 0.83  [bar 1.2]\n" + OVER_C +
+     "  host callback into Python, enqueue to run (median of 2000, idle stream) (streambridge): "
+     "12500 ns against C's 10000 ns: 1.25  [bar 1.5]\n",
+     "BenchmarkHostFuncLatency\t1\t9000.0 ns/op\n",
+     "| host callback into Python, enqueue to run (median of 2000, idle stream) | streambridge | 12500 | "
+     "cupy 15000 | cupy launch_host_func 15000 | 9000 | 0.83 | 1.39 | 1.25 | 1.2 |"),
+])
+def test_the_c_loops_in_the_benchmarks_process_give_their_own_column(py, c, row):
+    assert row in table().section(py, c, "", "one H100", "2026-11-26")
 
 
 def test_throughput_rows_pair_by_goroutine_count():
