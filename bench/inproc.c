@@ -31,9 +31,7 @@ double event_query_ns(CUevent e, long n) { TIMED(n, floor_event_query(e)); }
 
 double event_create_destroy_ns(long n) { TIMED(n, floor_event_create_destroy(CU_EVENT_DISABLE_TIMING)); }
 
-/* One host function of C's on stream s, as python_bench.py's callback samples are taken:
-   launched on an idle stream, ns from the launch to the function's first line, then the
-   stream's synchronize. -1 where the driver failed. */
+/* When a host function ran: its first line's time, then ran set. */
 typedef struct {
   volatile double at;
   volatile int ran;
@@ -45,6 +43,9 @@ static void CUDA_CB stamp_now(void *p) {
   __atomic_store_n(&s->ran, 1, __ATOMIC_RELEASE);
 }
 
+/* One host function of C's on stream s, as python_bench.py's callback samples are taken:
+   launched on an idle stream, ns from the launch to the function's first line, then the
+   stream's synchronize. -1 where the driver failed. */
 double host_func_latency_once_ns(CUstream s) {
   static stamp_t st;
   st.ran = 0;
