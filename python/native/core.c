@@ -39,6 +39,8 @@
  *   objects.inc       the objects' structs
  *   proof.inc         the handle proof: stream and event objects read by loads, guarded
  *   holds.inc         holds: no close under a call in flight
+ *   readers.inc       reading arguments: keywords, flags, devices, the constructors' (the
+ *                     current device is lifetimes.inc's, declared ahead)
  *   stream_calls.inc  a stream's frequent calls: record, wait, query, wait_event, wait_stream
  *   wait.inc          waiting: synchronize, which Ctrl-C ends
  *   callbacks.inc     host callbacks into Python, captured ones included
@@ -46,7 +48,6 @@
  *   event_calls.inc   an event's calls: record, wait, query, synchronize, elapsed time, IPC
  *   lifetimes.inc     contexts by device, and releases: what a close gives back
  *   event_life.inc    the life of an event: made, closed, destroyed
- *   readers.inc       reading arguments: devices, flags
  *   event.inc         the event type: its arguments, borrowed events, its methods
  *   stream.inc        the life of a stream the core owns
  *   external.inc      foreign streams wrapped: ExternalStream, from_external
@@ -91,6 +92,7 @@
 #include "objects.inc"
 #include "proof.inc"
 #include "holds.inc"
+#include "readers.inc"
 #include "stream_calls.inc"
 #include "wait.inc"
 #include "callbacks.inc"
@@ -98,7 +100,6 @@
 #include "event_calls.inc"
 #include "lifetimes.inc"
 #include "event_life.inc"
-#include "readers.inc"
 #include "event.inc"
 #include "stream.inc"
 #include "external.inc"
