@@ -1,9 +1,11 @@
-// The C floor inside the Python benchmark's own process: driver_bench.c's operations
-// (floor.h), run on the streams and the event that bench/python_bench.py made, so that the
-// driver is in the same state for both (what the process made and ran before changes what
-// a call costs: see bench/RESULTS.md, "Where the time goes"). python_bench.py compiles it
-// with nvcc (or cc and CUDA's headers) and calls each loop once through ctypes, n calls in
-// it. Each returns ns a loop iteration, or -1 where the driver failed.
+// The C floor inside a benchmark's own process: driver_bench.c's operations (floor.h), run
+// on the streams and the event that the benchmark made, so that the driver and the host are
+// in the same state for both (what the process made and ran before changes what a call
+// costs: see bench/RESULTS.md, "Where the time goes"; and one host's calls ran at one of two
+// speeds, a process at a time: "Go from one goroutine"). python_bench.py compiles it with
+// nvcc (or cc and CUDA's headers) and calls each loop once through ctypes, n calls in it;
+// bench/run.sh compiles it for Go's BenchmarkInProcessC, which loads it the same way. Each
+// returns ns a loop iteration, or -1 where the driver failed.
 #include <time.h>
 
 #include "floor.h"
@@ -30,6 +32,8 @@ double query_ns(CUstream s, long n) { TIMED(n, floor_query(s)); }
 double event_query_ns(CUevent e, long n) { TIMED(n, floor_event_query(e)); }
 
 double event_create_destroy_ns(long n) { TIMED(n, floor_event_create_destroy(CU_EVENT_DISABLE_TIMING)); }
+
+double crossing_ns(long n) { TIMED(n, floor_crossing()); }
 
 /* When a host function ran: its first line's time, then ran set. */
 typedef struct {

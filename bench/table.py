@@ -27,7 +27,8 @@ RATIO = re.compile(r"^  ratio (?P<who>.+?) / (?:fastest peer \((?P<peer>.+)\)|(?
 TIME = re.compile(r"^  (?P<who>.+?)\s+(?P<ns>\d+) ns$")
 INPROC = re.compile(r"^  (?P<op>.+) \((?P<who>.+)\): \d+ ns against C's \d+ ns: (?P<ratio>[\d.]+)"
                     r"(?: \(best rounds: (?P<best>[\d.]+)\))?")
-BENCH = re.compile(r"^Benchmark(?P<name>[A-Za-z]+(?:/goroutines=\d+)?)(?:-\d+)?\s+\d+\s+(?P<ns>[\d.]+) ns/op")
+BENCH = re.compile(r"^Benchmark(?P<name>[A-Za-z]+(?:/goroutines=\d+|/[A-Za-z]+)?)(?:-\d+)?\s+\d+\s+(?P<ns>[\d.]+) ns/op")
+IN_GO = "InProcessC/"  # Go's BenchmarkInProcessC: the C loops run inside the Go benchmark's process
 
 
 def _bench_labels() -> tuple[str, str]:
@@ -115,10 +116,15 @@ def section(py: str, c: str, go: str, machine: str, date: str) -> str:
     out += [f"| {' | '.join(row)} |" for row in python_rows(py, cm)]
     cm.setdefault("WaitStream", cm.get("RecordWait", 0.0))  # the same two driver calls, in one crossing
     out += ["", "Go against the same loops in C (`bench/run.sh`: medians of its rounds; benchstat there gives "
-            "the intervals and p-values):", "",
-            "| benchmark | C ns | Go ns | Go / C |", "|---|---|---|---|"]
+            "the intervals and p-values), and against those loops run inside the Go benchmark's own process "
+            "(`BenchmarkInProcessC`, `bench/inproc.c`), where the host and the driver are in the state Go's "
+            "loops meet:", "",
+            "| benchmark | C ns | Go ns | Go / C | C in Go's process ns | Go / C in its process |",
+            "|---|---|---|---|---|---|"]
     for name in sorted(set(cm) & set(gm), key=_by_count):
-        out.append(f"| {name} | {cm[name]:.1f} | {gm[name]:.1f} | {gm[name] / cm[name]:.2f} |")
+        inproc = gm.get(IN_GO + name)
+        beside = f"{inproc:.1f} | {gm[name] / inproc:.2f}" if inproc else " | "
+        out.append(f"| {name} | {cm[name]:.1f} | {gm[name]:.1f} | {gm[name] / cm[name]:.2f} | {beside} |")
     out += [END, ""]
     return "\n".join(out)
 

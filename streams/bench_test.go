@@ -3,11 +3,13 @@ package streams
 import (
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
 
+	"github.com/ebitengine/purego"
 	"github.com/stretchr/testify/require"
 
 	"github.com/streambridge/streambridge/internal/driver"
@@ -180,10 +182,12 @@ func BenchmarkQueryNoContext(b *testing.B) {
 	}
 }
 
+// BenchmarkEventCreateClose makes events with timing off, as the C loops and Python's
+// benchmark do.
 func BenchmarkEventCreateClose(b *testing.B) {
 	env := setupBench(b)
 	env.loop(b, func() {
-		e, err := env.c.NewEvent(EventOptions{})
+		e, err := env.c.NewEvent(EventOptions{DisableTiming: true})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -297,6 +301,52 @@ func BenchmarkStreamCheck(b *testing.B) {
 			b.Fatal(r)
 		}
 	})
+}
+
+// BenchmarkInProcessC is the C floor inside this process: bench/inproc.c's loops, built as
+// a shared library that STREAMBRIDGE_INPROC_C names (bench/run.sh builds it), each run once
+// for b.N calls on streams and an event made as the Go benchmark of the same name makes
+// them. One host ran the same calls at one of two speeds, a process at a time (C too, and
+// whichever pinning: bench/RESULTS.md, "Go from one goroutine"); C in another process
+// could meet the other speed, and here both meet the same.
+func BenchmarkInProcessC(b *testing.B) {
+	path := os.Getenv("STREAMBRIDGE_INPROC_C")
+	if path == "" {
+		b.Skip("STREAMBRIDGE_INPROC_C names no build of bench/inproc.c (bench/run.sh builds one)")
+	}
+	lib, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_LOCAL)
+	require.NoError(b, err)
+	var recordWait func(a, s, e uintptr, n int64) float64
+	var query func(s uintptr, n int64) float64
+	var eventCreateDestroy, crossing func(n int64) float64
+	purego.RegisterLibFunc(&recordWait, lib, "record_wait_ns")
+	purego.RegisterLibFunc(&query, lib, "query_ns")
+	purego.RegisterLibFunc(&eventCreateDestroy, lib, "event_create_destroy_ns")
+	purego.RegisterLibFunc(&crossing, lib, "crossing_ns")
+	for _, op := range []struct {
+		name string
+		loop func(env benchEnv, n int64) float64
+	}{
+		{"RecordWait", func(env benchEnv, n int64) float64 {
+			return recordWait(env.a.Handle(), env.b.Handle(), env.e.Handle(), n)
+		}},
+		{"Query", func(env benchEnv, n int64) float64 { return query(env.a.Handle(), n) }},
+		{"EventCreateClose", func(_ benchEnv, n int64) float64 { return eventCreateDestroy(n) }},
+		{"Crossing", func(_ benchEnv, n int64) float64 { return crossing(n) }},
+	} {
+		env := setupBench(b) // fresh streams and event for each, warmed, as each Go benchmark's
+		if op.name == "Query" {
+			queryReady(b, env)
+		}
+		b.Run(op.name, func(b *testing.B) {
+			require.NoError(b, env.c.Do(func() error {
+				if op.loop(env, int64(b.N)) < 0 {
+					return fmt.Errorf("%s: the driver failed in bench/inproc.c's loop", op.name)
+				}
+				return nil
+			}))
+		})
+	}
 }
 
 // throughputCounts are the goroutine counts of the throughput benchmarks, as the C

@@ -75,6 +75,18 @@ def test_throughput_rows_pair_by_goroutine_count():
     assert "QueryThroughput" not in text  # no C row to pair it with
 
 
+def test_the_c_loops_in_gos_process_pair_with_gos_rows():
+    # bench/run.sh's Go rounds: Go's BenchmarkInProcessC runs bench/inproc.c's loops beside its own
+    c = "BenchmarkRecordWait\t2000000\t574.0 ns/op\nBenchmarkQuery\t2000000\t290.0 ns/op\n"
+    go = ("BenchmarkRecordWait\t2000000\t605.0 ns/op\t0 B/op\t0 allocs/op\n"
+          "BenchmarkInProcessC/RecordWait\t2000000\t400.0 ns/op\n"
+          "BenchmarkQuery\t2000000\t290.0 ns/op\t0 B/op\t0 allocs/op\n")
+    text = table().section("", c, go, "one H100", "2026-11-26")
+    assert "| RecordWait | 574.0 | 605.0 | 1.05 | 400.0 | 1.51 |" in text
+    assert "| Query | 290.0 | 290.0 | 1.00 |  |  |" in text  # no loop of C's beside it in Go's process
+    assert "| InProcessC/" not in text  # a column of Go's rows, not a row of its own
+
+
 def test_the_update_replaces_the_section_and_nothing_else(tmp_path):
     results = tmp_path / "RESULTS.md"
     shutil.copy(ROOT / "bench" / "RESULTS.md", results)
