@@ -197,6 +197,20 @@ func BenchmarkEventCreateClose(b *testing.B) {
 	})
 }
 
+// BenchmarkEventCreateCloseRaw is the driver's two calls through the trampoline, no
+// streams layer around them.
+func BenchmarkEventCreateCloseRaw(b *testing.B) {
+	env := setupBench(b)
+	api, c := env.c.api, env.c.handle
+	env.loop(b, func() {
+		e, r := api.EventCreate(c, driver.EventDisableTiming)
+		if r != driver.Success {
+			b.Fatal(r)
+		}
+		api.EventDestroy(e)
+	})
+}
+
 func BenchmarkLaunchEmpty(b *testing.B) {
 	env := setupBench(b)
 	var args Args
@@ -447,6 +461,10 @@ func (nullCalls) StreamWaitEvent(driver.Context, driver.Stream, driver.Event, ui
 	return driver.Success
 }
 func (nullCalls) StreamQuery(driver.Context, driver.Stream) driver.Result { return driver.Success }
+func (nullCalls) EventCreate(driver.Context, uint32) (driver.Event, driver.Result) {
+	return driver.Event(0x1000), driver.Success
+}
+func (nullCalls) EventDestroy(driver.Event) driver.Result { return driver.Success }
 func (nullCalls) EventRecordAndWait(driver.Context, driver.Event, driver.Stream, driver.Stream) (driver.Result, bool) {
 	return driver.Success, true
 }
@@ -486,6 +504,23 @@ func BenchmarkLayerQuery(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := s.Query(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkLayerEventCreateClose is the streams layer around an event's create and close:
+// the context's count, the Event, its use count's close.
+func BenchmarkLayerEventCreateClose(b *testing.B) {
+	d := newDriver(nullCalls{sim.New()})
+	c := primary(b, d, 0)
+	b.ReportAllocs()
+	for b.Loop() {
+		e, err := c.NewEvent(EventOptions{DisableTiming: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := e.Close(); err != nil {
 			b.Fatal(err)
 		}
 	}
