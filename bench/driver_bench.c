@@ -2,11 +2,9 @@
 // CUDA driver API. Build: nvcc -O2 bench/driver_bench.c -lcuda -o driver_bench
 // Run: ./driver_bench internal/kernels/kernels.ptx
 // Prints lines shaped like Go's benchmark output, so benchstat compares both (bench/run.sh).
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "floor.h"
 
@@ -20,12 +18,6 @@
       exit(1);                                                               \
     }                                                                        \
   } while (0)
-
-static double now_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec * 1e9 + t.tv_nsec;
-}
 
 static CUstream a, b;
 static CUevent ev;
@@ -101,11 +93,11 @@ static void bench(const char *name, void (*fn)(void), long iters) {
   }
   for (long i = 0; i < iters / 10; i++) fn(); /* warm up */
   CHECK(cuStreamSynchronize(a));
-  double t0 = now_ns();
+  double t0 = floor_now_ns();
   for (long i = 0; i < iters; i++) fn();
   CHECK(cuStreamSynchronize(a));
   CHECK(cuStreamSynchronize(b));
-  double dt = now_ns() - t0;
+  double dt = floor_now_ns() - t0;
   printf("BenchmarkC/%s\t%ld\t%.1f ns/op\n", name, iters, dt / iters);
   fflush(stdout);
   CHECK(cuEventDestroy(ev));
@@ -113,61 +105,15 @@ static void bench(const char *name, void (*fn)(void), long iters) {
   CHECK(cuStreamDestroy(b));
 }
 
-/* As Go's throughput benchmarks (streams/bench_test.go): n threads at once, each with the
-   context current and two streams and an event of its own, iters calls in all (iters/n
-   each), started together; ns/op is wall time per call over all of them. */
-struct worker {
-  long calls;
-  int query; /* 0: record+wait pairs, 1: queries */
-  CUstream a, b;
-  CUevent e;
-  pthread_barrier_t *start, *done;
-};
-
-static void *work(void *p) {
-  struct worker *w = p;
-  CHECK(cuCtxSetCurrent(ctx));
-  pthread_barrier_wait(w->start);
-  for (long i = 0; i < w->calls; i++) {
-    if (w->query)
-      CHECK(floor_query(w->a));
-    else
-      CHECK(floor_record_wait(w->e, w->a, w->b));
-  }
-  pthread_barrier_wait(w->done);
-  return NULL;
-}
-
+/* As Go's throughput benchmarks (streams/bench_test.go): floor_throughput, after warm. */
 static void throughput(const char *name, int query, int n, long iters) {
-  struct worker w[16];
-  pthread_t t[16];
-  pthread_barrier_t start, done;
-  pthread_barrier_init(&start, NULL, n + 1);
-  pthread_barrier_init(&done, NULL, n + 1);
   warm();
-  for (int i = 0; i < n; i++) {
-    w[i] = (struct worker){iters / n + (i < iters % n), query, NULL, NULL, NULL, &start, &done};
-    CHECK(cuStreamCreate(&w[i].a, CU_STREAM_NON_BLOCKING));
-    CHECK(cuStreamCreate(&w[i].b, CU_STREAM_NON_BLOCKING));
-    CHECK(cuEventCreate(&w[i].e, CU_EVENT_DISABLE_TIMING));
-    pthread_create(&t[i], NULL, work, &w[i]);
+  double ns = floor_throughput(ctx, query, n, iters);
+  if (ns < 0) {
+    fprintf(stderr, "%s/goroutines=%d: the driver failed\n", name, n);
+    exit(1);
   }
-  pthread_barrier_wait(&start);
-  double t0 = now_ns();
-  pthread_barrier_wait(&done);
-  double dt = now_ns() - t0;
-  for (int i = 0; i < n; i++) {
-    pthread_join(t[i], NULL);
-    CHECK(cuStreamSynchronize(w[i].a));
-    CHECK(cuStreamSynchronize(w[i].b));
-    CHECK(cuEventDestroy(w[i].e));
-    CHECK(cuStreamDestroy(w[i].a));
-    CHECK(cuStreamDestroy(w[i].b));
-  }
-  pthread_barrier_destroy(&start);
-  pthread_barrier_destroy(&done);
-  printf("BenchmarkC/%s/goroutines=%d\t%ld\t%.1f ns/op\t%.0f calls/s\n", name, n, iters, dt / iters,
-         iters / dt * 1e9);
+  printf("BenchmarkC/%s/goroutines=%d\t%ld\t%.1f ns/op\t%.0f calls/s\n", name, n, iters, ns, 1e9 / ns);
   fflush(stdout);
 }
 

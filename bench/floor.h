@@ -1,8 +1,17 @@
 // The C floor's operations, each the driver calls and nothing else, written once for the
-// program that times them (driver_bench.c, one thread and many) and for the loops
-// python_bench.py runs inside its own process (inproc.c). Each returns the driver's result;
-// a query's CUDA_ERROR_NOT_READY is an answer, not an error.
+// program that times them (driver_bench.c, one thread and many) and for the loops the
+// benchmarks run inside their own processes (inproc.c). Each returns the driver's result;
+// a query's CUDA_ERROR_NOT_READY is an answer, not an error. And the clock both read, and
+// the one harness of many threads at once.
 #include <cuda.h>
+#include <pthread.h>
+#include <time.h>
+
+static inline double floor_now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1e9 + t.tv_nsec;
+}
 
 static inline CUresult floor_record_wait(CUevent e, CUstream from, CUstream to) {
   CUresult r = cuEventRecord(e, from);
@@ -30,4 +39,68 @@ static inline CUresult floor_event_create_destroy(unsigned flags) {
 static inline CUresult floor_crossing(void) {
   int v;
   return cuDriverGetVersion(&v);
+}
+
+/* Throughput, as Go's *Throughput benchmarks: n threads (at most 16) at once, each with ctx
+   current and two streams and an event of its own, iters calls in all (iters/n each),
+   started together: record+wait pairs, or queries where query is set. ns a call over all of
+   them (wall time), or -1 where the driver failed. */
+struct floor_worker {
+  CUcontext ctx;
+  long calls;
+  int query;
+  CUstream a, b;
+  CUevent e;
+  CUresult r;
+  pthread_barrier_t *start, *done;
+};
+
+static void *floor_work(void *p) {
+  struct floor_worker *w = p;
+  w->r = cuCtxSetCurrent(w->ctx);
+  pthread_barrier_wait(w->start);
+  for (long i = 0; i < w->calls && w->r == CUDA_SUCCESS; i++)
+    w->r = w->query ? floor_query(w->a) : floor_record_wait(w->e, w->a, w->b);
+  pthread_barrier_wait(w->done);
+  return NULL;
+}
+
+static double floor_throughput(CUcontext ctx, int query, int n, long iters) {
+  struct floor_worker w[16];
+  pthread_t t[16];
+  pthread_barrier_t start, done;
+  if (n < 1 || n > 16) return -1;
+  CUresult r = cuCtxSetCurrent(ctx);
+  for (int i = 0; i < n; i++) {
+    w[i] = (struct floor_worker){ctx, iters / n + (i < iters % n), query, NULL, NULL, NULL, CUDA_SUCCESS, &start, &done};
+    if (r == CUDA_SUCCESS) r = cuStreamCreate(&w[i].a, CU_STREAM_NON_BLOCKING);
+    if (r == CUDA_SUCCESS) r = cuStreamCreate(&w[i].b, CU_STREAM_NON_BLOCKING);
+    if (r == CUDA_SUCCESS) r = cuEventCreate(&w[i].e, CU_EVENT_DISABLE_TIMING);
+  }
+  double dt = -1;
+  if (r == CUDA_SUCCESS) {
+    pthread_barrier_init(&start, NULL, n + 1);
+    pthread_barrier_init(&done, NULL, n + 1);
+    for (int i = 0; i < n; i++) pthread_create(&t[i], NULL, floor_work, &w[i]);
+    pthread_barrier_wait(&start);
+    double t0 = floor_now_ns();
+    pthread_barrier_wait(&done);
+    dt = floor_now_ns() - t0;
+    for (int i = 0; i < n; i++) {
+      pthread_join(t[i], NULL);
+      if (w[i].r != CUDA_SUCCESS) dt = -1;
+    }
+    pthread_barrier_destroy(&start);
+    pthread_barrier_destroy(&done);
+  }
+  for (int i = 0; i < n; i++) {
+    CUstream s[2] = {w[i].a, w[i].b};
+    for (int k = 0; k < 2; k++)
+      if (s[k] != NULL) {
+        cuStreamSynchronize(s[k]);
+        cuStreamDestroy(s[k]);
+      }
+    if (w[i].e != NULL) cuEventDestroy(w[i].e);
+  }
+  return dt < 0 ? -1 : dt / iters;
 }

@@ -6,23 +6,16 @@
 // nvcc (or cc and CUDA's headers) and calls each loop once through ctypes, n calls in it;
 // bench/run.sh compiles it for Go's BenchmarkInProcessC, which loads it the same way. Each
 // returns ns a loop iteration, or -1 where the driver failed.
-#include <time.h>
 
 #include "floor.h"
-
-static double now_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec * 1e9 + t.tv_nsec;
-}
 
 /* n times call, timed: ns a call, or -1 at the first that failed. */
 #define TIMED(n, call)                                                \
   do {                                                                \
-    double t0 = now_ns();                                             \
+    double t0 = floor_now_ns();                                             \
     for (long i = 0; i < (n); i++)                                    \
       if ((call) != CUDA_SUCCESS) return -1;                          \
-    return (now_ns() - t0) / (n);                                     \
+    return (floor_now_ns() - t0) / (n);                                     \
   } while (0)
 
 double record_wait_ns(CUstream a, CUstream b, CUevent e, long n) { TIMED(n, floor_record_wait(e, a, b)); }
@@ -35,6 +28,10 @@ double event_create_destroy_ns(long n) { TIMED(n, floor_event_create_destroy(CU_
 
 double crossing_ns(long n) { TIMED(n, floor_crossing()); }
 
+/* floor_throughput in context ctx: n threads, iters calls in all, record+wait pairs (query 0)
+   or queries (1), on streams and events it makes. */
+double throughput_ns(CUcontext ctx, int query, int n, long iters) { return floor_throughput(ctx, query, n, iters); }
+
 /* When a host function ran: its first line's time, then ran set. */
 typedef struct {
   volatile double at;
@@ -43,7 +40,7 @@ typedef struct {
 
 static void CUDA_CB stamp_now(void *p) {
   stamp_t *s = p;
-  s->at = now_ns();
+  s->at = floor_now_ns();
   __atomic_store_n(&s->ran, 1, __ATOMIC_RELEASE);
 }
 
@@ -53,7 +50,7 @@ static void CUDA_CB stamp_now(void *p) {
 double host_func_latency_once_ns(CUstream s) {
   static stamp_t st;
   st.ran = 0;
-  double t0 = now_ns();
+  double t0 = floor_now_ns();
   if (cuLaunchHostFunc(s, stamp_now, &st) != CUDA_SUCCESS) return -1;
   while (!__atomic_load_n(&st.ran, __ATOMIC_ACQUIRE)) {
   }

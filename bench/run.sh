@@ -47,16 +47,16 @@ for round in $(seq "$rounds"); do
   echo "throughput round $round of $rounds: C threads, then Go goroutines" >&2
   "$cc_bin" internal/kernels/kernels.ptx 1 threads | sed 's|^BenchmarkC/|Benchmark|' >>"$out/c.txt"
   "$bin" -test.run='^$' -test.bench=Throughput -test.benchmem -test.count=1 -test.benchtime=2000000x |
-    sed -E 's/^(Benchmark[A-Za-z]+\/goroutines=[0-9]+)-[0-9]+/\1/' >>"$out/go.txt"
+    sed -E 's/^(Benchmark[A-Za-z/]+=[0-9]+)-[0-9]+/\1/' >>"$out/go.txt"
 done
 wait_stream=$(sed -n 's|^BenchmarkRecordWait\b|BenchmarkWaitStream|p' "$out/c.txt")
 echo "$wait_stream" >>"$out/c.txt"
-# The C loops Go loaded into its own process (BenchmarkInProcessC) are rows of their own.
-grep -v '^BenchmarkInProcessC/' "$out/go.txt" >"$out/go-own.txt"
+# The C loops Go loaded into its own process (BenchmarkInProcessC, …CThroughput) are rows of their own.
+grep -v '^BenchmarkInProcessC' "$out/go.txt" >"$out/go-own.txt"
 ${BENCHSTAT:-go tool benchstat} -ignore goos,goarch,pkg,cpu C="$out/c.txt" Go="$out/go-own.txt"
-sed -n 's|^BenchmarkInProcessC/|Benchmark|p' "$out/go.txt" >"$out/c-in-go.txt"
+sed -n -E 's|^BenchmarkInProcessC[A-Za-z]*/|Benchmark|p' "$out/go.txt" >"$out/c-in-go.txt"
 if [ -s "$out/c-in-go.txt" ]; then
-  names=$(sed -E 's/^Benchmark([A-Za-z]+).*/\1/' "$out/c-in-go.txt" | sort -u | paste -sd'|')
+  names=$(sed -E 's/^Benchmark([^[:space:]]+).*/\1/' "$out/c-in-go.txt" | sort -u | paste -sd'|')
   grep -E "^Benchmark($names)\s" "$out/go-own.txt" >"$out/go-beside-c.txt"
   echo "Go against the same loops in C inside the Go benchmark's own process, the same rounds:"
   ${BENCHSTAT:-go tool benchstat} -ignore goos,goarch,pkg,cpu "C in Go's process=$out/c-in-go.txt" Go="$out/go-beside-c.txt"

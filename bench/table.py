@@ -27,8 +27,8 @@ RATIO = re.compile(r"^  ratio (?P<who>.+?) / (?:fastest peer \((?P<peer>.+)\)|(?
 TIME = re.compile(r"^  (?P<who>.+?)\s+(?P<ns>\d+) ns$")
 INPROC = re.compile(r"^  (?P<op>.+) \((?P<who>.+)\): \d+ ns against C's \d+ ns: (?P<ratio>[\d.]+)"
                     r"(?: \(best rounds: (?P<best>[\d.]+)\))?")
-BENCH = re.compile(r"^Benchmark(?P<name>[A-Za-z]+(?:/goroutines=\d+|/[A-Za-z]+)?)(?:-\d+)?\s+\d+\s+(?P<ns>[\d.]+) ns/op")
-IN_GO = "InProcessC/"  # Go's BenchmarkInProcessC: the C loops run inside the Go benchmark's process
+BENCH = re.compile(r"^Benchmark(?P<name>[A-Za-z]+(?:/[A-Za-z]+)?(?:/goroutines=\d+)?)(?:-\d+)?\s+\d+\s+(?P<ns>[\d.]+) ns/op")
+IN_GO = "InProcessC"  # Go's BenchmarkInProcessC and …CThroughput: C's loops inside the Go benchmark's process
 
 
 def _bench_labels() -> tuple[str, str]:
@@ -104,6 +104,7 @@ def _by_count(name: str) -> tuple:
 
 def section(py: str, c: str, go: str, machine: str, date: str) -> str:
     cm, gm = medians(c), medians(go)
+    beside_go = {name.partition("/")[2]: ns for name, ns in gm.items() if name.startswith(IN_GO)}
     out = [BEGIN, f"## Latest: {machine}, {date}", "",
            "Python (`bench/python_bench.py`: medians over rounds, in brackets by each one's best round; "
            "streambridge over the fastest peer among CuPy, PyTorch and cuda.core, and over the C floor: the "
@@ -122,7 +123,7 @@ def section(py: str, c: str, go: str, machine: str, date: str) -> str:
             "| benchmark | C ns | Go ns | Go / C | C in Go's process ns | Go / C in its process |",
             "|---|---|---|---|---|---|"]
     for name in sorted(set(cm) & set(gm), key=_by_count):
-        inproc = gm.get(IN_GO + name)
+        inproc = beside_go.get(name)
         beside = f"{inproc:.1f} | {gm[name] / inproc:.2f}" if inproc else " | "
         out.append(f"| {name} | {cm[name]:.1f} | {gm[name]:.1f} | {gm[name] / cm[name]:.2f} | {beside} |")
     out += [END, ""]

@@ -324,12 +324,7 @@ func BenchmarkStreamCheck(b *testing.B) {
 // whichever pinning: bench/RESULTS.md, "Go from one goroutine"); C in another process
 // could meet the other speed, and here both meet the same.
 func BenchmarkInProcessC(b *testing.B) {
-	path := os.Getenv("STREAMBRIDGE_INPROC_C")
-	if path == "" {
-		b.Skip("STREAMBRIDGE_INPROC_C names no build of bench/inproc.c (bench/run.sh builds one)")
-	}
-	lib, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_LOCAL)
-	require.NoError(b, err)
+	lib := inprocessC(b)
 	var recordWait func(a, s, e uintptr, n int64) float64
 	var query func(s uintptr, n int64) float64
 	var eventCreateDestroy, crossing func(n int64) float64
@@ -363,6 +358,42 @@ func BenchmarkInProcessC(b *testing.B) {
 	}
 }
 
+// inprocessC loads the build of bench/inproc.c that STREAMBRIDGE_INPROC_C names, or skips.
+func inprocessC(b *testing.B) uintptr {
+	path := os.Getenv("STREAMBRIDGE_INPROC_C")
+	if path == "" {
+		b.Skip("STREAMBRIDGE_INPROC_C names no build of bench/inproc.c (bench/run.sh builds one)")
+	}
+	lib, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_LOCAL)
+	require.NoError(b, err)
+	return lib
+}
+
+// BenchmarkInProcessCThroughput is the C threads of the throughput rows inside this process
+// (bench/inproc.c's throughput_ns: floor.h's harness, which driver_bench's threads run
+// too), b.N calls in all, as the Go rows of the same names.
+func BenchmarkInProcessCThroughput(b *testing.B) {
+	var throughput func(ctx uintptr, query, n int32, iters int64) float64
+	purego.RegisterLibFunc(&throughput, inprocessC(b), "throughput_ns")
+	c := primary(b, realDriver(b), 0)
+	for query, name := range []string{"RecordWaitThroughput", "QueryThroughput"} {
+		for _, n := range throughputCounts {
+			b.Run(fmt.Sprintf("%s/goroutines=%d", name, n), func(b *testing.B) {
+				if b.N > 1 { // not for testing's first run of one call, whose time is dropped
+					warm(b, c)
+				}
+				b.ResetTimer()
+				require.NoError(b, c.Do(func() error {
+					if throughput(c.Handle(), int32(query), int32(n), int64(b.N)) < 0 {
+						return fmt.Errorf("%s: the driver failed in bench/inproc.c's threads", name)
+					}
+					return nil
+				}))
+			})
+		}
+	}
+}
+
 // throughputCounts are the goroutine counts of the throughput benchmarks, as the C
 // program's thread counts (bench/driver_bench.c, "threads").
 var throughputCounts = []int{1, 2, 4, 8, 16}
@@ -382,7 +413,9 @@ func throughput(b *testing.B, n int, op func(a, s *Stream, e *Event) error) {
 		owns[i] = own{newStream(b, c, StreamOptions{NonBlocking: true}), newStream(b, c, StreamOptions{NonBlocking: true}),
 			newEvent(b, c, EventOptions{DisableTiming: true})}
 	}
-	warm(b, c)
+	if b.N > 1 { // not for testing's first run of one call, whose time is dropped
+		warm(b, c)
+	}
 	b.ReportAllocs()
 	var ready, start sync.WaitGroup
 	ready.Add(n)

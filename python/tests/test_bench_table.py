@@ -80,9 +80,13 @@ def test_the_c_loops_in_gos_process_pair_with_gos_rows():
     c = "BenchmarkRecordWait\t2000000\t574.0 ns/op\nBenchmarkQuery\t2000000\t290.0 ns/op\n"
     go = ("BenchmarkRecordWait\t2000000\t605.0 ns/op\t0 B/op\t0 allocs/op\n"
           "BenchmarkInProcessC/RecordWait\t2000000\t400.0 ns/op\n"
-          "BenchmarkQuery\t2000000\t290.0 ns/op\t0 B/op\t0 allocs/op\n")
+          "BenchmarkQuery\t2000000\t290.0 ns/op\t0 B/op\t0 allocs/op\n"
+          "BenchmarkRecordWaitThroughput/goroutines=2\t2000000\t500.0 ns/op\t0 B/op\t0 allocs/op\n"
+          "BenchmarkInProcessCThroughput/RecordWaitThroughput/goroutines=2\t2000000\t400.0 ns/op\n")
+    c += "BenchmarkRecordWaitThroughput/goroutines=2\t2000000\t450.0 ns/op\t4444444 calls/s\n"
     text = table().section("", c, go, "one H100", "2026-11-26")
     assert "| RecordWait | 574.0 | 605.0 | 1.05 | 400.0 | 1.51 |" in text
+    assert "| RecordWaitThroughput/goroutines=2 | 450.0 | 500.0 | 1.11 | 400.0 | 1.25 |" in text
     assert "| Query | 290.0 | 290.0 | 1.00 |  |  |" in text  # no loop of C's beside it in Go's process
     assert "| InProcessC/" not in text  # a column of Go's rows, not a row of its own
 
