@@ -29,6 +29,7 @@ INPROC = re.compile(r"^  (?P<op>.+) \((?P<who>.+)\): \d+ ns against C's \d+ ns: 
                     r"(?: \(best rounds: (?P<best>[\d.]+)\))?")
 BENCH = re.compile(r"^Benchmark(?P<name>[A-Za-z]+(?:/[A-Za-z]+)?(?:/goroutines=\d+)?)(?:-\d+)?\s+\d+\s+(?P<ns>[\d.]+) ns/op")
 IN_GO = "InProcessC"  # Go's BenchmarkInProcessC and …CThroughput: C's loops inside the Go benchmark's process
+TURNS = re.compile(r"\s(?P<go>[\d.]+) go-ns/op")  # Go's time in the same turns as C's (BenchmarkInProcessC)
 
 
 def _bench_labels() -> tuple[str, str]:
@@ -96,6 +97,25 @@ def medians(text: str) -> dict[str, float]:
     return {name: statistics.median(v) for name, v in seen.items()}
 
 
+def beside_go(text: str) -> dict[str, tuple[float, float]]:
+    """C's loops in the Go benchmark's process, by the name of the Go row they pair with: the
+    median of C's ns/op, and the median of Go over C, each line's Go over its C where the line
+    has Go's time in the same turns (go-ns/op), else Go's own row over the median of C."""
+    cs: dict[str, list[float]] = {}
+    ratios: dict[str, list[float]] = {}
+    for line in text.splitlines():
+        m = BENCH.match(line)
+        if m and m["name"].startswith(IN_GO):
+            name = m["name"].partition("/")[2]
+            cs.setdefault(name, []).append(float(m["ns"]))
+            if t := TURNS.search(line):
+                ratios.setdefault(name, []).append(float(t["go"]) / float(m["ns"]))
+    gm = medians(text)
+    return {name: (statistics.median(v), statistics.median(ratios[name]) if name in ratios
+                   else gm[name] / statistics.median(v))
+            for name, v in cs.items() if name in ratios or name in gm}
+
+
 def _by_count(name: str) -> tuple:
     """Orders /goroutines=N rows by N (2 before 16), the rest by name."""
     base, _, count = name.partition("/goroutines=")
@@ -104,7 +124,7 @@ def _by_count(name: str) -> tuple:
 
 def section(py: str, c: str, go: str, machine: str, date: str) -> str:
     cm, gm = medians(c), medians(go)
-    beside_go = {name.partition("/")[2]: ns for name, ns in gm.items() if name.startswith(IN_GO)}
+    beside = beside_go(go)
     out = [BEGIN, f"## Latest: {machine}, {date}", "",
            "Python (`bench/python_bench.py`: medians over rounds, in brackets by each one's best round; "
            "streambridge over the fastest peer among CuPy, PyTorch and cuda.core, and over the C floor: the "
@@ -118,14 +138,15 @@ def section(py: str, c: str, go: str, machine: str, date: str) -> str:
     cm.setdefault("WaitStream", cm.get("RecordWait", 0.0))  # the same two driver calls, in one crossing
     out += ["", "Go against the same loops in C (`bench/run.sh`: medians of its rounds; benchstat there gives "
             "the intervals and p-values), and against those loops run inside the Go benchmark's own process "
-            "(`BenchmarkInProcessC`, `bench/inproc.c`), where the host and the driver are in the state Go's "
-            "loops meet:", "",
+            "(`bench/inproc.c`), where the host and the driver are in the state Go's loops meet: "
+            "`BenchmarkInProcessC` takes turns with Go's loop, 20000 calls each (the ratio is the median of its "
+            "rounds' Go over C in the same turns), `BenchmarkInProcessCThroughput` runs C's threads beside "
+            "Go's row:", "",
             "| benchmark | C ns | Go ns | Go / C | C in Go's process ns | Go / C in its process |",
             "|---|---|---|---|---|---|"]
     for name in sorted(set(cm) & set(gm), key=_by_count):
-        inproc = beside_go.get(name)
-        beside = f"{inproc:.1f} | {gm[name] / inproc:.2f}" if inproc else " | "
-        out.append(f"| {name} | {cm[name]:.1f} | {gm[name]:.1f} | {gm[name] / cm[name]:.2f} | {beside} |")
+        inproc = f"{beside[name][0]:.1f} | {beside[name][1]:.2f}" if name in beside else " | "
+        out.append(f"| {name} | {cm[name]:.1f} | {gm[name]:.1f} | {gm[name] / cm[name]:.2f} | {inproc} |")
     out += [END, ""]
     return "\n".join(out)
 

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ebitengine/purego"
 	"github.com/stretchr/testify/require"
@@ -58,17 +59,46 @@ func (env benchEnv) loop(b *testing.B, body func()) {
 	}
 }
 
-func BenchmarkRecordWait(b *testing.B) {
-	env := setupBench(b)
+// The operations C's loops time too (bench/floor.h), once each: the benchmark of the same
+// name runs one, and BenchmarkInProcessC runs it taking turns with C's loop.
+
+func goRecordWait(env benchEnv) error {
+	if err := env.a.Record(env.e); err != nil {
+		return err
+	}
+	return env.b.WaitEvent(env.e)
+}
+
+func goQuery(env benchEnv) error {
+	_, err := env.a.Query()
+	return err
+}
+
+func goEventCreateClose(env benchEnv) error {
+	e, err := env.c.NewEvent(EventOptions{DisableTiming: true})
+	if err != nil {
+		return err
+	}
+	return e.Close()
+}
+
+func goCrossing(env benchEnv) error {
+	if _, r := env.c.api.DriverGetVersion(); r != driver.Success {
+		return env.c.drv.check("cuDriverGetVersion", r)
+	}
+	return nil
+}
+
+// bench runs op b.N times as loop does.
+func (env benchEnv) bench(b *testing.B, op func(benchEnv) error) {
 	env.loop(b, func() {
-		if err := env.a.Record(env.e); err != nil {
-			b.Fatal(err)
-		}
-		if err := env.b.WaitEvent(env.e); err != nil {
+		if err := op(env); err != nil {
 			b.Fatal(err)
 		}
 	})
 }
+
+func BenchmarkRecordWait(b *testing.B) { setupBench(b).bench(b, goRecordWait) }
 
 // BenchmarkWaitStream is record+wait as WaitStream does it: one crossing for both calls.
 func BenchmarkWaitStream(b *testing.B) {
@@ -128,11 +158,7 @@ func queryReady(b *testing.B, env benchEnv) {
 func BenchmarkQuery(b *testing.B) {
 	env := setupBench(b)
 	queryReady(b, env)
-	env.loop(b, func() {
-		if _, err := env.a.Query(); err != nil {
-			b.Fatal(err)
-		}
-	})
+	env.bench(b, goQuery)
 }
 
 func BenchmarkQueryRaw(b *testing.B) {
@@ -147,15 +173,7 @@ func BenchmarkQueryRaw(b *testing.B) {
 // C's Crossing is the same call made directly: Go's row minus C's is what each Go call pays
 // to reach C, which no layer above the crossing can take away. A record and a wait are two
 // crossings, a query one (bench/RESULTS.md, issue 29).
-func BenchmarkCrossing(b *testing.B) {
-	env := setupBench(b)
-	api := env.c.api
-	env.loop(b, func() {
-		if _, r := api.DriverGetVersion(); r != driver.Success {
-			b.Fatal(r)
-		}
-	})
-}
+func BenchmarkCrossing(b *testing.B) { setupBench(b).bench(b, goCrossing) }
 
 // BenchmarkRecordWaitNoContext is RecordWait from a thread with no current context: the
 // trampoline then makes the context current and restores none around each call.
@@ -184,18 +202,7 @@ func BenchmarkQueryNoContext(b *testing.B) {
 
 // BenchmarkEventCreateClose makes events with timing off, as the C loops and Python's
 // benchmark do.
-func BenchmarkEventCreateClose(b *testing.B) {
-	env := setupBench(b)
-	env.loop(b, func() {
-		e, err := env.c.NewEvent(EventOptions{DisableTiming: true})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := e.Close(); err != nil {
-			b.Fatal(err)
-		}
-	})
-}
+func BenchmarkEventCreateClose(b *testing.B) { setupBench(b).bench(b, goEventCreateClose) }
 
 // BenchmarkEventCreateCloseRaw is the driver's two calls through the trampoline, no
 // streams layer around them.
@@ -317,12 +324,13 @@ func BenchmarkStreamCheck(b *testing.B) {
 	})
 }
 
-// BenchmarkInProcessC is the C floor inside this process: bench/inproc.c's loops, built as
-// a shared library that STREAMBRIDGE_INPROC_C names (bench/run.sh builds it), each run once
-// for b.N calls on streams and an event made as the Go benchmark of the same name makes
-// them. One host ran the same calls at one of two speeds, a process at a time (C too, and
-// whichever pinning: bench/RESULTS.md, "Go from one goroutine"); C in another process
-// could meet the other speed, and here both meet the same.
+// BenchmarkInProcessC is the C floor inside this process, taking turns with Go:
+// bench/inproc.c's loops, built as a shared library that STREAMBRIDGE_INPROC_C names
+// (bench/run.sh builds it), on streams and an event made as the Go benchmark of the same
+// name makes them, turn calls of Go's operation, then as many in C's loop, and again. One
+// host ran the same calls at one of two speeds, a process at a time and now and then within
+// one (C too, and whichever pinning: bench/RESULTS.md, "Go from one goroutine"); turns of a
+// few milliseconds meet it at the same speed. ns/op is C's; go-ns/op is Go's, in the same turns.
 func BenchmarkInProcessC(b *testing.B) {
 	lib := inprocessC(b)
 	var recordWait func(a, s, e uintptr, n int64) float64
@@ -332,28 +340,46 @@ func BenchmarkInProcessC(b *testing.B) {
 	purego.RegisterLibFunc(&query, lib, "query_ns")
 	purego.RegisterLibFunc(&eventCreateDestroy, lib, "event_create_destroy_ns")
 	purego.RegisterLibFunc(&crossing, lib, "crossing_ns")
+	const turn = 20000
 	for _, op := range []struct {
 		name string
-		loop func(env benchEnv, n int64) float64
+		goOp func(benchEnv) error
+		cOp  func(env benchEnv, n int64) float64
 	}{
-		{"RecordWait", func(env benchEnv, n int64) float64 {
+		{"RecordWait", goRecordWait, func(env benchEnv, n int64) float64 {
 			return recordWait(env.a.Handle(), env.b.Handle(), env.e.Handle(), n)
 		}},
-		{"Query", func(env benchEnv, n int64) float64 { return query(env.a.Handle(), n) }},
-		{"EventCreateClose", func(_ benchEnv, n int64) float64 { return eventCreateDestroy(n) }},
-		{"Crossing", func(_ benchEnv, n int64) float64 { return crossing(n) }},
+		{"Query", goQuery, func(env benchEnv, n int64) float64 { return query(env.a.Handle(), n) }},
+		{"EventCreateClose", goEventCreateClose, func(_ benchEnv, n int64) float64 { return eventCreateDestroy(n) }},
+		{"Crossing", goCrossing, func(_ benchEnv, n int64) float64 { return crossing(n) }},
 	} {
 		env := setupBench(b) // fresh streams and event for each, warmed, as each Go benchmark's
 		if op.name == "Query" {
 			queryReady(b, env)
 		}
 		b.Run(op.name, func(b *testing.B) {
+			var goNs, cNs float64
 			require.NoError(b, env.c.Do(func() error {
-				if op.loop(env, int64(b.N)) < 0 {
-					return fmt.Errorf("%s: the driver failed in bench/inproc.c's loop", op.name)
+				for done := 0; done < b.N; {
+					n := min(turn, b.N-done)
+					start := time.Now()
+					for range n {
+						if err := op.goOp(env); err != nil {
+							return err
+						}
+					}
+					goNs += float64(time.Since(start).Nanoseconds())
+					ns := op.cOp(env, int64(n))
+					if ns < 0 {
+						return fmt.Errorf("%s: the driver failed in bench/inproc.c's loop", op.name)
+					}
+					cNs += ns * float64(n)
+					done += n
 				}
 				return nil
 			}))
+			b.ReportMetric(cNs/float64(b.N), "ns/op")
+			b.ReportMetric(goNs/float64(b.N), "go-ns/op")
 		})
 	}
 }
