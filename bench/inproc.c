@@ -2,7 +2,7 @@
 // on the streams and the event that the benchmark made, so that the driver and the host are
 // in the same state for both (what the process made and ran before changes what a call
 // costs: see bench/RESULTS.md, "Where the time goes"; and one host's calls ran at one of two
-// speeds, a process at a time: "Go from one goroutine"). python_bench.py compiles it with
+// speeds, a process at a time: "One host, two speeds"). python_bench.py compiles it with
 // nvcc (or cc and CUDA's headers) and calls each loop once through ctypes, n calls in it;
 // bench/run.sh compiles it for Go's BenchmarkInProcessC, which loads it the same way. Each
 // returns ns a loop iteration, or -1 where the driver failed.

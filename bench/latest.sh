@@ -7,7 +7,8 @@
 # BENCHSTAT=.device/benchstat too).
 # ROUNDS sets the rounds of both (5 Python, 6 Go and C); the whole takes about 12 minutes on
 # an H100 with the defaults (4 Python rounds and 6 + 2 Go and C rounds took 570 s), so under a
-# 10-minute limit run it with ROUNDS=3 (371 s on a two-H200 host, 2026-11-26).
+# 10-minute limit run it with ROUNDS=3 (371 s on a two-H200 host, 390 to 439 s on one H100,
+# 2026-11-26).
 #   [ROUNDS=N] bash bench/latest.sh [streams.test]
 set -euo pipefail
 cd "$(dirname "$0")/.."

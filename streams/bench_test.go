@@ -329,7 +329,7 @@ func BenchmarkStreamCheck(b *testing.B) {
 // (bench/run.sh builds it), on streams and an event made as the Go benchmark of the same
 // name makes them, turn calls of Go's operation, then as many in C's loop, and again. One
 // host ran the same calls at one of two speeds, a process at a time and now and then within
-// one (C too, and whichever pinning: bench/RESULTS.md, "Go from one goroutine"); turns of a
+// one (C too, and whichever pinning: bench/RESULTS.md, "One host, two speeds"); turns of a
 // few milliseconds meet it at the same speed. ns/op is C's; go-ns/op is Go's, in the same turns.
 func BenchmarkInProcessC(b *testing.B) {
 	lib := inprocessC(b)
@@ -402,7 +402,7 @@ func BenchmarkInProcessCThroughput(b *testing.B) {
 	var throughput func(ctx uintptr, query, n int32, iters int64) float64
 	purego.RegisterLibFunc(&throughput, inprocessC(b), "throughput_ns")
 	c := primary(b, realDriver(b), 0)
-	for query, name := range []string{"RecordWaitThroughput", "QueryThroughput"} {
+	for query, name := range []string{"RecordWaitThroughput", "QueryThroughput"} { // query: throughput_ns's 0 or 1
 		for _, n := range throughputCounts {
 			b.Run(fmt.Sprintf("%s/goroutines=%d", name, n), func(b *testing.B) {
 				if b.N > 1 { // not for testing's first run of one call, whose time is dropped
