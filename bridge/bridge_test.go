@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"errors"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -71,6 +72,10 @@ func TestSpecialHandlesFollowTheConvention(t *testing.T) {
 		}
 		for _, tc := range tests {
 			t.Run(tc.name, func(t *testing.T) {
+				// A wrapper of the per-thread stream is its OS thread's (streams.WrapStream): the
+				// goroutine stays on one from the wrap to the synchronize, as the docs ask.
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
 				s, err := b.Stream(tc.handle, Options{Convention: tc.convention, Device: OnDevice(last)})
 				if tc.err != nil {
 					require.ErrorIs(t, err, tc.err)

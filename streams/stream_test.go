@@ -3,6 +3,7 @@ package streams
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -136,6 +137,10 @@ func TestWrapStreamWrongContext(t *testing.T) {
 
 func TestWrapSpecialHandles(t *testing.T) {
 	eachDriver(t, func(t *testing.T, d *Driver) {
+		// A wrapper of the per-thread stream is its OS thread's: the goroutine stays on one
+		// from the wrap to the last use, as WrapStream asks.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
 		c := primary(t, d, 0)
 		for _, h := range []uintptr{NullStream, LegacyStream, PerThreadStream} {
 			_, err := d.WrapStream(h)
