@@ -29,15 +29,7 @@ static void CUDA_CB set_ran(void *p) { __atomic_store_n((volatile int *)p, 1, __
 
 static void record_wait(void) { CHECK(floor_record_wait(ev, a, b)); }
 static void query(void) { CHECK(floor_query(a)); }
-/* The query streambridge makes (Go's Query, Python's query()): in relaxed capture mode, so
-   that another thread's global capture is not invalidated by it. */
-static void query_relaxed(void) {
-  CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
-  CHECK(cuThreadExchangeStreamCaptureMode(&m));
-  CUresult r = floor_query(a);
-  CHECK(cuThreadExchangeStreamCaptureMode(&m));
-  CHECK(r);
-}
+static void query_relaxed(void) { CHECK(floor_query_relaxed(a)); }
 /* A call that does nothing in the driver, as Go's BenchmarkCrossing: Go's row minus this one
    is what each Go call pays to reach C. */
 static void crossing(void) { CHECK(floor_crossing()); }

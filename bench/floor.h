@@ -23,6 +23,17 @@ static inline CUresult floor_query(CUstream s) {
   return r == CUDA_ERROR_NOT_READY ? CUDA_SUCCESS : r;
 }
 
+/* The query streambridge makes (Go's Query, Python's query()): in relaxed capture mode, so
+   that another thread's global capture is not invalidated by it (issue 25). */
+static inline CUresult floor_query_relaxed(CUstream s) {
+  CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
+  CUresult r = cuThreadExchangeStreamCaptureMode(&m);
+  if (r != CUDA_SUCCESS) return r;
+  CUresult q = floor_query(s);
+  r = cuThreadExchangeStreamCaptureMode(&m);
+  return q != CUDA_SUCCESS ? q : r;
+}
+
 static inline CUresult floor_event_query(CUevent e) {
   CUresult r = cuEventQuery(e);
   return r == CUDA_ERROR_NOT_READY ? CUDA_SUCCESS : r;

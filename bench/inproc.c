@@ -22,6 +22,8 @@ double record_wait_ns(CUstream a, CUstream b, CUevent e, long n) { TIMED(n, floo
 
 double query_ns(CUstream s, long n) { TIMED(n, floor_query(s)); }
 
+double query_relaxed_ns(CUstream s, long n) { TIMED(n, floor_query_relaxed(s)); }
+
 double event_query_ns(CUevent e, long n) { TIMED(n, floor_event_query(e)); }
 
 double event_create_destroy_ns(long n) { TIMED(n, floor_event_create_destroy(CU_EVENT_DISABLE_TIMING)); }

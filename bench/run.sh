@@ -54,8 +54,8 @@ echo "$wait_stream" >>"$out/c.txt"
 # The C loops Go loaded into its own process (BenchmarkInProcessC, …CThroughput) are rows of their own.
 grep -v '^BenchmarkInProcessC' "$out/go.txt" >"$out/go-own.txt"
 ${BENCHSTAT:-go tool benchstat} -ignore goos,goarch,pkg,cpu C="$out/c.txt" Go="$out/go-own.txt"
-# C's ns/op, and Go's in the same turns (go-ns/op, BenchmarkInProcessC) or Go's own
-# throughput rows beside C's threads (BenchmarkInProcessCThroughput).
+# C's ns/op, and Go's in the same turns (go-ns/op: BenchmarkInProcessC, and …CThroughput's
+# goroutines taking turns with C's threads).
 awk -v cf="$out/c-in-go.txt" -v gf="$out/go-beside-c.txt" '/^BenchmarkInProcessC/ {
     name = $1; sub(/^BenchmarkInProcessC[A-Za-z]*\//, "Benchmark", name); c = ""; g = ""
     for (i = 3; i <= NF; i++) { if ($i == "ns/op") c = $(i - 1); if ($i == "go-ns/op") g = $(i - 1) }
@@ -63,7 +63,6 @@ awk -v cf="$out/c-in-go.txt" -v gf="$out/go-beside-c.txt" '/^BenchmarkInProcessC
     if (g != "") printf "%s\t%s\t%s ns/op\n", name, $2, g > gf
   }' "$out/go.txt"
 if [ -s "$out/c-in-go.txt" ]; then
-  grep -E '^Benchmark[A-Za-z]+Throughput/' "$out/go-own.txt" >>"$out/go-beside-c.txt" || true
   echo "Go against the same loops in C inside the Go benchmark's own process, the same rounds:"
   ${BENCHSTAT:-go tool benchstat} -ignore goos,goarch,pkg,cpu "C in Go's process=$out/c-in-go.txt" Go="$out/go-beside-c.txt"
 fi

@@ -29,7 +29,10 @@ INPROC = re.compile(r"^  (?P<op>.+) \((?P<who>.+)\): \d+ ns against C's \d+ ns: 
                     r"(?: \(best rounds: (?P<best>[\d.]+)\))?")
 BENCH = re.compile(r"^Benchmark(?P<name>[A-Za-z]+(?:/[A-Za-z]+)?(?:/goroutines=\d+)?)(?:-\d+)?\s+\d+\s+(?P<ns>[\d.]+) ns/op")
 IN_GO = "InProcessC"  # Go's BenchmarkInProcessC and …CThroughput: C's loops inside the Go benchmark's process
-TURNS = re.compile(r"\s(?P<go>[\d.]+) go-ns/op")  # Go's time in the same turns as C's (BenchmarkInProcessC)
+# The other sides of the same turns as C's (both InProcessC benchmarks): go-ns/op (Go's
+# operation), raw-ns/op (its driver calls through the trampoline, no layer), relaxed-ns/op
+# (C's query with the capture mode relaxed around it).
+TURNS = re.compile(r"\s(?P<ns>[\d.]+) (?P<side>[a-z]+)-ns/op")
 
 
 def _bench_labels() -> tuple[str, str]:
@@ -97,23 +100,22 @@ def medians(text: str) -> dict[str, float]:
     return {name: statistics.median(v) for name, v in seen.items()}
 
 
-def beside_go(text: str) -> dict[str, tuple[float, float]]:
+def beside_go(text: str) -> dict[str, tuple[float, dict[str, float]]]:
     """C's loops in the Go benchmark's process, by the name of the Go row they pair with: the
-    median of C's ns/op, and the median of Go over C, each line's Go over its C where the line
-    has Go's time in the same turns (go-ns/op), else Go's own row over the median of C."""
+    median of C's ns/op, and by side (go, raw, relaxed: TURNS) the median of each line's
+    side over its C, the time in the same turns."""
     cs: dict[str, list[float]] = {}
-    ratios: dict[str, list[float]] = {}
+    ratios: dict[str, dict[str, list[float]]] = {}
     for line in text.splitlines():
         m = BENCH.match(line)
-        if m and m["name"].startswith(IN_GO):
+        sides = {t["side"]: float(t["ns"]) for t in TURNS.finditer(line)}
+        if m and m["name"].startswith(IN_GO) and "go" in sides:
             name = m["name"].partition("/")[2]
             cs.setdefault(name, []).append(float(m["ns"]))
-            if t := TURNS.search(line):
-                ratios.setdefault(name, []).append(float(t["go"]) / float(m["ns"]))
-    gm = medians(text)
-    return {name: (statistics.median(v), statistics.median(ratios[name]) if name in ratios
-                   else gm[name] / statistics.median(v))
-            for name, v in cs.items() if name in ratios or name in gm}
+            for side, ns in sides.items():
+                ratios.setdefault(name, {}).setdefault(side, []).append(ns / float(m["ns"]))
+    return {name: (statistics.median(v), {side: statistics.median(r) for side, r in ratios[name].items()})
+            for name, v in cs.items()}
 
 
 def _by_count(name: str) -> tuple:
@@ -139,14 +141,22 @@ def section(py: str, c: str, go: str, machine: str, date: str) -> str:
     out += ["", "Go against the same loops in C (`bench/run.sh`: medians of its rounds; benchstat there gives "
             "the intervals and p-values), and against those loops run inside the Go benchmark's own process "
             "(`bench/inproc.c`), where the host and the driver are in the state Go's loops meet: "
-            "`BenchmarkInProcessC` takes turns with Go's loop, 20000 calls each (the ratio is the median of its "
-            "rounds' Go over C in the same turns), `BenchmarkInProcessCThroughput` runs C's threads beside "
-            "Go's row:", "",
-            "| benchmark | C ns | Go ns | Go / C | C in Go's process ns | Go / C in its process |",
-            "|---|---|---|---|---|---|"]
+            "`BenchmarkInProcessC` takes turns with Go's loop, 20000 calls each, and with the Raw benchmark's "
+            "loop, the same driver calls through the trampoline with no streams layer (each ratio is the median "
+            "of its rounds' time over C's in the same turns), and `BenchmarkInProcessCThroughput` likewise, n "
+            "goroutines then n C threads, 20000 calls a thread each turn:", "",
+            "| benchmark | C ns | Go ns | Go / C | C in Go's process ns | Go / C in its process "
+            "| Raw / C in its process |",
+            "|---|---|---|---|---|---|---|"]
     for name in sorted(set(cm) & set(gm), key=_by_count):
-        inproc = f"{beside[name][0]:.1f} | {beside[name][1]:.2f}" if name in beside else " | "
+        c_ns, sides = beside.get(name, (None, {}))
+        inproc = " | ".join([f"{c_ns:.1f}" if c_ns else ""] + [f"{sides[k]:.2f}" if k in sides else "" for k in ("go", "raw")])
         out.append(f"| {name} | {cm[name]:.1f} | {gm[name]:.1f} | {gm[name] / cm[name]:.2f} | {inproc} |")
+    if "relaxed" in beside.get("Query", (0, {}))[1]:
+        relaxed = beside["Query"][1]["relaxed"]
+        out += ["", f"In the same turns C's query with the thread's capture mode relaxed around it, as "
+                f"streambridge's query is (issue 25: two `cuThreadExchangeStreamCaptureMode` calls), took "
+                f"{relaxed:.2f} of C's bare query."]
     out += [END, ""]
     return "\n".join(out)
 

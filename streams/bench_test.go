@@ -82,6 +82,38 @@ func goEventCreateClose(env benchEnv) error {
 	return e.Close()
 }
 
+// The Raw operations: the same driver calls through the trampoline (the API every driver
+// call takes, runtime.cgocall), no streams layer around them.
+
+func goRecordWaitRaw(env benchEnv) error {
+	api, c, e := env.c.api, env.c.handle, driver.Event(env.e.Handle())
+	if r := api.EventRecord(c, e, driver.Stream(env.a.Handle())); r != driver.Success {
+		return env.c.drv.check("cuEventRecord", r)
+	}
+	if r := api.StreamWaitEvent(c, driver.Stream(env.b.Handle()), e, 0); r != driver.Success {
+		return env.c.drv.check("cuStreamWaitEvent", r)
+	}
+	return nil
+}
+
+func goQueryRaw(env benchEnv) error {
+	if r := env.c.api.StreamQuery(env.c.handle, driver.Stream(env.a.Handle())); r != driver.Success && r != driver.ErrorNotReady {
+		return env.c.drv.check("cuStreamQuery", r)
+	}
+	return nil
+}
+
+func goEventCreateCloseRaw(env benchEnv) error {
+	e, r := env.c.api.EventCreate(env.c.handle, driver.EventDisableTiming)
+	if r != driver.Success {
+		return env.c.drv.check("cuEventCreate", r)
+	}
+	if r := env.c.api.EventDestroy(e); r != driver.Success {
+		return env.c.drv.check("cuEventDestroy", r)
+	}
+	return nil
+}
+
 func goCrossing(env benchEnv) error {
 	if _, r := env.c.api.DriverGetVersion(); r != driver.Success {
 		return env.c.drv.check("cuDriverGetVersion", r)
@@ -110,15 +142,9 @@ func BenchmarkWaitStream(b *testing.B) {
 	})
 }
 
-func BenchmarkRecordWaitRaw(b *testing.B) {
-	env := setupBench(b)
-	api, c, e := env.c.api, env.c.handle, driver.Event(env.e.Handle())
-	sa, sb := driver.Stream(env.a.Handle()), driver.Stream(env.b.Handle())
-	env.loop(b, func() {
-		api.EventRecord(c, e, sa)
-		api.StreamWaitEvent(c, sb, e, 0)
-	})
-}
+// BenchmarkRecordWaitRaw is the driver's two calls through the trampoline, no streams
+// layer around them.
+func BenchmarkRecordWaitRaw(b *testing.B) { setupBench(b).bench(b, goRecordWaitRaw) }
 
 // warm puts the driver in one defined state before every benchmark, as
 // bench/driver_bench.c does: the cost of some calls depends on what the process did before
@@ -164,8 +190,7 @@ func BenchmarkQuery(b *testing.B) {
 func BenchmarkQueryRaw(b *testing.B) {
 	env := setupBench(b)
 	queryReady(b, env)
-	api, c, s := env.c.api, env.c.handle, driver.Stream(env.a.Handle())
-	env.loop(b, func() { api.StreamQuery(c, s) })
+	env.bench(b, goQueryRaw)
 }
 
 // BenchmarkCrossing is one call into the driver that does nothing there (cuDriverGetVersion)
@@ -206,17 +231,7 @@ func BenchmarkEventCreateClose(b *testing.B) { setupBench(b).bench(b, goEventCre
 
 // BenchmarkEventCreateCloseRaw is the driver's two calls through the trampoline, no
 // streams layer around them.
-func BenchmarkEventCreateCloseRaw(b *testing.B) {
-	env := setupBench(b)
-	api, c := env.c.api, env.c.handle
-	env.loop(b, func() {
-		e, r := api.EventCreate(c, driver.EventDisableTiming)
-		if r != driver.Success {
-			b.Fatal(r)
-		}
-		api.EventDestroy(e)
-	})
-}
+func BenchmarkEventCreateCloseRaw(b *testing.B) { setupBench(b).bench(b, goEventCreateCloseRaw) }
 
 func BenchmarkLaunchEmpty(b *testing.B) {
 	env := setupBench(b)
@@ -327,62 +342,100 @@ func BenchmarkStreamCheck(b *testing.B) {
 // BenchmarkInProcessC is the C floor inside this process, taking turns with Go:
 // bench/inproc.c's loops, built as a shared library that STREAMBRIDGE_INPROC_C names
 // (bench/run.sh builds it), on streams and an event made as the Go benchmark of the same
-// name makes them, turn calls of Go's operation, then as many in C's loop, and again. One
-// host ran the same calls at one of two speeds, a process at a time and now and then within
-// one (C too, and whichever pinning: bench/RESULTS.md, "One host, two speeds"); turns of a
-// few milliseconds meet it at the same speed. ns/op is C's; go-ns/op is Go's, in the same turns.
+// name makes them, inprocTurn calls of each side in turn (C's loop, Go's operation, the
+// same driver calls through the trampoline with no layer, C's relaxed query), and again.
+// One host ran the same calls at one of two speeds, a process at a time and now and then
+// within one (C too, and whichever pinning: bench/RESULTS.md, "One host, two speeds");
+// turns of a few milliseconds meet it at the same speed. ns/op is C's; go-ns/op Go's,
+// raw-ns/op the Raw benchmark's, relaxed-ns/op C's query with the thread's capture mode
+// relaxed around it as streambridge's is (issue 25), each in the same turns.
 func BenchmarkInProcessC(b *testing.B) {
 	lib := inprocessC(b)
 	var recordWait func(a, s, e uintptr, n int64) float64
-	var query func(s uintptr, n int64) float64
+	var query, queryRelaxed func(s uintptr, n int64) float64
 	var eventCreateDestroy, crossing func(n int64) float64
 	purego.RegisterLibFunc(&recordWait, lib, "record_wait_ns")
 	purego.RegisterLibFunc(&query, lib, "query_ns")
+	purego.RegisterLibFunc(&queryRelaxed, lib, "query_relaxed_ns")
 	purego.RegisterLibFunc(&eventCreateDestroy, lib, "event_create_destroy_ns")
 	purego.RegisterLibFunc(&crossing, lib, "crossing_ns")
-	const turn = 20000
 	for _, op := range []struct {
 		name  string
 		ready func(*testing.B, benchEnv) // what the Go benchmark of the name does first, if anything
-		goOp  func(benchEnv) error
-		cOp   func(env benchEnv, n int64) float64
+		sides []inprocSide               // C's loop first: its ns/op
 	}{
-		{"RecordWait", nil, goRecordWait, func(env benchEnv, n int64) float64 {
-			return recordWait(env.a.Handle(), env.b.Handle(), env.e.Handle(), n)
-		}},
-		{"Query", queryReady, goQuery, func(env benchEnv, n int64) float64 { return query(env.a.Handle(), n) }},
-		{"EventCreateClose", nil, goEventCreateClose, func(_ benchEnv, n int64) float64 { return eventCreateDestroy(n) }},
-		{"Crossing", nil, goCrossing, func(_ benchEnv, n int64) float64 { return crossing(n) }},
+		{"RecordWait", nil, []inprocSide{
+			cSide("ns/op", func(env benchEnv, n int64) float64 {
+				return recordWait(env.a.Handle(), env.b.Handle(), env.e.Handle(), n)
+			}),
+			goSide("go-ns/op", goRecordWait), goSide("raw-ns/op", goRecordWaitRaw)}},
+		{"Query", queryReady, []inprocSide{
+			cSide("ns/op", func(env benchEnv, n int64) float64 { return query(env.a.Handle(), n) }),
+			goSide("go-ns/op", goQuery), goSide("raw-ns/op", goQueryRaw),
+			cSide("relaxed-ns/op", func(env benchEnv, n int64) float64 { return queryRelaxed(env.a.Handle(), n) })}},
+		{"EventCreateClose", nil, []inprocSide{
+			cSide("ns/op", func(_ benchEnv, n int64) float64 { return eventCreateDestroy(n) }),
+			goSide("go-ns/op", goEventCreateClose), goSide("raw-ns/op", goEventCreateCloseRaw)}},
+		{"Crossing", nil, []inprocSide{
+			cSide("ns/op", func(_ benchEnv, n int64) float64 { return crossing(n) }), goSide("go-ns/op", goCrossing)}},
 	} {
 		env := setupBench(b) // fresh streams and event for each, warmed, as each Go benchmark's
 		if op.ready != nil {
 			op.ready(b, env)
 		}
 		b.Run(op.name, func(b *testing.B) {
-			var goNs, cNs float64
+			total := make([]float64, len(op.sides))
 			require.NoError(b, env.c.Do(func() error {
 				for done := 0; done < b.N; {
-					n := min(turn, b.N-done)
-					start := time.Now()
-					for range n {
-						if err := op.goOp(env); err != nil {
-							return err
+					n := min(inprocTurn, b.N-done)
+					for i, side := range op.sides {
+						ns, err := side.run(env, n)
+						if err != nil {
+							return fmt.Errorf("%s, %s: %w", op.name, side.unit, err)
 						}
+						total[i] += ns
 					}
-					goNs += float64(time.Since(start).Nanoseconds())
-					ns := op.cOp(env, int64(n))
-					if ns < 0 {
-						return fmt.Errorf("%s: the driver failed in bench/inproc.c's loop", op.name)
-					}
-					cNs += ns * float64(n)
 					done += n
 				}
 				return nil
 			}))
-			b.ReportMetric(cNs/float64(b.N), "ns/op")
-			b.ReportMetric(goNs/float64(b.N), "go-ns/op")
+			for i, side := range op.sides {
+				b.ReportMetric(total[i]/float64(b.N), side.unit)
+			}
 		})
 	}
+}
+
+// inprocSide is one side of BenchmarkInProcessC's turns: run makes n calls and gives the
+// ns they took, all told; unit names its ns a call.
+type inprocSide struct {
+	unit string
+	run  func(env benchEnv, n int) (float64, error)
+}
+
+// goSide is n calls of op from Go, timed.
+func goSide(unit string, op func(benchEnv) error) inprocSide {
+	return inprocSide{unit, func(env benchEnv, n int) (float64, error) {
+		start := time.Now()
+		for range n {
+			if err := op(env); err != nil {
+				return 0, err
+			}
+		}
+		return float64(time.Since(start).Nanoseconds()), nil
+	}}
+}
+
+// cSide is one of bench/inproc.c's loops, n calls, which times itself (ns a call; below 0
+// where the driver failed).
+func cSide(unit string, loop func(env benchEnv, n int64) float64) inprocSide {
+	return inprocSide{unit, func(env benchEnv, n int) (float64, error) {
+		ns := loop(env, int64(n))
+		if ns < 0 {
+			return 0, errors.New("the driver failed in bench/inproc.c's loop")
+		}
+		return ns * float64(n), nil
+	}}
 }
 
 // inprocessC loads the build of bench/inproc.c that STREAMBRIDGE_INPROC_C names, or skips.
@@ -396,69 +449,108 @@ func inprocessC(b *testing.B) uintptr {
 	return lib
 }
 
-// BenchmarkInProcessCThroughput is the C threads of the throughput rows inside this process
+// BenchmarkInProcessCThroughput is the throughput rows' C threads inside this process
 // (bench/inproc.c's throughput_ns: floor.h's harness, which driver_bench's threads run
-// too), b.N calls in all, as the Go rows of the same names.
+// too), taking turns with Go's goroutines as BenchmarkInProcessC does: inprocTurn calls a
+// thread, n Go goroutines (throughputRun, which the Go rows of the same names run), then n
+// C threads, and again, b.N calls in all. ns/op is C's wall time a call over all its
+// threads; go-ns/op is Go's, in the same turns.
 func BenchmarkInProcessCThroughput(b *testing.B) {
-	var throughput func(ctx uintptr, query, n int32, iters int64) float64
-	purego.RegisterLibFunc(&throughput, inprocessC(b), "throughput_ns")
+	var throughputC func(ctx uintptr, query, n int32, iters int64) float64
+	purego.RegisterLibFunc(&throughputC, inprocessC(b), "throughput_ns")
 	c := primary(b, realDriver(b), 0)
-	for query, name := range []string{"RecordWaitThroughput", "QueryThroughput"} { // query: throughput_ns's 0 or 1
+	for query, op := range []struct { // query: throughput_ns's 0 or 1
+		name string
+		goOp func(benchEnv) error
+	}{{"RecordWaitThroughput", goRecordWait}, {"QueryThroughput", goQuery}} {
 		for _, n := range throughputCounts {
-			b.Run(fmt.Sprintf("%s/goroutines=%d", name, n), func(b *testing.B) {
+			b.Run(fmt.Sprintf("%s/goroutines=%d", op.name, n), func(b *testing.B) {
+				envs := throughputEnvs(b, c, n)
 				if b.N > 1 { // not for testing's first run of one call, whose time is dropped
 					warm(b, c)
 				}
-				b.ResetTimer()
-				require.NoError(b, c.Do(func() error {
-					if throughput(c.Handle(), int32(query), int32(n), int64(b.N)) < 0 {
-						return fmt.Errorf("%s: the driver failed in bench/inproc.c's threads", name)
-					}
-					return nil
-				}))
+				var goNs, cNs float64
+				for done := 0; done < b.N; {
+					calls := min(inprocTurn*n, b.N-done)
+					took, err := throughputRun(envs, calls, op.goOp)
+					require.NoError(b, err)
+					goNs += float64(took.Nanoseconds())
+					require.NoError(b, c.Do(func() error {
+						ns := throughputC(c.Handle(), int32(query), int32(n), int64(calls))
+						if ns < 0 {
+							return fmt.Errorf("%s: the driver failed in bench/inproc.c's threads", op.name)
+						}
+						cNs += ns * float64(calls)
+						return nil
+					}))
+					done += calls
+				}
+				b.ReportMetric(cNs/float64(b.N), "ns/op")
+				b.ReportMetric(goNs/float64(b.N), "go-ns/op")
 			})
 		}
 	}
 }
 
+// inprocTurn is the calls each Go goroutine, then each C thread, makes in one turn of the
+// InProcessC benchmarks: a few milliseconds, which the host spends at one speed.
+const inprocTurn = 20000
+
 // throughputCounts are the goroutine counts of the throughput benchmarks, as the C
 // program's thread counts (bench/driver_bench.c, "threads").
 var throughputCounts = []int{1, 2, 4, 8, 16}
 
-// throughput runs op from n goroutines at once, each on an OS thread of its own with the
-// context current, on two streams and an event of its own, b.N calls in all (b.N/n each):
-// ns/op is wall time per call over all of them, and calls/s is reported. bench/run.sh runs
-// these unpinned, beside the C program's threads.
-func throughput(b *testing.B, n int, op func(a, s *Stream, e *Event) error) {
+// throughputEnvs are n goroutines' own streams and event: two non-blocking streams and an
+// event without timing each, as C's threads have.
+func throughputEnvs(b *testing.B, c *Context, n int) []benchEnv {
+	envs := make([]benchEnv, n)
+	for i := range envs {
+		envs[i] = benchEnv{c: c, a: newStream(b, c, StreamOptions{NonBlocking: true}),
+			b: newStream(b, c, StreamOptions{NonBlocking: true}), e: newEvent(b, c, EventOptions{DisableTiming: true})}
+		b.Cleanup(func() { _ = envs[i].a.Synchronize(); _ = envs[i].b.Synchronize() })
+	}
+	return envs
+}
+
+// throughput runs op from n goroutines at once (throughputRun), b.N calls in all: ns/op is
+// wall time per call over all of them, and calls/s is reported. bench/run.sh runs these
+// unpinned, beside the C program's threads.
+func throughput(b *testing.B, n int, op func(benchEnv) error) {
 	c := primary(b, realDriver(b), 0)
-	type own struct {
-		a, s *Stream
-		e    *Event
-	}
-	owns := make([]own, n)
-	for i := range owns {
-		owns[i] = own{newStream(b, c, StreamOptions{NonBlocking: true}), newStream(b, c, StreamOptions{NonBlocking: true}),
-			newEvent(b, c, EventOptions{DisableTiming: true})}
-	}
+	envs := throughputEnvs(b, c, n)
 	if b.N > 1 { // not for testing's first run of one call, whose time is dropped
 		warm(b, c)
 	}
 	b.ReportAllocs()
+	b.ResetTimer()
+	took, err := throughputRun(envs, b.N, op)
+	b.StopTimer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(took.Nanoseconds())/float64(b.N), "ns/op")
+	b.ReportMetric(float64(b.N)/took.Seconds(), "calls/s")
+}
+
+// throughputRun runs op from one goroutine per env at once, each on an OS thread of its own
+// with the context current, calls in all, and gives the wall time from their common start
+// to the end of the last.
+func throughputRun(envs []benchEnv, calls int, op func(benchEnv) error) (time.Duration, error) {
 	var ready, start sync.WaitGroup
-	ready.Add(n)
+	ready.Add(len(envs))
 	start.Add(1)
 	var group errgroup.Group
-	for i := range n {
-		calls := b.N / n
-		if i < b.N%n {
-			calls++
+	for i, env := range envs {
+		mine := calls / len(envs)
+		if i < calls%len(envs) {
+			mine++
 		}
 		group.Go(func() error {
-			return c.Do(func() error {
+			return env.c.Do(func() error {
 				ready.Done()
 				start.Wait()
-				for range calls {
-					if err := op(owns[i].a, owns[i].s, owns[i].e); err != nil {
+				for range mine {
+					if err := op(env); err != nil {
 						return err
 					}
 				}
@@ -467,18 +559,10 @@ func throughput(b *testing.B, n int, op func(a, s *Stream, e *Event) error) {
 		})
 	}
 	ready.Wait()
-	b.ResetTimer()
+	t0 := time.Now()
 	start.Done()
 	err := group.Wait()
-	b.StopTimer()
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
-	for _, o := range owns {
-		_ = o.a.Synchronize()
-		_ = o.s.Synchronize()
-	}
+	return time.Since(t0), err
 }
 
 // BenchmarkRecordWaitThroughput is record+wait pairs (one call: a pair) from 1 to 16
@@ -486,12 +570,7 @@ func throughput(b *testing.B, n int, op func(a, s *Stream, e *Event) error) {
 func BenchmarkRecordWaitThroughput(b *testing.B) {
 	for _, n := range throughputCounts {
 		b.Run(fmt.Sprintf("goroutines=%d", n), func(b *testing.B) {
-			throughput(b, n, func(a, s *Stream, e *Event) error {
-				if err := a.Record(e); err != nil {
-					return err
-				}
-				return s.WaitEvent(e)
-			})
+			throughput(b, n, goRecordWait)
 		})
 	}
 }
@@ -501,10 +580,7 @@ func BenchmarkRecordWaitThroughput(b *testing.B) {
 func BenchmarkQueryThroughput(b *testing.B) {
 	for _, n := range throughputCounts {
 		b.Run(fmt.Sprintf("goroutines=%d", n), func(b *testing.B) {
-			throughput(b, n, func(a, _ *Stream, _ *Event) error {
-				_, err := a.Query()
-				return err
-			})
+			throughput(b, n, goQuery)
 		})
 	}
 }
