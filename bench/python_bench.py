@@ -393,6 +393,8 @@ def main() -> int:
 
     # Where streambridge's time goes: a query and a wrap, layer by layer.
 
+    own_borrowed, own_borrowed_b = sb.ExternalStream(ss_a.ptr), sb.ExternalStream(ss_b.ptr)
+
     class Bare(sb._stream._BaseStream):
         """ExternalStream's shape (a Python subclass of the C core), made by the core's own
         constructor with no check: what a wrap costs beside the check."""
@@ -411,6 +413,10 @@ def main() -> int:
         "record+wait: a.record(e) alone (one call, the driver's record)": loop(lambda: ss_a.record(se)),
         "record+wait: b.wait_event(e) alone (one call, the driver's wait)": loop(lambda: ss_b.wait_event(se)),
         "record+wait: a bound method call that does nothing (ss_a.__sizeof__)": loop(ss_a.__sizeof__),
+        "borrowed: the two identity checks of a record+wait alone (_verify() of each torch stream)": loop(
+            lambda: (sb_borrowed._verify(), sb_borrowed_b._verify())),
+        "borrowed: record+wait on our own two streams, borrowed (the checks without torch's streams)": loop(
+            lambda: (own_borrowed.record(se), own_borrowed_b.wait_event(se))),
     }
     # The same calls from C, in this process, on the same objects (bench/inproc.c): each one
     # a row of its operation, measured in every round right after the streambridge spelling
@@ -420,6 +426,9 @@ def main() -> int:
     floors = [] if floor is None else [
         ("record+wait", "streambridge", f"{IN_C}: record+wait on the same streams and event",
          lambda n: floor.record_wait_ns(ss_a.ptr, ss_b.ptr, se.ptr, n)),
+        ("record+wait", "streambridge, borrowed streams (identity checked)",
+         f"{IN_C}: record+wait on torch's two streams, as the borrowed spelling",
+         lambda n: floor.record_wait_ns(ts_a.cuda_stream, ts_b.cuda_stream, se.ptr, n)),
         ("query", "streambridge", f"{IN_C}: query of the same stream", lambda n: floor.query_ns(ss_a.ptr, n)),
         ("query", "streambridge event query", f"{IN_C}: event query of the same event",
          lambda n: floor.event_query_ns(se.ptr, n)),

@@ -25,7 +25,7 @@ END = "<!-- /latest -->"
 RATIO = re.compile(r"^  ratio (?P<who>.+?) / (?:fastest peer \((?P<peer>.+)\)|(?P<one>[\w.]+)): "
                    r"(?P<ratio>[\d.]+)(?: \(best rounds: (?P<best>[\d.]+)\))?\s+\[bar (?P<bar>[^\]]+)\]$")
 TIME = re.compile(r"^  (?P<who>.+?)\s+(?P<ns>\d+) ns$")
-INPROC = re.compile(r"^  (?P<op>.+) \((?P<who>.+)\): \d+ ns against C's \d+ ns: (?P<ratio>[\d.]+)"
+INPROC = re.compile(r"^  (?P<op>.+?) \((?P<who>streambridge.*)\): \d+ ns against C's \d+ ns: (?P<ratio>[\d.]+)"
                     r"(?: \(best rounds: (?P<best>[\d.]+)\))?")
 BENCH = re.compile(r"^Benchmark(?P<name>[A-Za-z]+(?:/[A-Za-z]+)?(?:/goroutines=\d+)?)(?:-\d+)?\s+\d+\s+(?P<ns>[\d.]+) ns/op")
 IN_GO = "InProcessC"  # Go's BenchmarkInProcessC and …CThroughput: C's loops inside the Go benchmark's process

@@ -60,6 +60,16 @@ OVER_C = "\nstreambridge over C in this process (the same objects, the same driv
      "BenchmarkHostFuncLatency\t1\t9000.0 ns/op\n",
      "| host callback into Python, enqueue to run (median of 2000, idle stream) | streambridge | 12500 | "
      "cupy 15000 | cupy launch_host_func 15000 | 9000 | 0.83 | 1.39 | 1.25 | 1.2 |"),
+    # a spelling with parentheses of its own (the borrowed streams' C floor, on torch's streams)
+    ("record+wait:\n  C in this process: record+wait on torch's two streams, as the borrowed spelling    550 ns\n"
+     "  cuda.core    1000 ns\n  streambridge, borrowed streams (identity checked)    900 ns\n"
+     "  ratio streambridge, borrowed streams (identity checked) / fastest peer (cuda.core): 0.90 (best rounds: 0.88)"
+     "  [bar 1.2]\n" + OVER_C +
+     "  record+wait (streambridge, borrowed streams (identity checked)): 900 ns against C's 550 ns: 1.64 "
+     "(best rounds: 1.60)  [bar 1.5]\n",
+     "BenchmarkRecordWait\t1\t450.0 ns/op\n",
+     "| record+wait | streambridge, borrowed streams (identity checked) | 900 | cuda.core 1000 | cuda.core 1000 | 450 "
+     "| 0.90 (0.88) | 2.00 | 1.64 (1.60) | 1.2 |"),
 ])
 def test_the_c_loops_in_the_benchmarks_process_give_their_own_column(py, c, row):
     assert row in table().section(py, c, "", "one H100", "2026-11-26")
