@@ -453,8 +453,9 @@ func inprocessC(b *testing.B) uintptr {
 // (bench/inproc.c's throughput_ns: floor.h's harness, which driver_bench's threads run
 // too), taking turns with Go's goroutines as BenchmarkInProcessC does: inprocTurn calls a
 // thread, n Go goroutines (throughputRun, which the Go rows of the same names run), then n
-// C threads, and again, b.N calls in all. ns/op is C's wall time a call over all its
-// threads; go-ns/op is Go's, in the same turns.
+// C threads, and again, b.N calls in all, each side's threads on streams and events made
+// for the turn. ns/op is C's wall time a call over all its threads; go-ns/op is Go's, in
+// the same turns.
 func BenchmarkInProcessCThroughput(b *testing.B) {
 	var throughputC func(ctx uintptr, query, n int32, iters int64) float64
 	purego.RegisterLibFunc(&throughputC, inprocessC(b), "throughput_ns")
@@ -465,14 +466,18 @@ func BenchmarkInProcessCThroughput(b *testing.B) {
 	}{{"RecordWaitThroughput", goRecordWait}, {"QueryThroughput", goQuery}} {
 		for _, n := range throughputCounts {
 			b.Run(fmt.Sprintf("%s/goroutines=%d", op.name, n), func(b *testing.B) {
-				envs := throughputEnvs(b, c, n)
 				if b.N > 1 { // not for testing's first run of one call, whose time is dropped
 					warm(b, c)
 				}
 				var goNs, cNs float64
 				for done := 0; done < b.N; {
 					calls := min(inprocTurn*n, b.N-done)
+					// Fresh streams and event for each turn's goroutines, as C's threads make
+					// theirs: a goroutine then owns what it uses (its calls take no locked
+					// instruction: streams/uses.go), as the goroutines of the Go rows do.
+					envs, free := throughputEnvs(b, c, n)
 					took, err := throughputRun(envs, calls, op.goOp)
+					free()
 					require.NoError(b, err)
 					goNs += float64(took.Nanoseconds())
 					require.NoError(b, c.Do(func() error {
@@ -500,16 +505,26 @@ const inprocTurn = 20000
 // program's thread counts (bench/driver_bench.c, "threads").
 var throughputCounts = []int{1, 2, 4, 8, 16}
 
-// throughputEnvs are n goroutines' own streams and event: two non-blocking streams and an
-// event without timing each, as C's threads have.
-func throughputEnvs(b *testing.B, c *Context, n int) []benchEnv {
-	envs := make([]benchEnv, n)
+// throughputEnvs makes n goroutines' own streams and event: two non-blocking streams and an
+// event without timing each, as C's threads have. free synchronizes and closes them.
+func throughputEnvs(b *testing.B, c *Context, n int) (envs []benchEnv, free func()) {
+	envs = make([]benchEnv, n)
 	for i := range envs {
-		envs[i] = benchEnv{c: c, a: newStream(b, c, StreamOptions{NonBlocking: true}),
-			b: newStream(b, c, StreamOptions{NonBlocking: true}), e: newEvent(b, c, EventOptions{DisableTiming: true})}
-		b.Cleanup(func() { _ = envs[i].a.Synchronize(); _ = envs[i].b.Synchronize() })
+		a, err := c.NewStream(StreamOptions{NonBlocking: true})
+		require.NoError(b, err)
+		s, err := c.NewStream(StreamOptions{NonBlocking: true})
+		require.NoError(b, err)
+		e, err := c.NewEvent(EventOptions{DisableTiming: true})
+		require.NoError(b, err)
+		envs[i] = benchEnv{c: c, a: a, b: s, e: e}
 	}
-	return envs
+	return envs, func() {
+		for _, env := range envs {
+			require.NoError(b, env.a.Synchronize())
+			require.NoError(b, env.b.Synchronize())
+			require.NoError(b, errors.Join(env.e.Close(), env.a.Close(), env.b.Close()))
+		}
+	}
 }
 
 // throughput runs op from n goroutines at once (throughputRun), b.N calls in all: ns/op is
@@ -517,7 +532,8 @@ func throughputEnvs(b *testing.B, c *Context, n int) []benchEnv {
 // unpinned, beside the C program's threads.
 func throughput(b *testing.B, n int, op func(benchEnv) error) {
 	c := primary(b, realDriver(b), 0)
-	envs := throughputEnvs(b, c, n)
+	envs, free := throughputEnvs(b, c, n)
+	defer free()
 	if b.N > 1 { // not for testing's first run of one call, whose time is dropped
 		warm(b, c)
 	}
