@@ -156,6 +156,25 @@ def threads_ns(make, pair, threads, n, enter=None):
     return (time.perf_counter_ns() - t0) / (n // threads * threads)
 
 
+# The C types of bench/inproc.c's definitions, as ctypes spells them.
+C_TYPES = {"double": "c_double", "long": "c_long", "int": "c_int",
+           "CUstream": "c_void_p", "CUevent": "c_void_p", "CUcontext": "c_void_p"}
+
+
+def inproc_signatures(source: str) -> dict:
+    """bench/inproc.c's functions, read from their definitions there (Go's BenchmarkInProcessC
+    declares them too, and TestInprocessCSignatures holds it to them), as ctypes takes them:
+    name: (restype, argtypes)."""
+    import ctypes
+    import re
+
+    out = {}
+    for m in re.finditer(r"(?m)^(\w+) (\w+)\(([^)]*)\) \{", source):
+        args = [" ".join(arg.split()[:-1]) for arg in m[3].split(",")]
+        out[m[2]] = (getattr(ctypes, C_TYPES[m[1]]), [getattr(ctypes, C_TYPES[t]) for t in args])
+    return out
+
+
 def inprocess_c():
     """bench/inproc.c compiled here and loaded (ctypes), or None, said why: the C floor's
     loops run inside this process, on its streams, in the driver state the others meet."""
@@ -177,12 +196,10 @@ def inprocess_c():
         print(f"C in this process: not measured ({' '.join(cmd[:1])} failed: {done.stderr.strip()[-300:]})")
         return None
     c = ctypes.CDLL(lib)
-    for name, args in [("record_wait_ns", 4), ("query_ns", 2), ("event_query_ns", 2), ("event_create_destroy_ns", 1)]:
-        f = getattr(c, name)
-        f.restype = ctypes.c_double
-        f.argtypes = [ctypes.c_void_p] * (args - 1) + [ctypes.c_long]
-    c.host_func_latency_once_ns.restype = ctypes.c_double
-    c.host_func_latency_once_ns.argtypes = [ctypes.c_void_p]
+    with open(src) as f:
+        for name, (restype, argtypes) in inproc_signatures(f.read()).items():
+            fn = getattr(c, name)
+            fn.restype, fn.argtypes = restype, argtypes
     return c
 
 

@@ -4,7 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
+	"regexp"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -350,15 +353,7 @@ func BenchmarkStreamCheck(b *testing.B) {
 // raw-ns/op the Raw benchmark's, relaxed-ns/op C's query with the thread's capture mode
 // relaxed around it as streambridge's is (issue 25), each in the same turns.
 func BenchmarkInProcessC(b *testing.B) {
-	lib := inprocessC(b)
-	var recordWait func(a, s, e uintptr, n int64) float64
-	var query, queryRelaxed func(s uintptr, n int64) float64
-	var eventCreateDestroy, crossing func(n int64) float64
-	purego.RegisterLibFunc(&recordWait, lib, "record_wait_ns")
-	purego.RegisterLibFunc(&query, lib, "query_ns")
-	purego.RegisterLibFunc(&queryRelaxed, lib, "query_relaxed_ns")
-	purego.RegisterLibFunc(&eventCreateDestroy, lib, "event_create_destroy_ns")
-	purego.RegisterLibFunc(&crossing, lib, "crossing_ns")
+	c := loadInprocessC(b)
 	for _, op := range []struct {
 		name  string
 		ready func(*testing.B, benchEnv) // what the Go benchmark of the name does first, if anything
@@ -366,18 +361,18 @@ func BenchmarkInProcessC(b *testing.B) {
 	}{
 		{"RecordWait", nil, []inprocSide{
 			cSide("ns/op", func(env benchEnv, n int64) float64 {
-				return recordWait(env.a.Handle(), env.b.Handle(), env.e.Handle(), n)
+				return c.recordWait(env.a.Handle(), env.b.Handle(), env.e.Handle(), n)
 			}),
 			goSide("go-ns/op", goRecordWait), goSide("raw-ns/op", goRecordWaitRaw)}},
 		{"Query", queryReady, []inprocSide{
-			cSide("ns/op", func(env benchEnv, n int64) float64 { return query(env.a.Handle(), n) }),
+			cSide("ns/op", func(env benchEnv, n int64) float64 { return c.query(env.a.Handle(), n) }),
 			goSide("go-ns/op", goQuery), goSide("raw-ns/op", goQueryRaw),
-			cSide("relaxed-ns/op", func(env benchEnv, n int64) float64 { return queryRelaxed(env.a.Handle(), n) })}},
+			cSide("relaxed-ns/op", func(env benchEnv, n int64) float64 { return c.queryRelaxed(env.a.Handle(), n) })}},
 		{"EventCreateClose", nil, []inprocSide{
-			cSide("ns/op", func(_ benchEnv, n int64) float64 { return eventCreateDestroy(n) }),
+			cSide("ns/op", func(_ benchEnv, n int64) float64 { return c.eventCreateDestroy(n) }),
 			goSide("go-ns/op", goEventCreateClose), goSide("raw-ns/op", goEventCreateCloseRaw)}},
 		{"Crossing", nil, []inprocSide{
-			cSide("ns/op", func(_ benchEnv, n int64) float64 { return crossing(n) }), goSide("go-ns/op", goCrossing)}},
+			cSide("ns/op", func(_ benchEnv, n int64) float64 { return c.crossing(n) }), goSide("go-ns/op", goCrossing)}},
 	} {
 		env := setupBench(b) // fresh streams and event for each, warmed, as each Go benchmark's
 		if op.ready != nil {
@@ -438,15 +433,68 @@ func cSide(unit string, loop func(env benchEnv, n int64) float64) inprocSide {
 	}}
 }
 
-// inprocessC loads the build of bench/inproc.c that STREAMBRIDGE_INPROC_C names, or skips.
-func inprocessC(b *testing.B) uintptr {
+// inprocessC is bench/inproc.c's functions as Go calls them (purego), each declared once
+// in inprocessC.funcs, which TestInprocessCSignatures holds to inproc.c's definitions.
+type inprocessC struct {
+	recordWait          func(a, s, e uintptr, n int64) float64
+	query, queryRelaxed func(s uintptr, n int64) float64
+	eventCreateDestroy  func(n int64) float64
+	crossing            func(n int64) float64
+	throughput          func(ctx uintptr, query, n int32, iters int64) float64
+}
+
+// funcs are c's functions by their names in bench/inproc.c.
+func (c *inprocessC) funcs() map[string]any {
+	return map[string]any{
+		"record_wait_ns": &c.recordWait, "query_ns": &c.query, "query_relaxed_ns": &c.queryRelaxed,
+		"event_create_destroy_ns": &c.eventCreateDestroy, "crossing_ns": &c.crossing, "throughput_ns": &c.throughput,
+	}
+}
+
+// TestInprocessCSignatures holds inprocessC's Go declarations to bench/inproc.c's
+// definitions, which python_bench.py reads itself: a C function whose arguments change
+// fails here, not as a wrong call on the GPU machine.
+func TestInprocessCSignatures(t *testing.T) {
+	src, err := os.ReadFile("../bench/inproc.c")
+	require.NoError(t, err)
+	defs := map[string][]string{} // name: the return type, then each argument's type
+	for _, m := range regexp.MustCompile(`(?m)^(\w+) (\w+)\(([^)]*)\) \{`).FindAllStringSubmatch(string(src), -1) {
+		types := []string{m[1]}
+		for _, arg := range strings.Split(m[3], ",") {
+			words := strings.Fields(arg)
+			types = append(types, strings.Join(words[:len(words)-1], " "))
+		}
+		defs[m[2]] = types
+	}
+	goType := map[string]reflect.Kind{"double": reflect.Float64, "long": reflect.Int64, "int": reflect.Int32,
+		"CUstream": reflect.Uintptr, "CUevent": reflect.Uintptr, "CUcontext": reflect.Uintptr}
+	var c inprocessC
+	for name, fn := range c.funcs() {
+		def, ok := defs[name]
+		require.True(t, ok, "bench/inproc.c defines no %s", name)
+		f := reflect.TypeOf(fn).Elem()
+		require.Equal(t, 1, f.NumOut(), name)
+		require.Equal(t, goType[def[0]], f.Out(0).Kind(), "%s returns %s", name, def[0])
+		require.Equal(t, len(def)-1, f.NumIn(), "%s's arguments: %v", name, def[1:])
+		for i, ctype := range def[1:] {
+			require.Equal(t, goType[ctype], f.In(i).Kind(), "%s's argument %d, a %s", name, i+1, ctype)
+		}
+	}
+}
+
+// loadInprocessC loads the build of bench/inproc.c that STREAMBRIDGE_INPROC_C names, or skips.
+func loadInprocessC(b *testing.B) *inprocessC {
 	path := os.Getenv("STREAMBRIDGE_INPROC_C")
 	if path == "" {
 		b.Skip("STREAMBRIDGE_INPROC_C names no build of bench/inproc.c (bench/run.sh builds one)")
 	}
 	lib, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_LOCAL)
 	require.NoError(b, err)
-	return lib
+	var c inprocessC
+	for name, fn := range c.funcs() {
+		purego.RegisterLibFunc(fn, lib, name)
+	}
+	return &c
 }
 
 // BenchmarkInProcessCThroughput is the throughput rows' C threads inside this process
@@ -457,8 +505,7 @@ func inprocessC(b *testing.B) uintptr {
 // for the turn. ns/op is C's wall time a call over all its threads; go-ns/op is Go's, in
 // the same turns.
 func BenchmarkInProcessCThroughput(b *testing.B) {
-	var throughputC func(ctx uintptr, query, n int32, iters int64) float64
-	purego.RegisterLibFunc(&throughputC, inprocessC(b), "throughput_ns")
+	throughputC := loadInprocessC(b).throughput
 	c := primary(b, realDriver(b), 0)
 	for query, op := range []struct { // query: throughput_ns's 0 or 1
 		name string

@@ -169,3 +169,24 @@ def test_where_gives_each_sample_to_the_driver_the_interpreter_or_the_core():
     assert total == 12
     assert owners == {where.DRIVER: 6, where.CORE: 2, where.INTERPRETER: 3, where.UNKNOWN: 1}
     assert core == {"gate": 2}
+
+
+def test_the_c_loops_python_calls_are_declared_once_in_inproc_c():
+    # python_bench.py takes each function's ctypes signature from bench/inproc.c's definition
+    # (Go's TestInprocessCSignatures holds Go's declarations to the same): every loop it calls
+    # is defined there, with as many arguments as it passes
+    import ctypes
+    import re
+
+    spec = importlib.util.spec_from_file_location("python_bench", ROOT / "bench" / "python_bench.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    signatures = bench.inproc_signatures((ROOT / "bench" / "inproc.c").read_text())
+    assert signatures["record_wait_ns"] == (ctypes.c_double, [ctypes.c_void_p] * 3 + [ctypes.c_long])
+    source = (ROOT / "bench" / "python_bench.py").read_text()
+    calls = re.findall(r"floor\.(\w+)\(([^()]*(?:\([^()]*\))?[^()]*)\)", source)
+    assert {name for name, _ in calls} >= {"record_wait_ns", "query_ns", "event_query_ns", "host_func_latency_once_ns"}
+    for name, args in calls:
+        assert len(args.split(",")) == len(signatures[name][1]), (name, args)
+    assert "floor.event_create_destroy_ns" in source  # passed as a function of n, not called here
+    assert signatures["event_create_destroy_ns"][1] == [ctypes.c_long]
