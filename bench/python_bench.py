@@ -162,9 +162,9 @@ C_TYPES = {"double": "c_double", "long": "c_long", "int": "c_int",
 
 
 def inproc_signatures(source: str) -> dict:
-    """bench/inproc.c's functions, read from their definitions there (Go's BenchmarkInProcessC
-    declares them too, and TestInprocessCSignatures holds it to them), as ctypes takes them:
-    name: (restype, argtypes)."""
+    """bench/inproc.c's functions, read from their definitions there (Go's inprocessC in
+    streams/bench_test.go declares them too, and TestInprocessCSignatures holds it to them),
+    as ctypes takes them: name: (restype, argtypes)."""
     import ctypes
     import re
 

@@ -150,7 +150,8 @@ def section(py: str, c: str, go: str, machine: str, date: str) -> str:
             "|---|---|---|---|---|---|---|"]
     for name in sorted(set(cm) & set(gm), key=_by_count):
         c_ns, sides = beside.get(name, (None, {}))
-        inproc = " | ".join([f"{c_ns:.1f}" if c_ns else ""] + [f"{sides[k]:.2f}" if k in sides else "" for k in ("go", "raw")])
+        cells = [f"{c_ns:.1f}" if c_ns else ""] + [f"{sides[k]:.2f}" if k in sides else "" for k in ("go", "raw")]
+        inproc = " | ".join(cells)
         out.append(f"| {name} | {cm[name]:.1f} | {gm[name]:.1f} | {gm[name] / cm[name]:.2f} | {inproc} |")
     if "relaxed" in beside.get("Query", (0, {}))[1]:
         relaxed = beside["Query"][1]["relaxed"]
