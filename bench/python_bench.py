@@ -261,6 +261,16 @@ def main() -> int:
         ss_b.wait_event(se)
 
     sb_borrowed, sb_borrowed_b = sb.ExternalStream(ts_a.cuda_stream), sb.ExternalStream(ts_b.cuda_stream)
+    # A stream another thread made (CuPy's, made there: torch's come from a pool the first
+    # thread made): the driver's object lies in that thread's malloc arena, outside the brk
+    # heap the C core's loads keep to, so each use goes to the Go check (bench/RESULTS.md).
+    import threading
+    made = []
+    maker = threading.Thread(target=lambda: made.append(cupy.cuda.Stream(non_blocking=True)))
+    maker.start()
+    maker.join()
+    cs_other = made[0]
+    sb_other = sb.ExternalStream(cs_other.ptr)
 
     def sb_borrowed_rw():  # torch's two streams, borrowed: each use checks the identity in Go
         sb_borrowed.record(se)
@@ -311,6 +321,7 @@ def main() -> int:
             "streambridge": loop(ss_a.query),
             "streambridge event query": loop(se.query),
             "streambridge, a borrowed stream (identity checked)": loop(sb_borrowed.query),
+            "streambridge, a borrowed stream another thread made (identity checked)": loop(sb_other.query),
             "torch": loop(ts_a.query),
             "cupy": loop(lambda: cs_a.done),
             "cuda.core Event.is_done (it has no stream query)": loop(lambda: ke.is_done),
@@ -508,6 +519,7 @@ def main() -> int:
     for name in profile:
         print(f"  {name:70s} {statistics.median(results[('profile', name)]):8.0f} ns")
     print(f"  (handle checks read memory by {_core.validation_reads()})")
+    print(f"  (stream and event proofs so far, by loads here and by the Go check: {_core.core.proofs()})")
     if floors:
         print("\nstreambridge over C in this process (the same objects, the same driver state, the same rounds):")
         for op, name, row, _ in floors:
