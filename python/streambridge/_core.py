@@ -91,6 +91,7 @@ live_events = core.live_events  # the count of events the core made and has not 
 live_streams = core.live_streams  # the count of streams the core made and has not destroyed
 proofs = core.proofs  # (streams here, in Go, events here, in Go): the proofs by loads in the core, and by the Go check
 load_word = core.load_word  # a word read as the proofs read, guarded: None where a fault ended the load
+arena_heap = core.arena_heap  # the base of the glibc arena's first heap the proofs may load from at an address, or None
 validation_reads: Callable[[], str] = _native.pyshim_ValidationReads  # diagnostics; no driver
 read_words: Callable[[int, int], str] = _go(_native.pyshim_ReadWords)  # host memory, fault-protected (DLPack capsules)
 

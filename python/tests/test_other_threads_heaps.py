@@ -1,0 +1,92 @@
+"""A stream or event another thread made has its driver objects in that thread's glibc arena,
+not in the brk heap; the proofs' loads go there too, in an arena's first heap, which glibc
+never unmaps (python/native/proof.inc, "Other threads' heaps"), so such a borrowed stream's
+every use costs a few loads, not the Go check. Only what /proc/self/maps shows private and
+anonymous, and shaped as a first heap, is taken for one."""
+
+import ctypes
+import mmap
+import tempfile
+import threading
+
+import pytest
+
+import streambridge as sb
+from streambridge import _core
+
+HEAP = 64 << 20  # glibc's HEAP_MAX_SIZE on 64-bit
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+libc.malloc.argtypes = [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+libc.sbrk.restype = ctypes.c_void_p
+libc.sbrk.argtypes = [ctypes.c_long]
+
+
+def on_a_thread(fn):
+    got = []
+    t = threading.Thread(target=lambda: got.append(fn()))
+    t.start()
+    t.join()
+    return got[0]
+
+
+def test_what_another_thread_malloced_lies_in_an_arenas_first_heap():
+    p = on_a_thread(lambda: libc.malloc(64))
+    try:
+        assert p > libc.sbrk(0), "a new thread's malloc comes from an arena of its own, above the break"
+        assert _core.arena_heap(p) == p & ~(HEAP - 1)
+        assert _core.arena_heap(p + 4096) == p & ~(HEAP - 1)  # anywhere in that heap
+    finally:
+        libc.free(p)
+
+
+def test_the_brk_heap_and_other_memory_are_not_taken_for_an_arena():
+    # below the program break (the interpreter's own data, where None lies): the brk heap's
+    # bounds are the description's own
+    assert id(None) < libc.sbrk(0) and _core.arena_heap(id(None)) is None
+    # anonymous memory, 64 MB aligned, that is no heap: its first words are no heap_info
+    region = mmap.mmap(-1, 3 * HEAP)
+    start = ctypes.addressof(ctypes.c_char.from_buffer(region))
+    base = (start + HEAP - 1) & ~(HEAP - 1)
+    assert _core.arena_heap(base + 64) is None
+    # a file's mapping is never one, even with a first heap's words at its start
+    with tempfile.TemporaryFile() as f:
+        f.truncate(3 * HEAP)
+        mapped = mmap.mmap(f.fileno(), 3 * HEAP)
+        start = ctypes.addressof(ctypes.c_char.from_buffer(mapped))
+        base = (start + HEAP - 1) & ~(HEAP - 1)
+        words = (ctypes.c_uint64 * 3).from_address(base)
+        words[0], words[1], words[2] = base + 32, 0, 1 << 20  # ar_ptr, prev, size
+        assert _core.arena_heap(base + 64) is None
+        del words
+        mapped.close()
+    # memory nobody mapped
+    assert _core.arena_heap(1 << 46) is None
+
+
+@pytest.mark.learned_layout
+def test_a_stream_and_an_event_another_thread_made_are_proven_by_loads():
+    owner = on_a_thread(lambda: sb.Stream(non_blocking=True))
+    # two events: a live event is proven by its neighbours in its context's list
+    event, neighbour = on_a_thread(lambda: (sb.Event(disable_timing=True), sb.Event(disable_timing=True)))
+    borrowed = sb.ExternalStream(owner.ptr)
+    borrowed_event = sb.Event.from_handle(event.ptr)
+    borrowed.record(borrowed_event)
+    before = _core.proofs()
+    for _ in range(10):
+        borrowed.query()
+        borrowed_event.query()
+    after = _core.proofs()
+    assert (after[0] - before[0], after[1] - before[1]) == (10, 0), (before, after)  # streams: here, in Go
+    assert (after[2] - before[2], after[3] - before[3]) == (10, 0), (before, after)  # events: here, in Go
+    borrowed.synchronize()
+    owner.close()
+    event.close()
+    neighbour.close()
+    with pytest.raises(sb.InvalidHandleError):
+        borrowed.query()
+    with pytest.raises(sb.InvalidHandleError):
+        borrowed_event.query()
+    borrowed.close()
+    borrowed_event.close()
