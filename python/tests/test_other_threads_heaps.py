@@ -50,14 +50,19 @@ def test_the_brk_heap_and_other_memory_are_not_taken_for_an_arena():
     start = ctypes.addressof(ctypes.c_char.from_buffer(region))
     base = (start + HEAP - 1) & ~(HEAP - 1)
     assert _core.arena_heap(base + 64) is None
+    # nor with a first heap's words in it, where its sizes are no whole pages
+    words = (ctypes.c_uint64 * 4).from_address(base + HEAP)
+    words[0], words[1], words[2], words[3] = base + HEAP + 32, 0, 5000, 5000
+    assert _core.arena_heap(base + HEAP + 64) is None
+    del words
     # a file's mapping is never one, even with a first heap's words at its start
     with tempfile.TemporaryFile() as f:
         f.truncate(3 * HEAP)
         mapped = mmap.mmap(f.fileno(), 3 * HEAP)
         start = ctypes.addressof(ctypes.c_char.from_buffer(mapped))
         base = (start + HEAP - 1) & ~(HEAP - 1)
-        words = (ctypes.c_uint64 * 3).from_address(base)
-        words[0], words[1], words[2] = base + 32, 0, 1 << 20  # ar_ptr, prev, size
+        words = (ctypes.c_uint64 * 4).from_address(base)
+        words[0], words[1], words[2], words[3] = base + 32, 0, 1 << 20, 1 << 20  # ar_ptr, prev, size, mprotect_size
         assert _core.arena_heap(base + 64) is None
         del words
         mapped.close()
