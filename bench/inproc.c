@@ -10,12 +10,12 @@
 #include "floor.h"
 
 /* n times call, timed: ns a call, or -1 at the first that failed. */
-#define TIMED(n, call)                                                \
-  do {                                                                \
-    double t0 = floor_now_ns();                                             \
-    for (long i = 0; i < (n); i++)                                    \
-      if ((call) != CUDA_SUCCESS) return -1;                          \
-    return (floor_now_ns() - t0) / (n);                                     \
+#define TIMED(n, call)                               \
+  do {                                               \
+    double t0 = floor_now_ns();                      \
+    for (long i = 0; i < (n); i++)                   \
+      if ((call) != CUDA_SUCCESS) return -1;         \
+    return (floor_now_ns() - t0) / (n);              \
   } while (0)
 
 double record_wait_ns(CUstream a, CUstream b, CUevent e, long n) { TIMED(n, floor_record_wait(e, a, b)); }

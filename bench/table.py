@@ -141,10 +141,10 @@ def section(py: str, c: str, go: str, machine: str, date: str) -> str:
     out += ["", "Go against the same loops in C (`bench/run.sh`: medians of its rounds; benchstat there gives "
             "the intervals and p-values), and against those loops run inside the Go benchmark's own process "
             "(`bench/inproc.c`), where the host and the driver are in the state Go's loops meet: "
-            "`BenchmarkInProcessC` takes turns with Go's loop, 20000 calls each, and with the Raw benchmark's "
+            "`BenchmarkInProcessC` takes turns with Go's loop (`inprocTurn` calls each, a few milliseconds), and with the Raw benchmark's "
             "loop, the same driver calls through the trampoline with no streams layer (each ratio is the median "
             "of its rounds' time over C's in the same turns), and `BenchmarkInProcessCThroughput` likewise, n "
-            "goroutines then n C threads, 20000 calls a thread each turn:", "",
+            "C threads then n goroutines, `inprocTurn` calls a thread each turn:", "",
             "| benchmark | C ns | Go ns | Go / C | C in Go's process ns | Go / C in its process "
             "| Raw / C in its process |",
             "|---|---|---|---|---|---|---|"]

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ebitengine/purego"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/streambridge/streambridge/internal/driver"
@@ -378,27 +379,64 @@ func BenchmarkInProcessC(b *testing.B) {
 		if op.ready != nil {
 			op.ready(b, env)
 		}
-		b.Run(op.name, func(b *testing.B) {
-			total := make([]float64, len(op.sides))
-			require.NoError(b, env.c.Do(func() error {
-				for done := 0; done < b.N; {
-					n := min(inprocTurn, b.N-done)
-					for i, side := range op.sides {
-						ns, err := side.run(env, n)
-						if err != nil {
-							return fmt.Errorf("%s, %s: %w", op.name, side.unit, err)
-						}
-						total[i] += ns
-					}
-					done += n
-				}
-				return nil
-			}))
-			for i, side := range op.sides {
-				b.ReportMetric(total[i]/float64(b.N), side.unit)
-			}
-		})
+		b.Run(op.name, func(b *testing.B) { reportTurns(b, env, inprocTurn, op.sides) })
 	}
+}
+
+// takeTurns runs sides in turns of turn calls each, calls in all, on a thread where env's
+// context is current, and gives each side's ns a call: the one loop of both InProcessC
+// benchmarks.
+func takeTurns(env benchEnv, calls, turn int, sides []inprocSide) ([]float64, error) {
+	total := make([]float64, len(sides))
+	err := env.c.Do(func() error {
+		for done := 0; done < calls; {
+			n := min(turn, calls-done)
+			for i, side := range sides {
+				ns, err := side.run(env, n)
+				if err != nil {
+					return fmt.Errorf("%s: %w", side.unit, err)
+				}
+				total[i] += ns
+			}
+			done += n
+		}
+		return nil
+	})
+	for i := range total {
+		total[i] /= float64(calls)
+	}
+	return total, err
+}
+
+// reportTurns is takeTurns of b.N calls, each side's ns a call reported under its unit.
+func reportTurns(b *testing.B, env benchEnv, turn int, sides []inprocSide) {
+	perCall, err := takeTurns(env, b.N, turn, sides)
+	require.NoError(b, err)
+	for i, side := range sides {
+		b.ReportMetric(perCall[i], side.unit)
+	}
+}
+
+// TestTakeTurnsGivesEverySideItsTurnAndItsTime holds the InProcessC benchmarks' loop (run
+// only on a GPU machine) to its turns: every side makes turn calls in each turn, the last
+// turn the rest, and each side's time is its own.
+func TestTakeTurnsGivesEverySideItsTurnAndItsTime(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		var turns [2][]int
+		side := func(i int, ns float64) inprocSide {
+			return inprocSide{fmt.Sprintf("side%d-ns/op", i), func(_ benchEnv, n int) (float64, error) {
+				turns[i] = append(turns[i], n)
+				return ns * float64(n), nil
+			}}
+		}
+		perCall, err := takeTurns(benchEnv{c: primary(t, d, 0)}, 10, 3, []inprocSide{side(0, 5), side(1, 40)})
+		require.NoError(t, err)
+		assert.Equal(t, [2][]int{{3, 3, 3, 1}, {3, 3, 3, 1}}, turns)
+		assert.Equal(t, []float64{5, 40}, perCall)
+		failing := inprocSide{"bad-ns/op", func(benchEnv, int) (float64, error) { return 0, errors.New("the driver failed") }}
+		_, err = takeTurns(benchEnv{c: primary(t, d, 0)}, 10, 3, []inprocSide{side(0, 5), failing})
+		require.ErrorContains(t, err, "bad-ns/op: the driver failed")
+	})
 }
 
 // inprocSide is one side of BenchmarkInProcessC's turns: run makes n calls and gives the
@@ -499,9 +537,9 @@ func loadInprocessC(b *testing.B) *inprocessC {
 
 // BenchmarkInProcessCThroughput is the throughput rows' C threads inside this process
 // (bench/inproc.c's throughput_ns: floor.h's harness, which driver_bench's threads run
-// too), taking turns with Go's goroutines as BenchmarkInProcessC does: inprocTurn calls a
-// thread, n Go goroutines (throughputRun, which the Go rows of the same names run), then n
-// C threads, and again, b.N calls in all, each side's threads on streams and events made
+// too), taking turns with Go's goroutines as BenchmarkInProcessC does (takeTurns):
+// inprocTurn calls a thread, n C threads, then n Go goroutines (throughputRun, which the Go
+// rows of the same names run), and again, b.N calls in all, each side's threads on streams and events made
 // for the turn. ns/op is C's wall time a call over all its threads; go-ns/op is Go's, in
 // the same turns.
 func BenchmarkInProcessCThroughput(b *testing.B) {
@@ -516,29 +554,20 @@ func BenchmarkInProcessCThroughput(b *testing.B) {
 				if b.N > 1 { // not for testing's first run of one call, whose time is dropped
 					warm(b, c)
 				}
-				var goNs, cNs float64
-				for done := 0; done < b.N; {
-					calls := min(inprocTurn*n, b.N-done)
+				reportTurns(b, benchEnv{c: c}, inprocTurn*n, []inprocSide{
+					cSide("ns/op", func(_ benchEnv, calls int64) float64 {
+						return throughputC(c.Handle(), int32(query), int32(n), calls)
+					}),
 					// Fresh streams and event for each turn's goroutines, as C's threads make
 					// theirs: a goroutine then owns what it uses (its calls take no locked
 					// instruction: streams/uses.go), as the goroutines of the Go rows do.
-					envs, free := throughputEnvs(b, c, n)
-					took, err := throughputRun(envs, calls, op.goOp)
-					free()
-					require.NoError(b, err)
-					goNs += float64(took.Nanoseconds())
-					require.NoError(b, c.Do(func() error {
-						ns := throughputC(c.Handle(), int32(query), int32(n), int64(calls))
-						if ns < 0 {
-							return fmt.Errorf("%s: the driver failed in bench/inproc.c's threads", op.name)
-						}
-						cNs += ns * float64(calls)
-						return nil
-					}))
-					done += calls
-				}
-				b.ReportMetric(cNs/float64(b.N), "ns/op")
-				b.ReportMetric(goNs/float64(b.N), "go-ns/op")
+					{"go-ns/op", func(_ benchEnv, calls int) (float64, error) {
+						envs, free := throughputEnvs(b, c, n)
+						defer free()
+						took, err := throughputRun(envs, calls, op.goOp)
+						return float64(took.Nanoseconds()), err
+					}},
+				})
 			})
 		}
 	}
