@@ -753,3 +753,34 @@ func BenchmarkLayerEventCreateClose(b *testing.B) {
 		}
 	}
 }
+
+// The streams layer allocates nothing around the hot calls, on any machine (nullCalls: the
+// driver's own calls allocate nothing either). An event made and closed by one function
+// stays on its stack: NewEvent is inlined there, and no method of an event hands it on
+// (TestHotPathsDoNotAllocate holds the same on the real driver).
+func TestLayerHotPathsDoNotAllocate(t *testing.T) {
+	d := newDriver(nullCalls{sim.New()})
+	c := primary(t, d, 0)
+	sa, sb := newStream(t, c, StreamOptions{NonBlocking: true}), newStream(t, c, StreamOptions{NonBlocking: true})
+	e := newEvent(t, c, EventOptions{DisableTiming: true})
+	cases := []struct {
+		name string
+		fn   func() error
+	}{
+		{"record+wait", func() error { return errors.Join(sa.Record(e), sb.WaitEvent(e)) }},
+		{"query", func() error { _, err := sa.Query(); return err }},
+		{"event create+close", func() error {
+			e, err := c.NewEvent(EventOptions{DisableTiming: true})
+			if err != nil {
+				return err
+			}
+			return e.Close()
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			require.NoError(t, tc.fn())
+			assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = tc.fn() }))
+		})
+	}
+}

@@ -45,10 +45,18 @@ type Driver struct {
 	// stream captures, and refuse (the driver would invalidate the capture). While none, the
 	// question costs one atomic load.
 	capturing atomic.Int32
+
+	// counting holds those streams by the serial of their capture (Stream.counted), which an
+	// event whose last record went into it keeps (Event.capturedIn): a number, where a
+	// pointer to the stream, stored atomically, would move every event to the heap.
+	// countingMu guards it and serials, the last serial given.
+	countingMu sync.Mutex
+	counting   map[uint64]*Stream
+	serials    uint64
 }
 
 func newDriver(api driver.API) *Driver {
-	d := &Driver{api: api, captures: map[uint64][]uintptr{}, vouched: map[driver.Stream]int{}}
+	d := &Driver{api: api, captures: map[uint64][]uintptr{}, vouched: map[driver.Stream]int{}, counting: map[uint64]*Stream{}}
 	d.contexts.Store(&map[driver.Context]*Context{})
 	return d
 }

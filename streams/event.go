@@ -42,22 +42,35 @@ type Event struct {
 	handle driver.Event
 	id     uint64 // a borrowed event's identity, checked before each use; 0 for an owned one
 	uses   uses   // open, and the calls in flight: Close's destroy waits for the last (uses.go)
-	// capturedOn is the stream whose capture, begun by BeginCapture, took the last record,
-	// while that capture may go on (see notCaptured); nil otherwise.
-	capturedOn atomic.Pointer[Stream]
+	// capturedIn is the serial of the capture, begun by BeginCapture, that took the last
+	// record (Stream.counted), while that capture may go on (see notCaptured); 0 otherwise.
+	capturedIn atomic.Uint64
 }
 
 // NewEvent creates an event in c (cuEventCreate).
+//
+// It is inlined where it is called, so that an event its caller makes and closes without
+// keeping it anywhere stays on the caller's stack: no method of an event hands it on.
 func (c *Context) NewEvent(opts EventOptions) (*Event, error) {
-	if err := c.acquire(); err != nil {
+	e := new(Event)
+	if err := c.makeEvent(e, opts); err != nil {
 		return nil, err
+	}
+	return e, nil
+}
+
+// makeEvent is NewEvent's driver call, counted on c, made into e.
+func (c *Context) makeEvent(e *Event, opts EventOptions) error {
+	if err := c.acquire(); err != nil {
+		return err
 	}
 	h, r := c.api.EventCreate(c.handle, opts.flags())
 	if err := c.drv.check("cuEventCreate", r); err != nil {
 		c.release()
-		return nil, err
+		return err
 	}
-	return &Event{ctx: c, handle: h}, nil
+	e.ctx, e.handle = c, h
+	return nil
 }
 
 // OpenIPCEvent opens an event another process exported with [Event.IPCHandle]
@@ -237,7 +250,10 @@ func (e *Event) useChecked(g uintptr) error {
 	if e.ctx == nil {
 		return errZero("Event")
 	}
-	if err := e.uses.enter(e, g); err != nil {
+	if settle, err := e.uses.take(g); err != nil {
+		if settle {
+			e.settle()
+		}
 		return err
 	}
 	if e.proven() {
@@ -255,29 +271,40 @@ func (e *Event) done() { e.doneBy(goroutine()) }
 // doneBy gives back a use taken by useBy(g).
 func (e *Event) doneBy(g uintptr) {
 	if e.uses.drop(g) {
-		e.uses.settle(e)
+		e.settle()
+	}
+}
+
+// settle destroys e where it is closed and no call is in flight, once: uses.settle, but
+// with e's own destroy, so that no method of an event hands it to an interface (see
+// uses.take).
+func (e *Event) settle() {
+	if e.uses.claimDestroy() {
+		_ = e.destroy()
 	}
 }
 
 // recorded notes where the record just made on s went: into a capture of ours that may go
 // on, or not. While no capture of ours may go on, it costs two loads.
 func (e *Event) recorded(s *Stream) {
-	if s.ctx.drv.capturing.Load() != 0 && s.counted.Load() {
-		e.capturedOn.Store(s)
-	} else if e.capturedOn.Load() != nil {
-		e.capturedOn.Store(nil)
+	if s.ctx.drv.capturing.Load() == 0 {
+		if e.capturedIn.Load() != 0 {
+			e.capturedIn.Store(0)
+		}
+	} else {
+		e.capturedIn.Store(s.counted.Load())
 	}
 }
 
 // notCaptured refuses a query or synchronize (what) of e while its last record is in a
 // capture of ours that goes on.
 func (e *Event) notCaptured(what string) error {
-	on := e.capturedOn.Load()
-	if on == nil {
+	serial := e.capturedIn.Load()
+	if serial == 0 {
 		return nil
 	}
 	capturing := false
-	if on.use() == nil { // else closed: its capture ended with it
+	if on := e.ctx.drv.countedStream(serial); on != nil && on.use() == nil { // else ended, or closed with it
 		var err error
 		capturing, err = on.capturingNow()
 		on.done()
@@ -286,10 +313,10 @@ func (e *Event) notCaptured(what string) error {
 		}
 	}
 	if !capturing {
-		e.capturedOn.CompareAndSwap(on, nil)
+		e.capturedIn.CompareAndSwap(serial, 0)
 		return nil
 	}
-	return fmt.Errorf("streambridge: %s of %v, whose last record was captured into a graph while the capture goes on: %w (the driver would invalidate the capture)", what, e, ErrCapturing)
+	return fmt.Errorf("streambridge: %s of %s, whose last record was captured into a graph while the capture goes on: %w (the driver would invalidate the capture)", what, e.String(), ErrCapturing)
 }
 
 // Record records the event on s (cuEventRecord); see [Stream.Record].
@@ -385,13 +412,13 @@ func (e *Event) Disown() (uintptr, error) {
 		return 0, errZero("Event")
 	}
 	if e.id != 0 {
-		return 0, fmt.Errorf("streambridge: %v is borrowed: it is not this package's to give away", e)
+		return 0, fmt.Errorf("streambridge: %s is borrowed: it is not this package's to give away", e.String())
 	}
 	if !e.uses.claim() {
 		if e.uses.closed() {
 			return 0, nil
 		}
-		return 0, fmt.Errorf("streambridge: %v is in use on another goroutine: it cannot be given away now", e)
+		return 0, fmt.Errorf("streambridge: %s is in use on another goroutine: it cannot be given away now", e.String())
 	}
 	return uintptr(e.handle), e.ctx.release() // the new owner keeps the context retained as long as the event lives
 }
@@ -407,8 +434,15 @@ func (e *Event) Close() error {
 	if e.ctx == nil {
 		return errZero("Event")
 	}
-	_, err := e.uses.close(e)
-	return err
+	// uses.close, with e's own destroy (see uses.take)
+	switch _, destroy := e.uses.shut(); {
+	case !destroy || e.id != 0:
+		return nil
+	case driver.InHostFunc():
+		go e.ctx.destroyEvent(e.handle)
+		return nil
+	}
+	return e.ctx.destroyEvent(e.handle)
 }
 
 // destroy destroys an owned event and releases its context's count; the last use of a
@@ -418,8 +452,13 @@ func (e *Event) destroy() error {
 	if e.id != 0 {
 		return nil
 	}
-	err := e.ctx.drv.check("cuEventDestroy", e.ctx.api.EventDestroy(e.handle))
-	if e2 := e.ctx.release(); err == nil {
+	return e.ctx.destroyEvent(e.handle)
+}
+
+// destroyEvent destroys an event of c's and releases its count on c.
+func (c *Context) destroyEvent(h driver.Event) error {
+	err := c.drv.check("cuEventDestroy", c.api.EventDestroy(h))
+	if e2 := c.release(); err == nil {
 		err = e2
 	}
 	return err

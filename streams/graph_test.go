@@ -136,6 +136,33 @@ func TestQueryOfAnEventRecordedInACaptureIsRefusedFirst(t *testing.T) {
 	})
 }
 
+// An event remembers the capture its last record went into, not the stream: once that
+// capture ended, a new capture on the same stream does not make the event's query refused
+// (Event.capturedIn, by the capture's serial). The query goes to the driver, relaxed, and
+// the new capture goes on.
+func TestEventRecordedInAnEndedCaptureIsNotRefusedForTheNext(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		c := primary(t, d, 0)
+		e := newEvent(t, c, EventOptions{DisableTiming: true})
+		s := newStream(t, c, StreamOptions{NonBlocking: true})
+		require.NoError(t, s.BeginCapture(CaptureGlobal))
+		require.NoError(t, s.Record(e))
+		g, err := s.EndCapture()
+		require.NoError(t, err)
+		require.NoError(t, g.Close())
+
+		require.NoError(t, s.BeginCapture(CaptureGlobal))
+		_, err = e.Query()
+		assert.NotErrorIs(t, err, ErrCapturing, "the capture that took e's record has ended")
+		st, _, err := s.CaptureInfo()
+		require.NoError(t, err)
+		assert.Equal(t, CaptureActive, st, "the new capture goes on")
+		g, err = s.EndCapture()
+		require.NoError(t, err)
+		require.NoError(t, g.Close())
+	})
+}
+
 func TestCaptureForkJoinAcrossStreams(t *testing.T) {
 	eachDriver(t, func(t *testing.T, d *Driver) {
 		c := primary(t, d, 0)

@@ -115,6 +115,10 @@ func TestHotPathsDoNotAllocate(t *testing.T) {
 		{"record+wait", func() { _ = a.Record(e); _ = b.WaitEvent(e) }},
 		{"wait stream", func() { _ = b.WaitStream(a) }},
 		{"query", func() { _, _ = a.Query() }},
+		{"event create+close", func() { // on the stack: NewEvent is inlined here, and nothing hands e on
+			e, _ := c.NewEvent(EventOptions{DisableTiming: true})
+			_ = e.Close()
+		}},
 		{"launch", func() { _ = empty.Launch(a, LaunchConfig{}, args.Reset()) }},
 		// enqueue and run to completion: the driver's thread, purego's callback and the
 		// handle table included. AllocsPerRun sets GOMAXPROCS to 1, and the callback

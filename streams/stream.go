@@ -41,8 +41,9 @@ type Stream struct {
 	// thread is, for a wrapper of the per-thread default stream (handle 2), the OS thread it
 	// was wrapped on, whose per-thread stream it means; every use must come from there.
 	thread int32
-	// counted: a capture BeginCapture began here may be going on (see Driver.capturing).
-	counted atomic.Bool
+	// counted: a capture BeginCapture began here may be going on (see Driver.capturing):
+	// its serial (Driver.counting), else 0.
+	counted atomic.Uint64
 	// capturer is the OS thread that began a capture in global or thread-local mode, which
 	// BeginCapture keeps its goroutine locked to until EndCapture; 0 when none.
 	capturer atomic.Int32
@@ -512,7 +513,7 @@ func (s *Stream) doneWithEvent(e *Event, g uintptr) {
 		s.uses.settle(s)
 	}
 	if e.uses.drop(g) {
-		e.uses.settle(e)
+		e.settle()
 	}
 }
 
@@ -785,11 +786,29 @@ func (s *Stream) capturingNow() (bool, error) {
 
 // count records whether a capture BeginCapture began on s may be going on.
 func (s *Stream) count(capturing bool) {
-	if s.counted.CompareAndSwap(!capturing, capturing) {
-		if capturing {
-			s.ctx.drv.capturing.Add(1)
-		} else {
-			s.ctx.drv.capturing.Add(-1)
-		}
+	if (s.counted.Load() != 0) == capturing {
+		return
 	}
+	d := s.ctx.drv
+	d.countingMu.Lock()
+	defer d.countingMu.Unlock()
+	switch serial := s.counted.Load(); {
+	case capturing && serial == 0:
+		d.serials++
+		s.counted.Store(d.serials)
+		d.counting[d.serials] = s
+		d.capturing.Add(1)
+	case !capturing && serial != 0:
+		s.counted.Store(0)
+		delete(d.counting, serial)
+		d.capturing.Add(-1)
+	}
+}
+
+// countedStream is the stream whose capture has the serial (Stream.counted), while it is
+// counted; nil once not.
+func (d *Driver) countedStream(serial uint64) *Stream {
+	d.countingMu.Lock()
+	defer d.countingMu.Unlock()
+	return d.counting[serial]
 }

@@ -65,8 +65,21 @@ func (u *uses) enterFast(g uintptr) bool {
 // where CUDA forbids every CUDA call, and ErrClosed once o is closed; the caller gives
 // back only a use it got, with the same g.
 func (u *uses) enter(o destroyer, g uintptr) error {
+	settle, err := u.take(g)
+	if settle {
+		u.settle(o) // Close may have seen the use take counted and left the destroy to it
+	}
+	return err
+}
+
+// take is enter but for the destroy, for a type that makes its own (Event: an interface
+// holding the event would move it to the heap, and with it every event its maker closes
+// before returning, an allocation a create and close). Where it answers ErrClosed with
+// settle true, the use it counted for a moment is given back and the caller settles o, as
+// after any last use (claimDestroy).
+func (u *uses) take(g uintptr) (settle bool, err error) {
 	if err := outsideHostFunc(); err != nil {
-		return err
+		return false, err
 	}
 	owner := u.owner.Load()
 	if owner == 0 {
@@ -75,13 +88,12 @@ func (u *uses) enter(o destroyer, g uintptr) error {
 	if owner == g {
 		u.addBusy(1) // counted in busy before word is read: see ownerIdle
 		if u.word.Load()&usesClosed == 0 {
-			return nil
+			return false, nil
 		}
 	} else if u.word.Add(usesOne)&usesClosed == 0 {
-		return nil
+		return false, nil
 	}
-	u.leave(o, g) // Close may have seen this use and left the destroy to it
-	return ErrClosed
+	return u.drop(g), ErrClosed
 }
 
 // own makes goroutine g the owner of a u that has none, where the barrier fenceOthers
@@ -118,12 +130,18 @@ func (u *uses) drop(g uintptr) (closed bool) {
 }
 
 // settle destroys o, once, where it is closed and no call of either half is in flight.
-//
-//go:noinline
 func (u *uses) settle(o destroyer) {
-	if u.word.Load() == usesClosed && u.ownerIdle() && u.word.CompareAndSwap(usesClosed, usesClosed|usesDestroyed) {
+	if u.claimDestroy() {
 		_ = o.destroy()
 	}
+}
+
+// claimDestroy reports whether the caller is to destroy the object now, once: it is closed,
+// no call of either half is in flight, and nobody claimed the destroy before.
+//
+//go:noinline
+func (u *uses) claimDestroy() bool {
+	return u.word.Load() == usesClosed && u.ownerIdle() && u.word.CompareAndSwap(usesClosed, usesClosed|usesDestroyed)
 }
 
 // ownerIdle reports whether the owner has no call in flight. The owner knows its own
@@ -146,18 +164,26 @@ func (u *uses) ownerIdle() bool {
 // host function, where CUDA forbids CUDA calls, the destroy runs on a goroutine of its
 // own, its error lost.
 func (u *uses) close(o destroyer) (bool, error) {
+	first, destroy := u.shut()
+	switch {
+	case !destroy:
+		return first, nil
+	case driver.InHostFunc():
+		go o.destroy()
+		return true, nil
+	}
+	return true, o.destroy()
+}
+
+// shut is close but for the destroy (see take): it reports whether this was the first
+// close, and whether the caller is to destroy the object now (else the last call in flight
+// does), on a goroutine of its own inside a host function.
+func (u *uses) shut() (first, destroy bool) {
 	w := u.word.Or(usesClosed)
 	if w&usesClosed != 0 {
-		return false, nil
+		return false, false
 	}
-	if w == 0 && u.ownerIdle() && u.word.CompareAndSwap(usesClosed, usesClosed|usesDestroyed) {
-		if driver.InHostFunc() {
-			go o.destroy()
-			return true, nil
-		}
-		return true, o.destroy()
-	}
-	return true, nil
+	return true, w == 0 && u.ownerIdle() && u.word.CompareAndSwap(usesClosed, usesClosed|usesDestroyed)
 }
 
 // claim closes o where it is open with no call in flight, and claims its destroy for the
