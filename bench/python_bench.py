@@ -33,7 +33,8 @@ in this process is the like-for-like one.
 Every stream is non-blocking, as torch and cuda.core make theirs by default.
 Rounds interleave the frameworks; each number is the median over rounds of the mean
 ns per operation. Ratios are streambridge over the fastest peer, by medians, and in
-brackets by each one's best round (less exposed to a noisy machine). Where an operation
+brackets by each one's best round and by round: the median of each round's ratio, the two
+timed a few milliseconds apart (both less exposed to a noisy machine). Where an operation
 has a C floor, its loop runs inside this process too (bench/inproc.c, compiled here with
 nvcc or cc), on the same streams and event, as a row of the operation measured right after
 streambridge's in every round, where the driver is in the same state; it is no peer. A
@@ -60,6 +61,13 @@ def per_op(fn, n):
         return own if own is not None else (time.perf_counter_ns() - t) / n
     finally:
         gc.enable()
+
+
+def by_round(ours, theirs):
+    """The median over rounds of each round's ratio, ours over theirs: within a round the two
+    are timed a few milliseconds apart, so a host that changes speed between rounds (bench/
+    RESULTS.md: one H100 host ran at two speeds) moves both."""
+    return statistics.median(a / b for a, b in zip(ours, theirs, strict=True))
 
 
 def callback_sampler(launch, sync):
@@ -495,7 +503,8 @@ def main() -> int:
         low_peer = min((k for k in low if not k.startswith(("streambridge", IN_C))), key=low.get)
         for name in (k for k in impls if k.startswith("streambridge")):
             print(f"  ratio {name} / fastest peer ({best_name}): {med[name] / peers[best_name]:.2f} "
-                  f"(best rounds: {low[name] / low[low_peer]:.2f})  [bar {bars.get(op, 1.2)}]")
+                  f"(best rounds: {low[name] / low[low_peer]:.2f}; "
+                  f"by round: {by_round(results[(op, name)], results[(op, best_name)]):.2f})  [bar {bars.get(op, 1.2)}]")
     print(f"\n{CALLBACK}:")
     samplers = {"streambridge launch_host_func": callback_sampler(ss_a.launch_host_func, ss_a.synchronize),
                 "cupy launch_host_func": callback_sampler(cs_a.launch_host_func, cs_a.synchronize)}
@@ -526,7 +535,8 @@ def main() -> int:
             ours, c = statistics.median(results[(op, name)]), statistics.median(results[(op, row)])
             best = min(results[(op, name)]) / min(results[(op, row)])
             print(f"  {op} ({name}): {ours:.0f} ns against C's {c:.0f} ns: {ours / c:.2f} "
-                  f"(best rounds: {best:.2f})  [bar 1.5]")
+                  f"(best rounds: {best:.2f}; by round: {by_round(results[(op, name)], results[(op, row)]):.2f})"
+                  f"  [bar 1.5]")
         ours, c = lat["streambridge launch_host_func"], lat[c_callback]  # medians of samples taking turns
         print(f"  {CALLBACK} (streambridge): {ours:.0f} ns against C's {c:.0f} ns: {ours / c:.2f}  [bar 1.5]")
     return 0

@@ -23,10 +23,11 @@ BEGIN = "<!-- latest: written by bench/table.py -->"
 END = "<!-- /latest -->"
 
 RATIO = re.compile(r"^  ratio (?P<who>.+?) / (?:fastest peer \((?P<peer>.+)\)|(?P<one>[\w.]+)): "
-                   r"(?P<ratio>[\d.]+)(?: \(best rounds: (?P<best>[\d.]+)\))?\s+\[bar (?P<bar>[^\]]+)\]$")
+                   r"(?P<ratio>[\d.]+)(?: \(best rounds: (?P<best>[\d.]+)(?:; by round: (?P<paired>[\d.]+))?\))?"
+                   r"\s+\[bar (?P<bar>[^\]]+)\]$")
 TIME = re.compile(r"^  (?P<who>.+?)\s+(?P<ns>\d+) ns$")
 INPROC = re.compile(r"^  (?P<op>.+?) \((?P<who>streambridge.*)\): \d+ ns against C's \d+ ns: (?P<ratio>[\d.]+)"
-                    r"(?: \(best rounds: (?P<best>[\d.]+)\))?")
+                    r"(?: \(best rounds: (?P<best>[\d.]+)(?:; by round: (?P<paired>[\d.]+))?\))?")
 BENCH = re.compile(r"^Benchmark(?P<name>[A-Za-z]+(?:/[A-Za-z]+)?(?:/goroutines=\d+)?)(?:-\d+)?\s+\d+\s+(?P<ns>[\d.]+) ns/op")
 IN_GO = "InProcessC"  # Go's BenchmarkInProcessC and …CThroughput: C's loops inside the Go benchmark's process
 # The other sides of the same turns as C's (both InProcessC benchmarks): go-ns/op (Go's
@@ -58,11 +59,10 @@ C_FLOOR = {"record+wait": "RecordWait", "query": "Query", "event create+close": 
 
 def python_rows(text: str, c_floor: dict[str, float]) -> list[tuple[str, ...]]:
     """(operation, spelling, ours in ns, the fastest peer and its ns, every peer's ns, the C
-    floor's ns, ratio to the fastest peer (best rounds), ours over the C floor, ours over C in
+    floor's ns, ratio to the fastest peer (best rounds; by round), ours over the C floor, ours over C in
     the benchmark's own process, bar) for each ratio python_bench.py printed; c_floor holds
     the C loops' medians (bench/run.sh)."""
-    inproc = {(m["op"], m["who"]): m["ratio"] + (f" ({m['best']})" if m["best"] else "")
-              for line in text.splitlines() if (m := INPROC.match(line))}
+    inproc = {(m["op"], m["who"]): with_rounds(m) for line in text.splitlines() if (m := INPROC.match(line))}
     rows = []
     section, times = "", {}
     for line in text.splitlines():
@@ -72,7 +72,7 @@ def python_rows(text: str, c_floor: dict[str, float]) -> list[tuple[str, ...]]:
             times[m["who"]] = m["ns"]
         elif m := RATIO.match(line):
             peer = m["peer"] or m["one"]
-            ratio = m["ratio"] + (f" ({m['best']})" if m["best"] else "")
+            ratio = with_rounds(m)
             ours = time_of(times, m["who"])
             peers = ", ".join(f"{who} {ns}" for who, ns in times.items() if not who.startswith(("streambridge", IN_C)))
             floor = c_floor.get(C_FLOOR.get(section, ""))
@@ -81,6 +81,13 @@ def python_rows(text: str, c_floor: dict[str, float]) -> list[tuple[str, ...]]:
                          f"{floor:.0f}" if floor else "", ratio, over_floor, inproc.get((section, m["who"]), ""),
                          m["bar"]))
     return rows
+
+
+def with_rounds(m: re.Match[str]) -> str:
+    """A ratio, and in brackets the best rounds' and the median of each round's, where
+    python_bench.py printed them."""
+    rounds = "; ".join(m[k] for k in ("best", "paired") if m[k])
+    return m["ratio"] + (f" ({rounds})" if rounds else "")
 
 
 def time_of(times: dict[str, str], who: str) -> str:
@@ -128,13 +135,15 @@ def section(py: str, c: str, go: str, machine: str, date: str) -> str:
     cm, gm = medians(c), medians(go)
     beside = beside_go(go)
     out = [BEGIN, f"## Latest: {machine}, {date}", "",
-           "Python (`bench/python_bench.py`: medians over rounds, in brackets by each one's best round; "
+           "Python (`bench/python_bench.py`: medians over rounds, in brackets by each one's best round and, "
+           "where given, the median of each round's ratio (within a round the two are timed milliseconds apart); "
            "streambridge over the fastest peer among CuPy, PyTorch and cuda.core, and over the C floor: the "
            "same operation in C over the driver API, `bench/driver_bench.c`, in the same run; and over "
            "those loops run inside the Python benchmark's process, on its streams and event, "
            "`bench/inproc.c`, where the driver is in the same state):", "",
            "| operation | spelling | streambridge ns | fastest peer, ns | every peer, ns | C floor ns "
-           "| ratio to the fastest peer (best rounds) | over the C floor | over C in the same process | bar |",
+           "| ratio to the fastest peer (best rounds; by round) | over the C floor | over C in the same process "
+           "(best rounds; by round) | bar |",
            "|---|---|---|---|---|---|---|---|---|---|"]
     out += [f"| {' | '.join(row)} |" for row in python_rows(py, cm)]
     cm.setdefault("WaitStream", cm.get("RecordWait", 0.0))  # the same two driver calls, in one crossing

@@ -70,6 +70,14 @@ OVER_C = "\nstreambridge over C in this process (the same objects, the same driv
      "BenchmarkRecordWait\t1\t450.0 ns/op\n",
      "| record+wait | streambridge, borrowed streams (identity checked) | 900 | cuda.core 1000 | cuda.core 1000 | 450 "
      "| 0.90 (0.88) | 2.00 | 1.64 (1.60) | 1.2 |"),
+    # each round's ratio's median (by round) beside the best rounds', in the same brackets
+    ("record+wait:\n  C in this process: record+wait on the same streams and event    500 ns\n"
+     "  cuda.core    1000 ns\n  streambridge    800 ns\n"
+     "  ratio streambridge / fastest peer (cuda.core): 0.80 (best rounds: 0.79; by round: 0.81)  [bar 1.2]\n" + OVER_C +
+     "  record+wait (streambridge): 800 ns against C's 500 ns: 1.60 (best rounds: 1.55; by round: 1.58)  [bar 1.5]\n",
+     "BenchmarkRecordWait\t1\t400.0 ns/op\n",
+     "| record+wait | streambridge | 800 | cuda.core 1000 | cuda.core 1000 | 400 | 0.80 (0.79; 0.81) | 2.00 | "
+     "1.60 (1.55; 1.58) | 1.2 |"),
 ])
 def test_the_c_loops_in_the_benchmarks_process_give_their_own_column(py, c, row):
     assert row in table().section(py, c, "", "one H100", "2026-11-26")
@@ -124,6 +132,19 @@ def test_the_update_replaces_the_section_and_nothing_else(tmp_path):
     outside = lambda s: s[:s.index(t.BEGIN)] + s[s.index(t.END):]  # noqa: E731
     assert outside(once) == outside(before)
     assert "## Latest: a test, 2000-01-01" in once
+
+
+def test_by_round_is_the_median_of_each_rounds_ratio():
+    spec = importlib.util.spec_from_file_location("python_bench", ROOT / "bench" / "python_bench.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    # a host at two speeds, the peer's third round at the slow one: the medians' ratio says
+    # 0.53 (310 over 580), each round's 1.03
+    ours, theirs = [300.0, 600.0, 310.0], [290.0, 580.0, 600.0]
+    assert bench.by_round(ours, theirs) == pytest.approx(300 / 290)
+    assert bench.by_round([300.0, 100.0, 200.0], [100.0, 200.0, 300.0]) == pytest.approx(2 / 3)  # paired by round, not by rank
+    with pytest.raises(ValueError):
+        bench.by_round([1.0], [1.0, 2.0])  # a round without its pair
 
 
 def test_threads_ns_runs_every_pair_on_the_threads_own_objects():
