@@ -116,6 +116,19 @@ func newEvent(t testing.TB, c *Context, opts EventOptions) *Event {
 	return e
 }
 
+// needsInlining skips, saying so, where the compiler inlines nothing (-gcflags=-l, as a
+// debugger's build has it): an event made and closed in one function stays on its stack only
+// where NewEvent is inlined there. newProbe is that shape: a pointer made by an inlined call
+// and kept nowhere does not allocate.
+func needsInlining(t testing.TB) {
+	t.Helper()
+	if testing.AllocsPerRun(10, func() { *newProbe() = 1 }) != 0 {
+		t.Skip("the compiler inlines nothing in this build (-gcflags=-l): an event is on the heap here, as any pointer a call returns")
+	}
+}
+
+func newProbe() *int { return new(int) }
+
 // gate blocks a stream until opened: a host function that waits on a channel. It is
 // how these tests make a producer slow on either driver without a kernel.
 type gate struct{ ch chan struct{} }
