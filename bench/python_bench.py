@@ -271,7 +271,8 @@ def main() -> int:
     sb_borrowed, sb_borrowed_b = sb.ExternalStream(ts_a.cuda_stream), sb.ExternalStream(ts_b.cuda_stream)
     # A stream another thread made (CuPy's, made there: torch's come from a pool the first
     # thread made): the driver's object lies in that thread's malloc arena, outside the brk
-    # heap the C core's loads keep to, so each use goes to the Go check (bench/RESULTS.md).
+    # heap, which the C core's loads reach through the arena's first heap (proof.inc, "Other
+    # threads' heaps"; the proof counts printed after the profile say which check ran).
     import threading
     made = []
     maker = threading.Thread(target=lambda: made.append(cupy.cuda.Stream(non_blocking=True)))
@@ -280,7 +281,7 @@ def main() -> int:
     cs_other = made[0]
     sb_other = sb.ExternalStream(cs_other.ptr)
 
-    def sb_borrowed_rw():  # torch's two streams, borrowed: each use checks the identity in Go
+    def sb_borrowed_rw():  # torch's two streams, borrowed: each use checks the identity first
         sb_borrowed.record(se)
         sb_borrowed_b.wait_event(se)
 

@@ -573,7 +573,7 @@ func BenchmarkInProcessCThroughput(b *testing.B) {
 	}
 }
 
-// inprocTurn is the calls each Go goroutine, then each C thread, makes in one turn of the
+// inprocTurn is the calls each side (a C thread, a Go goroutine) makes in one turn of the
 // InProcessC benchmarks: a few milliseconds, which the host spends at one speed.
 const inprocTurn = 20000
 
@@ -742,13 +742,10 @@ func BenchmarkLayerQuery(b *testing.B) {
 func BenchmarkLayerEventCreateClose(b *testing.B) {
 	d := newDriver(nullCalls{sim.New()})
 	c := primary(b, d, 0)
+	env := benchEnv{c: c}
 	b.ReportAllocs()
 	for b.Loop() {
-		e, err := c.NewEvent(EventOptions{DisableTiming: true})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := e.Close(); err != nil {
+		if err := goEventCreateClose(env); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -761,29 +758,24 @@ func BenchmarkLayerEventCreateClose(b *testing.B) {
 func TestLayerHotPathsDoNotAllocate(t *testing.T) {
 	d := newDriver(nullCalls{sim.New()})
 	c := primary(t, d, 0)
-	sa, sb := newStream(t, c, StreamOptions{NonBlocking: true}), newStream(t, c, StreamOptions{NonBlocking: true})
-	e := newEvent(t, c, EventOptions{DisableTiming: true})
+	env := benchEnv{c: c, a: newStream(t, c, StreamOptions{NonBlocking: true}),
+		b: newStream(t, c, StreamOptions{NonBlocking: true}), e: newEvent(t, c, EventOptions{DisableTiming: true})}
 	cases := []struct {
-		name string
-		fn   func() error
+		name    string
+		op      func(benchEnv) error
+		inlined bool // holds only where the compiler inlines (needsInlining)
 	}{
-		{"record+wait", func() error { return errors.Join(sa.Record(e), sb.WaitEvent(e)) }},
-		{"query", func() error { _, err := sa.Query(); return err }},
-		{"event create+close", func() error {
-			e, err := c.NewEvent(EventOptions{DisableTiming: true})
-			if err != nil {
-				return err
-			}
-			return e.Close()
-		}},
+		{"record+wait", goRecordWait, false},
+		{"query", goQuery, false},
+		{"event create+close", goEventCreateClose, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.name == "event create+close" {
+			if tc.inlined {
 				needsInlining(t)
 			}
-			require.NoError(t, tc.fn())
-			assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = tc.fn() }))
+			require.NoError(t, tc.op(env))
+			assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = tc.op(env) }))
 		})
 	}
 }
