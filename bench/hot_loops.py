@@ -1,7 +1,7 @@
 """One of the Python benchmark's hot operations in a loop, alone in its process, for a
 sampling profiler (bench/profile.sh runs it under py-spy):
 
-    python3 bench/hot_loops.py record-wait|query|event-create N
+    python3 bench/hot_loops.py record-wait|wait-stream|query|query-borrowed|event-create N
 """
 
 from __future__ import annotations
@@ -20,8 +20,16 @@ def main() -> int:
         for _ in range(n):
             record(e)
             wait(e)
+    elif what == "wait-stream":  # b.wait(a): the same two driver calls from one Python call
+        wait = b.wait
+        for _ in range(n):
+            wait(a)
     elif what == "query":
         query = a.query
+        for _ in range(n):
+            query()
+    elif what == "query-borrowed":  # a's handle borrowed: the identity check and the capture status first
+        query = sb.ExternalStream(a.ptr).query
         for _ in range(n):
             query()
     elif what == "event-create":
@@ -29,7 +37,7 @@ def main() -> int:
         for _ in range(n):
             event(disable_timing=True).close()
     else:
-        print(f"no loop {what!r}: record-wait, query or event-create", file=sys.stderr)
+        print(f"no loop {what!r}: record-wait, wait-stream, query, query-borrowed or event-create", file=sys.stderr)
         return 2
     a.synchronize()
     b.synchronize()
