@@ -15,7 +15,8 @@ fi
 [ -n "$spy" ] || { echo "no py-spy: set PYSPY, or make gpu-build (it puts one in .device)" >&2; exit 1; }
 pin=""
 command -v taskset >/dev/null && pin="taskset -c 2,3"
-for loop in record-wait wait-stream query query-borrowed event-create; do
+loops=$(python3 bench/hot_loops.py --list) # each loop hot_loops.py has
+for loop in $loops; do
   $pin "$spy" record --native -r 2000 -f raw -o "$out/$loop.txt" -- python3 bench/hot_loops.py "$loop" "${N:-3000000}" >/dev/null 2>&1
   python3 bench/where.py "$out/$loop.txt"
 done
