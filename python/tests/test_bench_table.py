@@ -3,6 +3,7 @@
 2026-11-25)."""
 
 import importlib.util
+import os
 import pathlib
 import shutil
 import subprocess
@@ -211,3 +212,23 @@ def test_the_c_loops_python_calls_are_declared_once_in_inproc_c():
         assert len(args.split(",")) == len(signatures[name][1]), (name, args)
     assert "floor.event_create_destroy_ns" in source  # passed as a function of n, not called here
     assert signatures["event_create_destroy_ns"][1] == [ctypes.c_long]
+
+
+def test_each_hot_loop_runs_as_profile_sh_runs_it(driver_name):
+    # bench/profile.sh asks hot_loops.py for its loops (--list) and runs each alone in a
+    # process, on the driver the tests run on: each must run, but the borrowed query where
+    # the layout cannot be learned, which must be refused as unprovable, as designed; an
+    # unknown loop must be refused with the names of those there are
+    script = str(ROOT / "bench" / "hot_loops.py")
+    listed = subprocess.run([sys.executable, script, "--list"], capture_output=True, text=True, check=True)
+    loops = listed.stdout.split()
+    assert {"record-wait", "wait-stream", "query", "query-borrowed", "event-create"} <= set(loops)
+    for loop in loops:
+        ran = subprocess.run([sys.executable, script, loop, "5"], capture_output=True, text=True)
+        if loop == "query-borrowed" and os.environ.get("STREAMBRIDGE_LAYOUT") == "unlearnable":
+            assert ran.returncode == 1 and "could not be learned" in ran.stderr, (driver_name, ran.stderr)
+        else:
+            assert ran.returncode == 0, (driver_name, loop, ran.stderr)
+    refused = subprocess.run([sys.executable, script, "no-such-loop", "5"], capture_output=True, text=True)
+    assert refused.returncode == 2
+    assert "no loop 'no-such-loop'" in refused.stderr and ", ".join(loops) in refused.stderr
