@@ -116,6 +116,16 @@ func newEvent(t testing.TB, c *Context, opts EventOptions) *Event {
 	return e
 }
 
+// mustEndCapture ends the capture going on on s and closes the graph it made, failing the
+// test where either fails (endCapture, goroutine_test.go, is the lenient one, for a
+// capture that may have ended).
+func mustEndCapture(t testing.TB, s *Stream) {
+	t.Helper()
+	g, err := s.EndCapture()
+	require.NoError(t, err)
+	require.NoError(t, g.Close())
+}
+
 // needsInlining skips, saying so, where the compiler inlines nothing (-gcflags=-l, as a
 // debugger's build has it): an event made and closed in one function stays on its stack only
 // where NewEvent is inlined there. newProbe is that shape: a pointer made by an inlined call

@@ -108,16 +108,17 @@ func TestHotPathsDoNotAllocate(t *testing.T) {
 	var args Args
 	var ran atomic.Int32
 	hostFn := func() { ran.Store(1) }
+	env := benchEnv{c: c, a: a, b: b, e: e, empty: empty} // the benchmarks' operations (bench_test.go)
 	cases := []struct {
 		name    string
 		fn      func()
 		inlined bool // holds only where the compiler inlines (needsInlining)
 	}{
-		{"record+wait", func() { _ = a.Record(e); _ = b.WaitEvent(e) }, false},
+		{"record+wait", func() { _ = goRecordWait(env) }, false},
 		{"wait stream", func() { _ = b.WaitStream(a) }, false},
-		{"query", func() { _, _ = a.Query() }, false},
+		{"query", func() { _ = goQuery(env) }, false},
 		// on goEventCreateClose's stack: NewEvent is inlined there, and nothing hands the event on
-		{"event create+close", func() { _ = goEventCreateClose(benchEnv{c: c}) }, true},
+		{"event create+close", func() { _ = goEventCreateClose(env) }, true},
 		{"launch", func() { _ = empty.Launch(a, LaunchConfig{}, args.Reset()) }, false},
 		// enqueue and run to completion: the driver's thread, purego's callback and the
 		// handle table included. AllocsPerRun sets GOMAXPROCS to 1, and the callback
