@@ -160,6 +160,9 @@ func (c *Context) takeFence() (*Event, error) {
 // pool before releasing it. A borrowed context is retained by someone else, who may
 // release it at any time; an event pooled there could be handed out destroyed.
 func (c *Context) putFence(e *Event) error {
+	if e.uses.closed() { // closed by a caller of Stream.Fence: its destroy was its Close's
+		return nil
+	}
 	c.fenceMu.Lock()
 	if !c.primary || c.closed.Load() || len(c.fences) >= maxIdleFences {
 		c.fenceMu.Unlock()

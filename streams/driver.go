@@ -30,6 +30,14 @@ type Driver struct {
 	// word too while one is open (a Go function given, as an integer, a stream that Python
 	// wrapped from its framework's object; see foreignContext).
 	vouched map[driver.Stream]int
+	// ours holds, by handle, the streams this package created and has not yet destroyed: a
+	// wrap of one of their handles is tied to it (Stream.owner), so that its owner's Close
+	// cannot destroy the handle under a call on the wrapper. oursMu makes a stream's create
+	// and its entry here one step, and its entry's removal and its destroy another, so that
+	// a wrap (which proves the handle and looks it up under it) never finds a live handle of
+	// ours without its owner.
+	oursMu sync.Mutex
+	ours   map[driver.Stream]*Stream
 
 	// captureMu makes each call that asks whether a stream captures and then acts on the
 	// answer (LaunchHostFunc, GraphExec.Launch of a graph with host functions: read-locked,
@@ -56,7 +64,7 @@ type Driver struct {
 }
 
 func newDriver(api driver.API) *Driver {
-	d := &Driver{api: api, captures: map[uint64][]uintptr{}, vouched: map[driver.Stream]int{}, counting: map[uint64]*Stream{}}
+	d := &Driver{api: api, captures: map[uint64][]uintptr{}, vouched: map[driver.Stream]int{}, ours: map[driver.Stream]*Stream{}, counting: map[uint64]*Stream{}}
 	d.contexts.Store(&map[driver.Context]*Context{})
 	return d
 }

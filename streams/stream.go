@@ -54,6 +54,10 @@ type Stream struct {
 	// the handle is still a live stream with this id (see Driver.VerifyStream). 0 for
 	// owned streams and the special handles, which need no such check.
 	id uint64
+	// owner is, for a wrapper of the handle of a stream this package created, that stream:
+	// each call on the wrapper takes a use of it too, so the owner's Close cannot destroy
+	// the handle under the call (the wrapper's calls fail with ErrClosed once it is closed).
+	owner *Stream
 
 	// fence is an event this package records on the stream so that other streams can
 	// wait for it ([Stream.WaitStream]); made on first use.
@@ -86,12 +90,26 @@ func (c *Context) NewStream(opts StreamOptions) (*Stream, error) {
 	if err := c.acquire(); err != nil {
 		return nil, err
 	}
+	d := c.drv
+	d.oursMu.Lock()
+	defer d.oursMu.Unlock()
 	h, r := c.api.StreamCreateWithPriority(c.handle, flags, opts.Priority)
-	if err := c.drv.check("cuStreamCreateWithPriority", r); err != nil {
+	if err := d.check("cuStreamCreateWithPriority", r); err != nil {
 		c.release()
 		return nil, err
 	}
-	return &Stream{ctx: c, api: c.api, handle: h, owned: true}, nil
+	s := &Stream{ctx: c, api: c.api, handle: h, owned: true}
+	d.ours[h] = s
+	return s, nil
+}
+
+// identifyOwned is identify, and the stream of ours whose handle h is (nil for another
+// library's), read in one step against our creates and destroys (oursMu).
+func (d *Driver) identifyOwned(h driver.Stream) (driver.Context, uint64, *Stream, error) {
+	d.oursMu.Lock()
+	defer d.oursMu.Unlock()
+	ctx, id, err := d.identify(h)
+	return ctx, id, d.ours[h], err
 }
 
 // WrapStream borrows a stream handle that belongs to c. The special handles 0, 1 and 2
@@ -121,14 +139,14 @@ func (c *Context) wrapStream(handle uintptr) (*Stream, error) {
 	if s.handle.IsSpecial() {
 		return s, nil
 	}
-	owner, id, err := c.drv.identify(s.handle)
+	ctx, id, owner, err := c.drv.identifyOwned(s.handle)
 	if err != nil {
 		return nil, err
 	}
-	if owner != c.handle {
-		return nil, fmt.Errorf("streambridge: stream %#x belongs to context %#x, not %#x", handle, owner, c.handle)
+	if ctx != c.handle {
+		return nil, fmt.Errorf("streambridge: stream %#x belongs to context %#x, not %#x", handle, ctx, c.handle)
 	}
-	s.id = id
+	s.id, s.owner = id, owner
 	return s, nil
 }
 
@@ -139,11 +157,11 @@ func (c *Context) wrapStream(handle uintptr) (*Stream, error) {
 // nothing can be proven, and the wrap fails with an error matching [ErrNotSupported],
 // unless the caller vouches for the handle ([Vouched]).
 func (d *Driver) WrapStream(handle uintptr, opts ...WrapOption) (*Stream, error) {
-	c, id, err := d.foreignContext(handle, opts)
+	c, id, owner, err := d.foreignContext(handle, opts)
 	if err != nil {
 		return nil, err
 	}
-	s := &Stream{ctx: c, api: d.api, handle: driver.Stream(handle), id: id, vouched: wrapOptionsOf(opts).vouched}
+	s := &Stream{ctx: c, api: d.api, handle: driver.Stream(handle), id: id, vouched: wrapOptionsOf(opts).vouched, owner: owner}
 	if s.vouched {
 		d.vouch(s.handle, 1)
 	}
@@ -172,7 +190,7 @@ func (d *Driver) vouchedFor(h driver.Stream) bool {
 // [Driver.VerifyStream]. The identity of a vouched handle that could not be proven is 0:
 // there is nothing to check.
 func (d *Driver) StreamIdentity(handle uintptr, opts ...WrapOption) (*Device, uint64, error) {
-	c, id, err := d.foreignContext(handle, opts)
+	c, id, _, err := d.foreignContext(handle, opts)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -236,27 +254,28 @@ func still(what, gone, reused string, handle uintptr, id uint64, ctx driver.Cont
 }
 
 // foreignContext is the context and identity of a stream handle some other code created,
-// proven live before the driver sees it. Special handles (0, 1, 2) name no context.
-func (d *Driver) foreignContext(handle uintptr, opts []WrapOption) (*Context, uint64, error) {
+// proven live before the driver sees it, and the stream of ours it is, if it is one (see
+// Stream.owner). Special handles (0, 1, 2) name no context.
+func (d *Driver) foreignContext(handle uintptr, opts []WrapOption) (*Context, uint64, *Stream, error) {
 	if err := d.valid(); err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	if err := outsideHostFunc(); err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	if driver.Stream(handle).IsSpecial() {
-		return nil, 0, fmt.Errorf("streambridge: stream handle %d is a per-context default stream and names no context; wrap it with Context.WrapStream", handle)
+		return nil, 0, nil, fmt.Errorf("streambridge: stream handle %d is a per-context default stream and names no context; wrap it with Context.WrapStream", handle)
 	}
-	h, id, err := d.identify(driver.Stream(handle))
+	h, id, owner, err := d.identifyOwned(driver.Stream(handle))
 	if errors.Is(err, ErrNotSupported) && (wrapOptionsOf(opts).vouched || d.vouchedFor(driver.Stream(handle))) {
 		h, err = d.vouchedStreamContext(driver.Stream(handle))
 		id = 0
 	}
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	c, err := d.borrowedContext(h)
-	return c, id, err
+	return c, id, owner, err
 }
 
 // vouchedStreamContext is the context of a stream taken on its caller's word, asked of the
@@ -414,7 +433,15 @@ func (s *Stream) useChecked(g uintptr) error {
 				ErrWrongThread, s.thread, tid)
 		}
 	}
-	if s.id != 0 {
+	if s.owner != nil { // the owner's use keeps the handle alive: the check and the use are one step
+		if err := s.owner.useBy(g); err != nil {
+			s.uses.leave(s, g)
+			if errors.Is(err, ErrClosed) {
+				return fmt.Errorf("streambridge: %s wraps a stream of streambridge's that was closed: %w", s.String(), ErrClosed)
+			}
+			return err
+		}
+	} else if s.id != 0 {
 		if err := s.ctx.drv.VerifyStream(uintptr(s.handle), s.id); err != nil {
 			s.doneBy(g)
 			return err
@@ -450,6 +477,8 @@ func (s *Stream) done() { s.doneBy(goroutine()) }
 func (s *Stream) doneBy(g uintptr) {
 	if s.thread != 0 {
 		runtime.UnlockOSThread()
+	} else if s.owner != nil {
+		s.owner.doneBy(g)
 	}
 	if s.uses.drop(g) {
 		s.uses.settle(s)
@@ -508,6 +537,8 @@ func (s *Stream) useWithEvent(e *Event, g uintptr) error {
 func (s *Stream) doneWithEvent(e *Event, g uintptr) {
 	if s.thread != 0 {
 		runtime.UnlockOSThread()
+	} else if s.owner != nil {
+		s.owner.doneBy(g)
 	}
 	if s.uses.drop(g) {
 		s.uses.settle(s)
@@ -592,18 +623,20 @@ func (s *Stream) WaitEvent(e *Event) error {
 // so far: an event of other's, recorded on other and waited on by s, both in one call
 // into the driver.
 func (s *Stream) WaitStream(other *Stream) error {
-	if err := s.use(); err != nil {
+	g := goroutine()
+	if err := s.useBy(g); err != nil {
 		return err
 	}
-	defer s.done()
-	if err := other.useWith(s.ctx.drv); err != nil {
+	defer s.doneBy(g)
+	if err := other.useWithBy(s.ctx.drv, g); err != nil {
 		return err
 	}
-	defer other.done()
-	fence, err := other.fenceEvent()
+	defer other.doneBy(g)
+	fence, err := other.fenceEvent(g)
 	if err != nil {
 		return err
 	}
+	defer fence.doneBy(g)
 	if other.handle.IsSpecial() && other.ctx.handle != s.ctx.handle {
 		// other's handle means other's context's default stream: record there first.
 		if err := other.Record(fence); err != nil {
@@ -624,30 +657,47 @@ func (s *Stream) WaitStream(other *Stream) error {
 
 // Fence is the event WaitStream records on s for other streams to wait on, made in s's
 // context on first use. It belongs to s: valid until s is closed, and not to be closed by
-// the caller. Bindings that record and wait without Go use it (see driver.API.Entry).
+// the caller (where it is, s makes another for its next WaitStream, and the closed one
+// refuses its calls with [ErrClosed]). Bindings that record and wait without Go use it
+// (see driver.API.Entry).
 func (s *Stream) Fence() (*Event, error) {
-	if err := s.use(); err != nil {
+	g := goroutine()
+	if err := s.useBy(g); err != nil {
 		return nil, err
 	}
-	defer s.done()
-	return s.fenceEvent()
-}
-
-func (s *Stream) fenceEvent() (*Event, error) {
-	if e := s.fence.Load(); e != nil {
-		return e, nil
-	}
-	s.fenceMu.Lock()
-	defer s.fenceMu.Unlock()
-	if e := s.fence.Load(); e != nil {
-		return e, nil
-	}
-	e, err := s.ctx.takeFence()
+	defer s.doneBy(g)
+	e, err := s.fenceEvent(g)
 	if err != nil {
 		return nil, err
 	}
-	s.fence.Store(e)
+	e.doneBy(g)
 	return e, nil
+}
+
+// fenceEvent is s's fence, with a use of it taken for goroutine g (given back with
+// doneBy): the use and the check that it is open are one step, so a caller's Close of the
+// fence cannot destroy it under the record that uses it. A fence the caller closed is
+// replaced.
+func (s *Stream) fenceEvent(g uintptr) (*Event, error) {
+	for {
+		if e := s.fence.Load(); e != nil {
+			if err := e.useBy(g); err == nil || !errors.Is(err, ErrClosed) {
+				return e, err
+			}
+			s.fence.CompareAndSwap(e, nil) // closed by a caller: make another
+			continue
+		}
+		s.fenceMu.Lock()
+		if s.fence.Load() == nil {
+			e, err := s.ctx.takeFence()
+			if err != nil {
+				s.fenceMu.Unlock()
+				return nil, err
+			}
+			s.fence.Store(e)
+		}
+		s.fenceMu.Unlock()
+	}
 }
 
 // Priority is cuStreamGetPriority.
@@ -726,7 +776,12 @@ func (s *Stream) destroy() error {
 	}
 	if s.owned {
 		s.endLostCapture()
-		if e := s.ctx.drv.check("cuStreamDestroy", s.api.StreamDestroy(s.handle)); e != nil {
+		d := s.ctx.drv
+		d.oursMu.Lock()
+		delete(d.ours, s.handle)
+		r := s.api.StreamDestroy(s.handle)
+		d.oursMu.Unlock()
+		if e := d.check("cuStreamDestroy", r); e != nil {
 			err = e
 		}
 	}

@@ -55,11 +55,9 @@ func (d *Driver) StreamEndCapture(h driver.Stream) (driver.Graph, driver.Result)
 				unjoined = true
 			}
 		}
-		t.capture, t.frontier = nil, nil
 	}
-	c.ended = true
+	c.end()
 	delete(d.ongoing, c)
-	c.graph.capturing = false
 	r = driver.Success
 	switch {
 	case c.mode != driver.CaptureModeRelaxed && c.thread != syscall.Gettid():
@@ -75,6 +73,25 @@ func (d *Driver) StreamEndCapture(h driver.Stream) (driver.Graph, driver.Result)
 		return 0, r
 	}
 	return c.graph.handle, driver.Success
+}
+
+// end ends c: no stream captures into it from now on, and its graph is no longer being
+// captured. Caller holds d.mu.
+func (c *capture) end() {
+	for t := range c.streams {
+		t.capture, t.frontier = nil, nil
+	}
+	c.ended = true
+	c.graph.capturing = false
+}
+
+// discard ends c, whose origin stream is destroyed, and destroys the graph captured so far,
+// as the real driver does: every stream joined to it is out of it. Caller holds d.mu.
+func (d *Driver) discard(c *capture) {
+	c.end()
+	delete(d.ongoing, c)
+	d.forget(uintptr(c.graph.handle))
+	d.releaseAll(c.graph.owns)
 }
 
 func ancestors(frontier []*node) map[*node]struct{} {

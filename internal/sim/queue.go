@@ -92,10 +92,11 @@ func (d *Driver) StreamDestroy(h driver.Stream) driver.Result {
 	if r != driver.Success {
 		return r
 	}
-	if s.capture != nil {
-		s.capture.invalid = true
-		if s.capture.origin == s { // it can no longer be ended
-			delete(d.ongoing, s.capture)
+	if c := s.capture; c != nil {
+		if c.origin == s {
+			d.discard(c) // it can no longer be ended: over, for every stream joined to it (H100, driver 580)
+		} else {
+			c.invalid = true
 		}
 	}
 	d.forget(uintptr(h))
@@ -267,6 +268,9 @@ func (d *Driver) StreamWaitEvent(ch driver.Context, h driver.Stream, eh driver.E
 		return driver.ErrorInvalidValue
 	}
 	if cr := e.state.captured; cr != nil {
+		if cr.capture.ended { // a capture that ended (or whose stream was destroyed) is no point to wait on (H100, driver 580)
+			return driver.ErrorInvalidValue
+		}
 		return d.joinCapture(s, cr)
 	}
 	if s.capture != nil {
