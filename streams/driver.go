@@ -48,6 +48,17 @@ type Driver struct {
 	// few driver calls. Captures other code begins or ends are not ordered by it.
 	captureMu sync.RWMutex
 
+	// joins order, stream by stream (striped by handle, so that every wrapper of a handle
+	// and its owner meet at one lock), what may join the stream to a capture (a wait on an
+	// event, which may have been recorded in one) against LaunchHostFunc and
+	// GraphExec.Launch between their question whether it captures and their launch: a
+	// join there captured a one-shot host function, whose key the graph's second replay
+	// found freed, or a graph launch's release, which then never ran. Every wait takes it:
+	// one taken only while a capture of ours was counted missed a capture begun between
+	// that question and the wait (the chaos soak, streams/chaos_test.go). Uncontended, it
+	// is two locked instructions a wait.
+	joins [64]sync.Mutex
+
 	// capturing counts the streams on which a capture begun by BeginCapture may still be
 	// going on (Stream.counted): while any, Query and Synchronize first ask whether their
 	// stream captures, and refuse (the driver would invalidate the capture). While none, the
@@ -61,6 +72,11 @@ type Driver struct {
 	countingMu sync.Mutex
 	counting   map[uint64]*Stream
 	serials    uint64
+}
+
+// joinLock is the lock of d.joins that stream handle h takes.
+func (d *Driver) joinLock(h driver.Stream) *sync.Mutex {
+	return &d.joins[(uintptr(h)>>6)%uintptr(len(d.joins))]
 }
 
 func newDriver(api driver.API) *Driver {

@@ -46,15 +46,20 @@ func (s *Stream) BeginCapture(mode CaptureMode) error {
 	defer s.done()
 	runtime.LockOSThread()
 	s.ctx.drv.captureMu.Lock()
+	wasCounted := s.counted.Load() != 0
+	s.count(true) // before the driver's begin: a wait on an event recorded in the capture must find it counted (see Driver.joins)
 	r := s.run(func() driver.Result { return s.api.StreamBeginCapture(s.handle, mode) })
+	switch {
+	case r == driver.Success:
+		s.count(true) // again: a query between the two may have found no capture yet, and uncounted it
+	case !wasCounted:
+		s.count(false)
+	}
 	s.ctx.drv.captureMu.Unlock()
 	if r != driver.Success || mode == CaptureRelaxed {
 		runtime.UnlockOSThread()
 	} else {
 		s.capturer.Store(int32(syscall.Gettid())) // the lock stays until EndCapture
-	}
-	if r == driver.Success {
-		s.count(true)
 	}
 	return s.ctx.drv.check("cuStreamBeginCapture", r)
 }
@@ -88,14 +93,17 @@ func (s *Stream) EndCapture() (*Graph, error) {
 	if asked {
 		r = s.run(func() (r driver.Result) { g, r = s.api.StreamEndCapture(s.handle); return r })
 	}
-	d.mu.Lock()
-	keys := d.captures[id]
-	delete(d.captures, id)
-	d.mu.Unlock()
-	d.captureMu.Unlock()
-	if asked && r != driver.ErrorCaptureUnmatched { // the driver ended it, or discarded it
-		s.count(false)
+	var keys []uintptr
+	if r != driver.ErrorCaptureUnmatched { // else s is only joined to the capture, which goes on with its host functions
+		d.mu.Lock()
+		keys = d.captures[id]
+		delete(d.captures, id)
+		d.mu.Unlock()
+		if asked { // the driver ended it, or discarded it; uncounted before another BeginCapture can count one
+			s.count(false)
+		}
 	}
+	d.captureMu.Unlock()
 	if s.capturer.CompareAndSwap(tid, 0) {
 		runtime.UnlockOSThread() // BeginCapture's
 	}
@@ -280,9 +288,12 @@ func (e *GraphExec) Launch(s *Stream) error {
 	defer e.done(s)
 	g := e.graph
 	d := s.ctx.drv
-	if len(g.hostFuncs) > 0 { // no capture begins between the question and the launch (see captureMu)
+	if len(g.hostFuncs) > 0 { // no capture begins between the question and the launch (see captureMu), nor does s join one (joins)
 		d.captureMu.RLock()
 		defer d.captureMu.RUnlock()
+		join := d.joinLock(s.handle)
+		join.Lock()
+		defer join.Unlock()
 	}
 	status, _, r := s.api.StreamGetCaptureInfo(s.callCtx(), s.handle)
 	if err := d.check("cuStreamGetCaptureInfo", r); err != nil {

@@ -26,8 +26,11 @@ func (s *Stream) LaunchHostFunc(fn func()) error {
 		return errors.New("streambridge: LaunchHostFunc: nil function")
 	}
 	d := s.ctx.drv
-	d.captureMu.RLock()
+	d.captureMu.RLock() // no capture of ours begins or ends between the question and the launch
 	defer d.captureMu.RUnlock()
+	join := d.joinLock(s.handle) // nor does s join one
+	join.Lock()
+	defer join.Unlock()
 	status, captureID, r := s.api.StreamGetCaptureInfo(s.callCtx(), s.handle)
 	if err := s.ctx.drv.check("cuStreamGetCaptureInfo", r); err != nil {
 		return err

@@ -56,7 +56,8 @@ type Stream struct {
 	id uint64
 	// owner is, for a wrapper of the handle of a stream this package created, that stream:
 	// each call on the wrapper takes a use of it too, so the owner's Close cannot destroy
-	// the handle under the call (the wrapper's calls fail with ErrClosed once it is closed).
+	// the handle under the call (once it is closed, the wrapper's calls fail as those on a
+	// destroyed borrowed stream do, with ErrInvalidHandle).
 	owner *Stream
 
 	// fence is an event this package records on the stream so that other streams can
@@ -436,8 +437,9 @@ func (s *Stream) useChecked(g uintptr) error {
 	if s.owner != nil { // the owner's use keeps the handle alive: the check and the use are one step
 		if err := s.owner.useBy(g); err != nil {
 			s.uses.leave(s, g)
-			if errors.Is(err, ErrClosed) {
-				return fmt.Errorf("streambridge: %s wraps a stream of streambridge's that was closed: %w", s.String(), ErrClosed)
+			if errors.Is(err, ErrClosed) { // as a borrowed stream another library destroyed is refused
+				return &CallError{Call: "stream check", Result: driver.ErrorInvalidHandle,
+					Hint: fmt.Sprintf(boundary.StreamGoneMessage, uintptr(s.handle)) + " (its owner, a streambridge stream, was closed)"}
 			}
 			return err
 		}
@@ -616,6 +618,9 @@ func (s *Stream) WaitEvent(e *Event) error {
 		return err
 	}
 	defer s.doneWithEvent(e, g)
+	join := s.ctx.drv.joinLock(s.handle) // the wait may join s to a capture (see Driver.joins)
+	join.Lock()
+	defer join.Unlock()
 	return s.ctx.drv.check("cuStreamWaitEvent", s.api.StreamWaitEvent(s.callCtx(), s.handle, e.handle, 0))
 }
 
@@ -637,12 +642,15 @@ func (s *Stream) WaitStream(other *Stream) error {
 		return err
 	}
 	defer fence.doneBy(g)
+	join := s.ctx.drv.joinLock(s.handle) // the wait may join s to a capture (see Driver.joins)
+	join.Lock()
+	defer join.Unlock()
 	if other.handle.IsSpecial() && other.ctx.handle != s.ctx.handle {
 		// other's handle means other's context's default stream: record there first.
 		if err := other.Record(fence); err != nil {
 			return err
 		}
-		return s.WaitEvent(fence)
+		return s.ctx.drv.check("cuStreamWaitEvent", s.api.StreamWaitEvent(s.callCtx(), s.handle, fence.handle, 0))
 	}
 	ctx := s.callCtx()
 	if other.handle.IsSpecial() {
@@ -766,7 +774,6 @@ func (s *Stream) Close() error {
 // destroy gives back what s holds: its fence, an owned stream, its context's count. The
 // last use of a closed s calls it, once (see uses).
 func (s *Stream) destroy() error {
-	s.count(false)
 	if s.vouched {
 		s.ctx.drv.vouch(s.handle, -1)
 	}
@@ -776,6 +783,9 @@ func (s *Stream) destroy() error {
 	}
 	if s.owned {
 		s.endLostCapture()
+	}
+	s.count(false) // after the capture's end: while it may go on, it stays counted (see Driver.joins)
+	if s.owned {
 		d := s.ctx.drv
 		d.oursMu.Lock()
 		delete(d.ours, s.handle)
@@ -804,8 +814,12 @@ func (s *Stream) endLostCapture() {
 	if r != driver.Success || status == driver.CaptureStatusNone {
 		return
 	}
-	if g, r := s.api.StreamEndCapture(s.handle); r == driver.Success {
+	g, r := s.api.StreamEndCapture(s.handle)
+	switch r {
+	case driver.Success:
 		s.api.GraphDestroy(g)
+	case driver.ErrorCaptureUnmatched:
+		return // s is only joined to another stream's capture, which goes on with its host functions
 	}
 	d.mu.Lock()
 	keys := d.captures[id]
@@ -833,10 +847,25 @@ func (s *Stream) capturingNow() (bool, error) {
 		return false, err
 	}
 	if status == driver.CaptureStatusNone {
-		s.count(false) // ended elsewhere
+		if s.counted.Load() != 0 {
+			s.uncountEnded()
+		}
 		return false, nil
 	}
 	return true, nil
+}
+
+// uncountEnded uncounts a capture of ours on s that a question found ended elsewhere,
+// asking again where no BeginCapture runs (captureMu): the first answer may have come just
+// before a BeginCapture on another goroutine, whose capture must stay counted (the joins
+// it may make are ordered only while it is, see Driver.joins).
+func (s *Stream) uncountEnded() {
+	d := s.ctx.drv
+	d.captureMu.RLock()
+	defer d.captureMu.RUnlock()
+	if status, _, r := s.api.StreamGetCaptureInfo(s.callCtx(), s.handle); r == driver.Success && status == driver.CaptureStatusNone {
+		s.count(false)
+	}
 }
 
 // count records whether a capture BeginCapture began on s may be going on.
