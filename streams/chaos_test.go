@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"regexp"
 	"runtime"
 	"runtime/pprof"
 	"strconv"
@@ -28,8 +29,10 @@ import (
 // ends the process), a hang (a watchdog), an untyped error, or what outlives it (host
 // functions, the context's count of objects).
 //
-// STREAMBRIDGE_CHAOS sets how long it runs (a Go duration; a second by default) and
-// STREAMBRIDGE_CHAOS_SEED its seed (else one from the clock, logged).
+// STREAMBRIDGE_CHAOS sets how long it runs (a Go duration; a second by default),
+// STREAMBRIDGE_CHAOS_SEED its seed (else one from the clock, logged), and
+// STREAMBRIDGE_CHAOS_CALLS, a regular expression, the calls it makes (all by default), to
+// find which calls a failure needs.
 
 // chaosDuration and chaosSeed read the soak's settings.
 func chaosDuration(t *testing.T) time.Duration {
@@ -40,6 +43,24 @@ func chaosDuration(t *testing.T) time.Duration {
 	d, err := time.ParseDuration(v)
 	require.NoError(t, err, "STREAMBRIDGE_CHAOS")
 	return d
+}
+
+// chaosChoice is the calls and closes STREAMBRIDGE_CHAOS_CALLS lets the soak make.
+func chaosChoice(t *testing.T) (calls, closes []chaosCall) {
+	only, err := regexp.Compile(os.Getenv("STREAMBRIDGE_CHAOS_CALLS"))
+	require.NoError(t, err, "STREAMBRIDGE_CHAOS_CALLS")
+	for _, c := range chaosCalls {
+		if only.MatchString(c.name) {
+			calls = append(calls, c)
+		}
+	}
+	for _, c := range chaosCloses {
+		if only.MatchString(c.name) {
+			closes = append(closes, c)
+		}
+	}
+	require.NotEmpty(t, calls, "STREAMBRIDGE_CHAOS_CALLS=%s matches none of the soak's calls", only)
+	return calls, closes
 }
 
 func chaosSeed(t *testing.T) uint64 {
@@ -244,7 +265,8 @@ func TestChaosSoak(t *testing.T) {
 	eachDriver(t, func(t *testing.T, d *Driver) {
 		panics := capturePanics(t)
 		seed := chaosSeed(t)
-		t.Logf("STREAMBRIDGE_CHAOS_SEED=%d", seed)
+		calls, closes := chaosChoice(t)
+		t.Logf("STREAMBRIDGE_CHAOS_SEED=%d: %d calls, %d closes", seed, len(calls), len(closes))
 		c := primary(t, d, 0)
 		hostFuncsBefore := LiveHostFuncs()
 		w := &chaosWorld{c: c}
@@ -275,7 +297,7 @@ func TestChaosSoak(t *testing.T) {
 
 		const workers = 8
 		deadline := time.Now().Add(chaosDuration(t))
-		var calls atomic.Int64
+		var made atomic.Int64
 		untyped := make(chan error, workers)
 		var wg sync.WaitGroup
 		for n := range workers {
@@ -284,13 +306,13 @@ func TestChaosSoak(t *testing.T) {
 				defer wg.Done()
 				k := &chaosWorker{w: w, rng: rand.New(rand.NewPCG(seed, uint64(n)))}
 				for time.Now().Before(deadline) {
-					call := chaosCalls[k.rng.IntN(len(chaosCalls))]
-					if k.rng.IntN(10) == 0 {
-						call = chaosCloses[k.rng.IntN(len(chaosCloses))]
+					call := calls[k.rng.IntN(len(calls))]
+					if len(closes) > 0 && k.rng.IntN(10) == 0 {
+						call = closes[k.rng.IntN(len(closes))]
 					}
 					err := call.run(k)
 					w.count(call.name, err)
-					calls.Add(1)
+					made.Add(1)
 					if err != nil && !typedError(err) {
 						untyped <- fmt.Errorf("%s: %w (%T)", call.name, err, err)
 						return
@@ -324,7 +346,7 @@ func TestChaosSoak(t *testing.T) {
 			}
 			assert.NoError(t, err, "a host function's panic that none of the soak's made (seed %d)", seed)
 		}
-		t.Logf("%d calls (%d host function panics reported): %v", calls.Load(), len(reported), outcomes)
+		t.Logf("%d calls (%d host function panics reported): %v", made.Load(), len(reported), outcomes)
 
 		// What the soak leaves is closed; every host function is given back, and the context
 		// counts no object of the soak's once their last work has run.

@@ -39,25 +39,14 @@ type Driver struct {
 	oursMu sync.Mutex
 	ours   map[driver.Stream]*Stream
 
-	// captureMu makes each call that asks whether a stream captures and then acts on the
-	// answer (LaunchHostFunc, GraphExec.Launch of a graph with host functions: read-locked,
-	// so they do not wait for each other) one step against BeginCapture and EndCapture
-	// (write-locked): a capture begun between the question and the launch captured a
-	// one-shot host function whose key the replays then ran freed (or reused by another
-	// function); one ended there left a persistent key that nothing released. Held for a
-	// few driver calls. Captures other code begins or ends are not ordered by it.
+	// captureMu and stripes are the capture lock (capturelock.go): the real driver crashes
+	// or hangs when a capture begins or ends while another thread's call touches a stream
+	// or an event (bench/capture_races.c), so every call that hands either to the driver
+	// holds one stripe shared (by its handle) while no capture of ours is counted, and
+	// captureMu whole while one is; BeginCapture, EndCapture and the end of a capture lost
+	// with its stream hold captureMu and every stripe.
 	captureMu sync.RWMutex
-
-	// joins order, stream by stream (striped by handle, so that every wrapper of a handle
-	// and its owner meet at one lock), what may join the stream to a capture (a wait on an
-	// event, which may have been recorded in one) against LaunchHostFunc and
-	// GraphExec.Launch between their question whether it captures and their launch: a
-	// join there captured a one-shot host function, whose key the graph's second replay
-	// found freed, or a graph launch's release, which then never ran. Every wait takes it:
-	// one taken only while a capture of ours was counted missed a capture begun between
-	// that question and the wait (the chaos soak, streams/chaos_test.go). Uncontended, it
-	// is two locked instructions a wait.
-	joins [64]sync.Mutex
+	stripes   [captureStripes]sync.RWMutex
 
 	// capturing counts the streams on which a capture begun by BeginCapture may still be
 	// going on (Stream.counted): while any, Query and Synchronize first ask whether their
@@ -72,11 +61,6 @@ type Driver struct {
 	countingMu sync.Mutex
 	counting   map[uint64]*Stream
 	serials    uint64
-}
-
-// joinLock is the lock of d.joins that stream handle h takes.
-func (d *Driver) joinLock(h driver.Stream) *sync.Mutex {
-	return &d.joins[(uintptr(h)>>6)%uintptr(len(d.joins))]
 }
 
 func newDriver(api driver.API) *Driver {

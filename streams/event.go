@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -43,7 +44,9 @@ type Event struct {
 	id     uint64 // a borrowed event's identity, checked before each use; 0 for an owned one
 	uses   uses   // open, and the calls in flight: Close's destroy waits for the last (uses.go)
 	// capturedIn is the serial of the capture, begun by BeginCapture, that took the last
-	// record (Stream.counted), while that capture may go on (see notCaptured); 0 otherwise.
+	// record (Stream.counted), while that capture may go on (see notCaptured);
+	// capturedLinked where the last record may be tied to a capture or its graph otherwise;
+	// 0 for a record made while no capture of ours was counted.
 	capturedIn atomic.Uint64
 }
 
@@ -285,22 +288,32 @@ func (e *Event) settle() {
 }
 
 // recorded notes where the record just made on s went: into a capture of ours that may go
-// on, or not. While no capture of ours may go on, it costs two loads.
+// on, or not. While no capture of ours may go on, it costs two loads. A record made while
+// one is counted on another stream may have gone into it through a join: it is noted as
+// linked (capturedLinked), which the capture lock heeds and a query does not refuse.
+// The caller holds the capture lock (lockOp), so that the count does not change under it.
 func (e *Event) recorded(s *Stream) {
 	if s.ctx.drv.capturing.Load() == 0 {
 		if e.capturedIn.Load() != 0 {
 			e.capturedIn.Store(0)
 		}
+	} else if serial := s.counted.Load(); serial != 0 {
+		e.capturedIn.Store(serial)
 	} else {
-		e.capturedIn.Store(s.counted.Load())
+		e.capturedIn.Store(capturedLinked)
 	}
 }
+
+// capturedLinked is Event.capturedIn for a record that may have gone into a capture, of
+// ours or joined, and that no query is refused for: one made while a capture of ours was
+// counted on another stream, or whose capture has ended (its graph may hold it).
+const capturedLinked = ^uint64(0)
 
 // notCaptured refuses a query or synchronize (what) of e while its last record is in a
 // capture of ours that goes on.
 func (e *Event) notCaptured(what string) error {
 	serial := e.capturedIn.Load()
-	if serial == 0 {
+	if serial == 0 || serial == capturedLinked {
 		return nil
 	}
 	capturing := false
@@ -313,7 +326,7 @@ func (e *Event) notCaptured(what string) error {
 		}
 	}
 	if !capturing {
-		e.capturedIn.CompareAndSwap(serial, 0)
+		e.capturedIn.CompareAndSwap(serial, capturedLinked) // ended: linked to its graph until recorded again
 		return nil
 	}
 	return fmt.Errorf("streambridge: %s of %s, whose last record was captured into a graph while the capture goes on: %w (the driver would invalidate the capture)", what, e.String(), ErrCapturing)
@@ -339,7 +352,11 @@ func (e *Event) Query() (bool, error) {
 	if err := e.notCaptured("a query (cuEventQuery)"); err != nil {
 		return false, err
 	}
-	switch r := e.ctx.api.EventQuery(e.handle); r {
+	d := e.ctx.drv
+	lock := d.lockOp(uintptr(e.handle), e)
+	r := e.ctx.api.EventQuery(e.handle)
+	d.unlockOp(lock)
+	switch r {
 	case driver.Success:
 		return true, nil
 	case driver.ErrorNotReady:
@@ -378,7 +395,9 @@ func (e *Event) ElapsedTime(end *Event) (time.Duration, error) {
 	if end.ctx.api != e.ctx.api {
 		return 0, ErrWrongDriver
 	}
+	lock := e.ctx.drv.lockOp(uintptr(e.handle), e)
 	ms, r := e.ctx.api.EventElapsedTime(e.handle, end.handle)
+	e.ctx.drv.unlockOp(lock)
 	if err := e.ctx.drv.check("cuEventElapsedTime", r); err != nil {
 		return 0, err
 	}
@@ -439,10 +458,10 @@ func (e *Event) Close() error {
 	case !destroy || e.id != 0:
 		return nil
 	case driver.InHostFunc():
-		go e.ctx.destroyEvent(e.handle)
+		go e.ctx.destroyEvent(e.handle, e.capturedIn.Load() != 0)
 		return nil
 	}
-	return e.ctx.destroyEvent(e.handle)
+	return e.ctx.destroyEvent(e.handle, e.capturedIn.Load() != 0)
 }
 
 // destroy destroys an owned event and releases its context's count; the last use of a
@@ -452,12 +471,22 @@ func (e *Event) destroy() error {
 	if e.id != 0 {
 		return nil
 	}
-	return e.ctx.destroyEvent(e.handle)
+	return e.ctx.destroyEvent(e.handle, e.capturedIn.Load() != 0)
 }
 
-// destroyEvent destroys an event of c's and releases its count on c.
-func (c *Context) destroyEvent(h driver.Event) error {
-	err := c.drv.check("cuEventDestroy", c.api.EventDestroy(h))
+// destroyEvent destroys an event of c's and releases its count on c. linked: it was
+// recorded while a capture of ours was counted (Event.capturedIn), and may be tied to one or
+// to the graph it became, so it is destroyed with the capture lock whole.
+func (c *Context) destroyEvent(h driver.Event, linked bool) error {
+	var lock *sync.RWMutex // nil: captureMu whole
+	if linked {
+		c.drv.captureMu.Lock()
+	} else {
+		lock = c.drv.lockOp(uintptr(h), nil)
+	}
+	r := c.api.EventDestroy(h)
+	c.drv.unlockOp(lock)
+	err := c.drv.check("cuEventDestroy", r)
 	if e2 := c.release(); err == nil {
 		err = e2
 	}

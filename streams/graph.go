@@ -45,9 +45,9 @@ func (s *Stream) BeginCapture(mode CaptureMode) error {
 	}
 	defer s.done()
 	runtime.LockOSThread()
-	s.ctx.drv.captureMu.Lock()
+	s.ctx.drv.lockChange()
 	wasCounted := s.counted.Load() != 0
-	s.count(true) // before the driver's begin: a wait on an event recorded in the capture must find it counted (see Driver.joins)
+	s.count(true) // before the driver's begin, no call in flight: every call from now on finds it counted (capturelock.go)
 	r := s.run(func() driver.Result { return s.api.StreamBeginCapture(s.handle, mode) })
 	switch {
 	case r == driver.Success:
@@ -55,7 +55,7 @@ func (s *Stream) BeginCapture(mode CaptureMode) error {
 	case !wasCounted:
 		s.count(false)
 	}
-	s.ctx.drv.captureMu.Unlock()
+	s.ctx.drv.unlockChange()
 	if r != driver.Success || mode == CaptureRelaxed {
 		runtime.UnlockOSThread()
 	} else {
@@ -87,7 +87,7 @@ func (s *Stream) EndCapture() (*Graph, error) {
 	var g driver.Graph
 	var id uint64
 	d := s.ctx.drv
-	d.captureMu.Lock()
+	d.lockChange()
 	_, id, r := s.api.StreamGetCaptureInfo(s.ctx.handle, s.handle)
 	asked := r == driver.Success
 	if asked {
@@ -103,7 +103,7 @@ func (s *Stream) EndCapture() (*Graph, error) {
 			s.count(false)
 		}
 	}
-	d.captureMu.Unlock()
+	d.unlockChange()
 	if s.capturer.CompareAndSwap(tid, 0) {
 		runtime.UnlockOSThread() // BeginCapture's
 	}
@@ -168,7 +168,9 @@ func (g *Graph) NodeCount() (int, error) {
 		return 0, err
 	}
 	defer g.done()
+	g.ctx.drv.captureMu.Lock() // graph objects are not synchronized by the driver (capturelock.go)
 	n, r := g.api.GraphGetNodes(g.handle)
+	g.ctx.drv.captureMu.Unlock()
 	return n, g.ctx.drv.check("cuGraphGetNodes", r)
 }
 
@@ -179,10 +181,12 @@ func (g *Graph) Instantiate() (*GraphExec, error) {
 	}
 	defer g.done()
 	var e driver.GraphExec
+	g.ctx.drv.captureMu.Lock() // graph objects are not synchronized by the driver (capturelock.go)
 	r := g.ctx.do(func() (r driver.Result) {
 		e, r = g.api.GraphInstantiateWithFlags(g.handle, 0)
 		return r
 	})
+	g.ctx.drv.captureMu.Unlock()
 	if err := g.ctx.drv.check("cuGraphInstantiateWithFlags", r); err != nil {
 		return nil, err
 	}
@@ -232,7 +236,10 @@ func (g *Graph) Close() error {
 }
 
 func (g *Graph) destroy() error {
-	err := g.ctx.drv.check("cuGraphDestroy", g.api.GraphDestroy(g.handle))
+	g.ctx.drv.captureMu.Lock() // graph objects are not synchronized by the driver (capturelock.go)
+	r := g.api.GraphDestroy(g.handle)
+	g.ctx.drv.captureMu.Unlock()
+	err := g.ctx.drv.check("cuGraphDestroy", r)
 	g.unref()
 	return err
 }
@@ -288,13 +295,8 @@ func (e *GraphExec) Launch(s *Stream) error {
 	defer e.done(s)
 	g := e.graph
 	d := s.ctx.drv
-	if len(g.hostFuncs) > 0 { // no capture begins between the question and the launch (see captureMu), nor does s join one (joins)
-		d.captureMu.RLock()
-		defer d.captureMu.RUnlock()
-		join := d.joinLock(s.handle)
-		join.Lock()
-		defer join.Unlock()
-	}
+	lock := d.lockOp(uintptr(s.handle), nil) // no capture begins between the question and the launch, nor does s join one
+	defer d.unlockOp(lock)
 	status, _, r := s.api.StreamGetCaptureInfo(s.callCtx(), s.handle)
 	if err := d.check("cuStreamGetCaptureInfo", r); err != nil {
 		return err
@@ -327,8 +329,10 @@ func (e *GraphExec) Upload(s *Stream) error {
 		return err
 	}
 	defer e.done(s)
-	return s.ctx.drv.check("cuGraphUpload",
-		s.run(func() driver.Result { return s.api.GraphUpload(e.handle, s.handle) }))
+	d := s.ctx.drv
+	lock := d.lockOp(uintptr(s.handle), nil)
+	defer d.unlockOp(lock)
+	return d.check("cuGraphUpload", s.run(func() driver.Result { return s.api.GraphUpload(e.handle, s.handle) }))
 }
 
 // Close destroys the executable graph (cuGraphExecDestroy); launches in flight still
@@ -348,7 +352,11 @@ func (e *GraphExec) Close() error {
 // destroy destroys the executable once no call holds it; the graph's host functions stay
 // while its launches do (see Launch).
 func (e *GraphExec) destroy() error {
-	err := e.graph.ctx.drv.check("cuGraphExecDestroy", e.graph.api.GraphExecDestroy(e.handle))
+	d := e.graph.ctx.drv
+	lock := d.lockOp(uintptr(e.handle), nil)
+	r := e.graph.api.GraphExecDestroy(e.handle)
+	d.unlockOp(lock)
+	err := d.check("cuGraphExecDestroy", r)
 	e.graph.unref()
 	return err
 }

@@ -26,11 +26,8 @@ func (s *Stream) LaunchHostFunc(fn func()) error {
 		return errors.New("streambridge: LaunchHostFunc: nil function")
 	}
 	d := s.ctx.drv
-	d.captureMu.RLock() // no capture of ours begins or ends between the question and the launch
-	defer d.captureMu.RUnlock()
-	join := d.joinLock(s.handle) // nor does s join one
-	join.Lock()
-	defer join.Unlock()
+	lock := d.lockOp(uintptr(s.handle), nil) // no capture of ours begins or ends between the question and the launch, nor does s join one
+	defer d.unlockOp(lock)
 	status, captureID, r := s.api.StreamGetCaptureInfo(s.callCtx(), s.handle)
 	if err := s.ctx.drv.check("cuStreamGetCaptureInfo", r); err != nil {
 		return err

@@ -566,7 +566,11 @@ func (s *Stream) Query() (bool, error) {
 			return false, err
 		}
 	}
-	switch r := s.api.StreamQuery(s.callCtx(), s.handle); r {
+	d := s.ctx.drv
+	lock := d.lockOp(uintptr(s.handle), nil)
+	r := s.api.StreamQuery(s.callCtx(), s.handle)
+	d.unlockOp(lock)
+	switch r {
 	case driver.Success:
 		return true, nil
 	case driver.ErrorNotReady:
@@ -603,11 +607,14 @@ func (s *Stream) Record(e *Event) error {
 		return fmt.Errorf("%w: an event of device %d recorded on a stream of device %d (record it on a stream of "+
 			"device %d; a stream of any device may wait for it)", ErrWrongDevice, ed, sd, ed)
 	}
-	if err := s.ctx.drv.check("cuEventRecord", s.api.EventRecord(s.callCtx(), e.handle, s.handle)); err != nil {
-		return err
+	d := s.ctx.drv
+	lock := d.lockOp(uintptr(s.handle), e)
+	r := s.api.EventRecord(s.callCtx(), e.handle, s.handle)
+	if r == driver.Success {
+		e.recorded(s)
 	}
-	e.recorded(s)
-	return nil
+	d.unlockOp(lock)
+	return d.check("cuEventRecord", r)
 }
 
 // WaitEvent makes work submitted to the stream from now on wait for e's last record
@@ -618,10 +625,10 @@ func (s *Stream) WaitEvent(e *Event) error {
 		return err
 	}
 	defer s.doneWithEvent(e, g)
-	join := s.ctx.drv.joinLock(s.handle) // the wait may join s to a capture (see Driver.joins)
-	join.Lock()
-	defer join.Unlock()
-	return s.ctx.drv.check("cuStreamWaitEvent", s.api.StreamWaitEvent(s.callCtx(), s.handle, e.handle, 0))
+	d := s.ctx.drv
+	lock := d.lockOp(uintptr(s.handle), e)
+	defer d.unlockOp(lock)
+	return d.check("cuStreamWaitEvent", s.api.StreamWaitEvent(s.callCtx(), s.handle, e.handle, 0))
 }
 
 // WaitStream makes work submitted to s from now on wait for everything submitted to other
@@ -642,21 +649,26 @@ func (s *Stream) WaitStream(other *Stream) error {
 		return err
 	}
 	defer fence.doneBy(g)
-	join := s.ctx.drv.joinLock(s.handle) // the wait may join s to a capture (see Driver.joins)
-	join.Lock()
-	defer join.Unlock()
 	if other.handle.IsSpecial() && other.ctx.handle != s.ctx.handle {
 		// other's handle means other's context's default stream: record there first.
 		if err := other.Record(fence); err != nil {
 			return err
 		}
-		return s.ctx.drv.check("cuStreamWaitEvent", s.api.StreamWaitEvent(s.callCtx(), s.handle, fence.handle, 0))
+		d := s.ctx.drv
+		lock := d.lockOp(uintptr(s.handle), fence)
+		defer d.unlockOp(lock)
+		return d.check("cuStreamWaitEvent", s.api.StreamWaitEvent(s.callCtx(), s.handle, fence.handle, 0))
 	}
+	lock := s.ctx.drv.lockOp(uintptr(s.handle), fence)
+	defer s.ctx.drv.unlockOp(lock)
 	ctx := s.callCtx()
 	if other.handle.IsSpecial() {
 		ctx = other.ctx.handle // the same context as s's, checked above
 	}
 	r, second := s.api.EventRecordAndWait(ctx, fence.handle, other.handle, s.handle)
+	if second {
+		fence.recorded(other)
+	}
 	if second {
 		return s.ctx.drv.check("cuStreamWaitEvent", r)
 	}
@@ -715,7 +727,9 @@ func (s *Stream) Priority() (int, error) {
 	}
 	defer s.done()
 	var p int
+	lock := s.ctx.drv.lockOp(uintptr(s.handle), nil)
 	r := s.run(func() (r driver.Result) { p, r = s.api.StreamGetPriority(s.handle); return r })
+	s.ctx.drv.unlockOp(lock)
 	return p, s.ctx.drv.check("cuStreamGetPriority", r)
 }
 
@@ -730,7 +744,9 @@ func (s *Stream) NonBlocking() (bool, error) {
 		return false, err
 	}
 	var f uint32
+	lock := s.ctx.drv.lockOp(uintptr(s.handle), nil)
 	r := s.run(func() (r driver.Result) { f, r = s.api.StreamGetFlags(s.handle); return r })
+	s.ctx.drv.unlockOp(lock)
 	return f&driver.StreamNonBlocking != 0, s.ctx.drv.check("cuStreamGetFlags", r)
 }
 
@@ -752,7 +768,9 @@ func (s *Stream) ID() (uint64, error) {
 		return 0, err
 	}
 	var id uint64
+	lock := s.ctx.drv.lockOp(uintptr(s.handle), nil)
 	r := s.run(func() (r driver.Result) { id, r = s.api.StreamGetId(s.handle); return r })
+	s.ctx.drv.unlockOp(lock)
 	return id, s.ctx.drv.check("cuStreamGetId", r)
 }
 
@@ -789,7 +807,9 @@ func (s *Stream) destroy() error {
 		d := s.ctx.drv
 		d.oursMu.Lock()
 		delete(d.ours, s.handle)
+		lock := d.lockOp(uintptr(s.handle), nil)
 		r := s.api.StreamDestroy(s.handle)
+		d.unlockOp(lock)
 		d.oursMu.Unlock()
 		if e := d.check("cuStreamDestroy", r); e != nil {
 			err = e
@@ -808,8 +828,8 @@ func (s *Stream) destroy() error {
 // locked (only it can unlock itself).
 func (s *Stream) endLostCapture() {
 	d := s.ctx.drv
-	d.captureMu.Lock()
-	defer d.captureMu.Unlock()
+	d.lockChange()
+	defer d.unlockChange()
 	status, id, r := s.api.StreamGetCaptureInfo(s.ctx.handle, s.handle)
 	if r != driver.Success || status == driver.CaptureStatusNone {
 		return

@@ -1,0 +1,110 @@
+// Which calls the real driver lets race a capture on other threads: two or three threads
+// loop on one pair of calls each, for a few seconds, in a child process per case, so a crash
+// is seen as its signal. The probe behind streambridge's capture lock (streams/graph.go,
+// docs/lifetimes.md, issue 49). Every call's result is counted, not checked: errors are
+// expected; what is looked for is a crash or a hang.
+// Build: gcc -O2 bench/capture_races.c -I/usr/local/cuda/include -lcuda -lpthread -o capture_races
+// Run: ./capture_races [seconds]
+#include <cuda.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static CUcontext ctx;
+static CUstream O, t, u, t2;
+static CUevent e, f, fence;
+static volatile int stop;
+static long calls[8], fails[8];
+#define COUNT(i, call) do { calls[i]++; if ((call) != CUDA_SUCCESS) fails[i]++; } while (0)
+
+// capturer: Begin, a record of e into the capture, End, the graph destroyed, on O.
+static void *capturer(void *p) {
+  long i = (long)p; cuCtxSetCurrent(ctx);
+  while (!stop) {
+    CUgraph g = 0;
+    COUNT(i, cuStreamBeginCapture(O, CU_STREAM_CAPTURE_MODE_RELAXED));
+    COUNT(i, cuEventRecord(e, O));
+    COUNT(i, cuStreamEndCapture(O, &g));
+    if (g) cuGraphDestroy(g);
+  }
+  return NULL;
+}
+static void *waiter(void *p) { long i = (long)p; cuCtxSetCurrent(ctx); while (!stop) COUNT(i, cuStreamWaitEvent(t, e, 0)); return NULL; }
+static void *waiter2(void *p) { long i = (long)p; cuCtxSetCurrent(ctx); while (!stop) COUNT(i, cuStreamWaitEvent(t2, e, 0)); return NULL; }
+static void *recorder(void *p) { long i = (long)p; cuCtxSetCurrent(ctx); while (!stop) COUNT(i, cuEventRecord(e, O)); return NULL; }
+static void *outside_recorder(void *p) { long i = (long)p; cuCtxSetCurrent(ctx); while (!stop) COUNT(i, cuEventRecord(e, u)); return NULL; }
+static void *isolated(void *p) {
+  long i = (long)p; cuCtxSetCurrent(ctx);
+  while (!stop) { COUNT(i, cuEventRecord(f, u)); COUNT(i, cuStreamWaitEvent(O, f, 0)); }
+  return NULL;
+}
+static void *fencer(void *p) { // WaitStream(t, O): O's one fence, recorded on O and waited on by t
+  long i = (long)p; cuCtxSetCurrent(ctx);
+  CUstream to = i % 2 ? t : t2;
+  while (!stop) { COUNT(i, cuEventRecord(fence, O)); COUNT(i, cuStreamWaitEvent(to, fence, 0)); }
+  return NULL;
+}
+static void *asker(void *p) {
+  long i = (long)p; cuCtxSetCurrent(ctx); CUstreamCaptureStatus st;
+  while (!stop) COUNT(i, cuStreamIsCapturing(O, &st));
+  return NULL;
+}
+static void *event_maker(void *p) { // an event recorded into the capture, then destroyed
+  long i = (long)p; cuCtxSetCurrent(ctx);
+  while (!stop) { CUevent x; if (cuEventCreate(&x, CU_EVENT_DISABLE_TIMING)) continue; COUNT(i, cuEventRecord(x, O)); COUNT(i, cuEventDestroy(x)); }
+  return NULL;
+}
+static void *joiner_leaver(void *p) { // t joins O's capture and joins back: the documented fork and join
+  long i = (long)p; cuCtxSetCurrent(ctx);
+  while (!stop) { COUNT(i, cuStreamWaitEvent(t, e, 0)); COUNT(i, cuEventRecord(f, t)); COUNT(i, cuStreamWaitEvent(O, f, 0)); }
+  return NULL;
+}
+
+typedef void *(*worker)(void *);
+static const struct { const char *name; worker w[3]; } cases[] = {
+  {"capture + wait on its event (join) from another thread", {capturer, waiter}},
+  {"capture + wait on its event from two other threads", {capturer, waiter, waiter2}},
+  {"capture + record on the capturing stream from another thread", {capturer, recorder}},
+  {"capture + re-record of its event on another stream", {capturer, outside_recorder}},
+  {"capture + wait of the capturing stream on an outside event", {capturer, isolated}},
+  {"capture + two threads recording one fence on it and waiting", {capturer, fencer, fencer}},
+  {"capture + capture status asked from another thread", {capturer, asker}},
+  {"capture + events recorded into it and destroyed", {capturer, event_maker}},
+  {"capture + fork and join from another thread", {capturer, joiner_leaver}},
+  {"two threads capturing one stream", {capturer, capturer}},
+  {"no capture: record and wait from three threads (control)", {outside_recorder, waiter, waiter2}},
+};
+#define NCASES (int)(sizeof cases / sizeof cases[0])
+
+static void run(int which, int seconds) {
+  CUdevice dev;
+  if (cuInit(0) || cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) || cuCtxSetCurrent(ctx)) exit(3);
+  cuStreamCreate(&O, CU_STREAM_NON_BLOCKING); cuStreamCreate(&t, CU_STREAM_NON_BLOCKING);
+  cuStreamCreate(&u, CU_STREAM_NON_BLOCKING); cuStreamCreate(&t2, CU_STREAM_NON_BLOCKING);
+  cuEventCreate(&e, CU_EVENT_DISABLE_TIMING); cuEventCreate(&f, CU_EVENT_DISABLE_TIMING); cuEventCreate(&fence, CU_EVENT_DISABLE_TIMING);
+  pthread_t th[3]; int n = 0;
+  for (int i = 0; i < 3 && cases[which].w[i]; i++, n++) pthread_create(&th[i], NULL, cases[which].w[i], (void *)(long)i);
+  sleep(seconds); stop = 1;
+  for (int i = 0; i < n; i++) pthread_join(th[i], NULL);
+  for (int i = 0; i < n; i++) printf("  thread %d: %ld calls, %ld failed\n", i, calls[i], fails[i]);
+  fflush(stdout);
+  exit(0);
+}
+
+int main(int argc, char **argv) {
+  int seconds = argc > 1 ? atoi(argv[1]) : 3;
+  for (int which = 0; which < NCASES; which++) {
+    printf("case %d: %s\n", which, cases[which].name); fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) { alarm(seconds + 20); run(which, seconds); }
+    int st; waitpid(pid, &st, 0);
+    if (WIFSIGNALED(st)) printf("  => CRASHED: signal %d (%s)\n", WTERMSIG(st), strsignal(WTERMSIG(st)));
+    else printf("  => exit %d\n", WEXITSTATUS(st));
+  }
+  return 0;
+}

@@ -1,0 +1,72 @@
+package streams
+
+import "sync"
+
+// The capture lock. The real driver is not safe against a capture that begins or ends while
+// another thread's call touches a stream or an event: on an H100 (driver 580), a loop of
+// begin, record, end on one thread crashed the process (SIGSEGV) within three seconds
+// against a second thread's wait on the captured event, a record on the capturing stream,
+// a re-record of the captured event on another stream, a wait of the capturing stream on
+// another event, a fence recorded on it and waited on by two threads, events recorded into
+// it and destroyed, or a second thread capturing the same stream; a lone waiter hung it.
+// Only the capture-status questions were safe (bench/capture_races.c). Captures from many
+// threads are what real programs do (torch.cuda.graph on one thread, a data loader's stream
+// on another), so streambridge orders them itself:
+//
+//   - a call that hands a stream or an event to the driver takes lockOp: one of the stripes,
+//     chosen by its handle, shared, while no capture of ours is counted (Driver.capturing)
+//     and the event it uses was not recorded while one was (Event.capturedIn); otherwise
+//     captureMu whole, so that calls during a capture run one at a time;
+//   - BeginCapture, EndCapture and the end of a capture lost with its stream take
+//     lockChange: captureMu and every stripe, so that no call is in flight when a capture
+//     begins or ends, and the count a call reads cannot change under it;
+//   - calls on a graph (instantiate, its node count, its destroy), whose objects CUDA does
+//     not synchronize at all, take captureMu whole.
+//
+// Calls that wait (Synchronize) take none: they would hold up every capture for as long as
+// they wait, and a host function that a capture's end waits for could never run. They
+// touch no capture: a capturing stream is refused first, and the wait runs in relaxed mode.
+// While no capture is counted a call costs a shared lock of its stripe, two locked
+// instructions on a line no other stripe shares.
+
+const captureStripes = 64
+
+// lockOp takes the capture lock for a call on handle h (a stream's or an event's) that uses
+// event e too (nil where none): a stripe shared, or captureMu whole where a capture of ours
+// is counted or e was recorded while one was. unlockOp gives it back.
+func (d *Driver) lockOp(h uintptr, e *Event) *sync.RWMutex {
+	stripe := &d.stripes[(h>>6)%captureStripes]
+	stripe.RLock()
+	if d.capturing.Load() == 0 && (e == nil || e.capturedIn.Load() == 0) {
+		return stripe
+	}
+	stripe.RUnlock()
+	d.captureMu.Lock()
+	return nil
+}
+
+// unlockOp gives back what lockOp took.
+func (d *Driver) unlockOp(stripe *sync.RWMutex) {
+	if stripe != nil {
+		stripe.RUnlock()
+		return
+	}
+	d.captureMu.Unlock()
+}
+
+// lockChange takes the capture lock whole, for a call that begins or ends a capture: no
+// other call of ours is in flight until unlockChange.
+func (d *Driver) lockChange() {
+	d.captureMu.Lock()
+	for i := range d.stripes {
+		d.stripes[i].Lock()
+	}
+}
+
+// unlockChange gives back what lockChange took.
+func (d *Driver) unlockChange() {
+	for i := range d.stripes {
+		d.stripes[i].Unlock()
+	}
+	d.captureMu.Unlock()
+}
