@@ -4,8 +4,9 @@
 // docs/lifetimes.md, issue 49). Every call's result is counted, not checked: errors are
 // expected; what is looked for is a crash or a hang.
 // Build: gcc -O2 bench/capture_races.c -I/usr/local/cuda/include -lcuda -lpthread -o capture_races
-// Run: ./capture_races [seconds]
+// Run: ./capture_races [seconds [mode [case]]] (mode: 0 global, 1 thread-local, 2 relaxed, the default)
 #include <cuda.h>
+#include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -19,6 +20,8 @@ static CUcontext ctx;
 static CUstream O, t, u, t2;
 static CUevent e, f, fence;
 static volatile int stop;
+static CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+static void nothing(void *p) { (void)p; }
 static long calls[8], fails[8];
 #define COUNT(i, call) do { calls[i]++; if ((call) != CUDA_SUCCESS) fails[i]++; } while (0)
 
@@ -27,7 +30,7 @@ static void *capturer(void *p) {
   long i = (long)p; cuCtxSetCurrent(ctx);
   while (!stop) {
     CUgraph g = 0;
-    COUNT(i, cuStreamBeginCapture(O, CU_STREAM_CAPTURE_MODE_RELAXED));
+    COUNT(i, cuStreamBeginCapture(O, mode));
     COUNT(i, cuEventRecord(e, O));
     COUNT(i, cuStreamEndCapture(O, &g));
     if (g) cuGraphDestroy(g);
@@ -65,6 +68,42 @@ static void *joiner_leaver(void *p) { // t joins O's capture and joins back: the
   return NULL;
 }
 
+static void *stream_maker(void *p) { // other streams made and destroyed
+  long i = (long)p; cuCtxSetCurrent(ctx);
+  while (!stop) { CUstream x; COUNT(i, cuStreamCreate(&x, CU_STREAM_NON_BLOCKING)); cuStreamDestroy(x); }
+  return NULL;
+}
+static void *plain_event_maker(void *p) { // events never recorded, made and destroyed
+  long i = (long)p; cuCtxSetCurrent(ctx);
+  while (!stop) { CUevent x; COUNT(i, cuEventCreate(&x, CU_EVENT_DISABLE_TIMING)); cuEventDestroy(x); }
+  return NULL;
+}
+static void *info_asker(void *p) { // the unversioned entry point streambridge's Go core calls
+  long i = (long)p; cuCtxSetCurrent(ctx);
+  CUresult (*info)(CUstream, CUstreamCaptureStatus *, unsigned long long *) =
+    (CUresult (*)(CUstream, CUstreamCaptureStatus *, unsigned long long *))dlsym(RTLD_DEFAULT, "cuStreamGetCaptureInfo");
+  CUstreamCaptureStatus st; unsigned long long id;
+  while (!stop) COUNT(i, info(O, &st, &id));
+  return NULL;
+}
+static void *unrelated(void *p) { // record and wait on streams and an event the capture never sees
+  long i = (long)p; cuCtxSetCurrent(ctx);
+  while (!stop) { COUNT(i, cuEventRecord(f, u)); COUNT(i, cuStreamWaitEvent(t2, f, 0)); }
+  return NULL;
+}
+static void *syncer(void *p) { long i = (long)p; cuCtxSetCurrent(ctx); while (!stop) COUNT(i, cuStreamSynchronize(u)); return NULL; }
+static void *querier(void *p) {
+  long i = (long)p; cuCtxSetCurrent(ctx);
+  CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED; cuThreadExchangeStreamCaptureMode(&m);
+  while (!stop) COUNT(i, cuStreamQuery(O));
+  return NULL;
+}
+static void *host_launcher(void *p) { // host functions on the capturing stream from another thread
+  long i = (long)p; cuCtxSetCurrent(ctx);
+  while (!stop) COUNT(i, cuLaunchHostFunc(O, nothing, NULL));
+  return NULL;
+}
+
 typedef void *(*worker)(void *);
 static const struct { const char *name; worker w[3]; } cases[] = {
   {"capture + wait on its event (join) from another thread", {capturer, waiter}},
@@ -78,6 +117,13 @@ static const struct { const char *name; worker w[3]; } cases[] = {
   {"capture + fork and join from another thread", {capturer, joiner_leaver}},
   {"two threads capturing one stream", {capturer, capturer}},
   {"no capture: record and wait from three threads (control)", {outside_recorder, waiter, waiter2}},
+  {"capture + other streams made and destroyed", {capturer, stream_maker}},
+  {"capture + events never recorded made and destroyed", {capturer, plain_event_maker}},
+  {"capture + cuStreamGetCaptureInfo of the capturing stream", {capturer, info_asker}},
+  {"capture + record and wait on streams and an event it never sees", {capturer, unrelated}},
+  {"capture + synchronize of another stream", {capturer, syncer}},
+  {"capture + relaxed query of the capturing stream", {capturer, querier}},
+  {"capture + host functions launched on the capturing stream", {capturer, host_launcher}},
 };
 #define NCASES (int)(sizeof cases / sizeof cases[0])
 
@@ -98,7 +144,11 @@ static void run(int which, int seconds) {
 
 int main(int argc, char **argv) {
   int seconds = argc > 1 ? atoi(argv[1]) : 3;
+  if (argc > 2) mode = (CUstreamCaptureMode)atoi(argv[2]);
+  int only = argc > 3 ? atoi(argv[3]) : -1;
+  printf("capture mode %d\n", (int)mode);
   for (int which = 0; which < NCASES; which++) {
+    if (only >= 0 && which != only) continue;
     printf("case %d: %s\n", which, cases[which].name); fflush(stdout);
     pid_t pid = fork();
     if (pid == 0) { alarm(seconds + 20); run(which, seconds); }

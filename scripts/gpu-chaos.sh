@@ -18,7 +18,7 @@ status=0
 for seed in "${seeds[@]}"; do
   log=$out/chaos-$seed${calls:+-$(echo "$calls" | tr -c 'A-Za-z0-9' '_' | cut -c1-40)}.log
   (cd "$root/streams" && STREAMBRIDGE_REQUIRE_GPU=1 STREAMBRIDGE_CHAOS=$duration STREAMBRIDGE_CHAOS_SEED=$seed \
-    STREAMBRIDGE_CHAOS_CALLS=$calls timeout 600 "$root/.device/streams.test" -test.run '^TestChaosSoak$/cuda' \
+    STREAMBRIDGE_CHAOS_CALLS=$calls timeout "$(( $(echo "$duration" | tr -dc 0-9) + 60 ))" "$root/.device/streams.test" -test.run '^TestChaosSoak$/cuda' \
     -test.v -test.count=1 >"$log" 2>&1)
   rc=$?
   [ $rc -eq 0 ] || status=1

@@ -1,6 +1,11 @@
 package streams
 
-import "sync"
+import (
+	"sync"
+	"time"
+
+	"github.com/streambridge/streambridge/internal/driver"
+)
 
 // The capture lock. The real driver is not safe against a capture that begins or ends while
 // another thread's call touches a stream or an event: on an H100 (driver 580), a loop of
@@ -9,7 +14,10 @@ import "sync"
 // a re-record of the captured event on another stream, a wait of the capturing stream on
 // another event, a fence recorded on it and waited on by two threads, events recorded into
 // it and destroyed, or a second thread capturing the same stream; a lone waiter hung it.
-// Only the capture-status questions were safe (bench/capture_races.c). Captures from many
+// What touched neither the capturing stream nor its events was safe: other streams made,
+// destroyed, recorded on, waited on and synchronized, events never recorded into it, and
+// cuStreamIsCapturing; cuStreamGetCaptureInfo of the capturing stream and a relaxed query
+// of it were not (bench/capture_races.c). Captures from many
 // threads are what real programs do (torch.cuda.graph on one thread, a data loader's stream
 // on another), so streambridge orders them itself:
 //
@@ -43,6 +51,34 @@ func (d *Driver) lockOp(h uintptr, e *Event) *sync.RWMutex {
 	stripe.RUnlock()
 	d.captureMu.Lock()
 	return nil
+}
+
+// lockWhole takes captureMu whole, for a call on a graph or an executable graph: CUDA does
+// not synchronize graph objects at all, and an executable's calls raced an instantiate of
+// its graph into a crash (the chaos soak, H100). unlockOp(nil) gives it back.
+func (d *Driver) lockWhole() *sync.RWMutex {
+	d.captureMu.Lock()
+	return nil
+}
+
+// wait is a wait on handle h (a stream's, or event e's): block, the driver's wait, where the
+// capture lock would be a stripe shared (no capture of ours counted, e not linked to one);
+// otherwise query, under the capture lock whole, with naps between, until it answers other
+// than CUDA_ERROR_NOT_READY: a wait holding the lock would hold up every call for as long as
+// it waits, and one not holding it raced the capture (the chaos soak, H100).
+func (d *Driver) wait(h uintptr, e *Event, block, query func() driver.Result) driver.Result {
+	for nap := time.Microsecond; ; nap = min(2*nap, time.Millisecond) {
+		if lock := d.lockOp(h, e); lock != nil {
+			d.unlockOp(lock)
+			return block()
+		}
+		r := query()
+		d.unlockOp(nil)
+		if r != driver.ErrorNotReady {
+			return r
+		}
+		time.Sleep(nap)
+	}
 }
 
 // unlockOp gives back what lockOp took.

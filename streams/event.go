@@ -377,7 +377,10 @@ func (e *Event) Synchronize() error {
 	if err := e.notCaptured("a synchronize (cuEventSynchronize)"); err != nil {
 		return err
 	}
-	return e.ctx.drv.check("cuEventSynchronize", e.ctx.api.EventSynchronize(e.handle))
+	d := e.ctx.drv
+	return d.check("cuEventSynchronize", d.wait(uintptr(e.handle), e,
+		func() driver.Result { return e.ctx.api.EventSynchronize(e.handle) },
+		func() driver.Result { return e.ctx.api.EventQuery(e.handle) }))
 }
 
 // ElapsedTime is the time from e's completion to end's (cuEventElapsedTime), with the

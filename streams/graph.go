@@ -126,7 +126,9 @@ func (s *Stream) CaptureInfo() (CaptureStatus, uint64, error) {
 		return 0, 0, err
 	}
 	defer s.done()
+	lock := s.ctx.drv.lockOp(uintptr(s.handle), nil)
 	st, id, r := s.api.StreamGetCaptureInfo(s.ctx.handle, s.handle)
+	s.ctx.drv.unlockOp(lock)
 	return st, id, s.ctx.drv.check("cuStreamGetCaptureInfo", r)
 }
 
@@ -138,7 +140,9 @@ func (s *Stream) IsCapturing() (bool, error) {
 	}
 	defer s.done()
 	var st CaptureStatus
+	lock := s.ctx.drv.lockOp(uintptr(s.handle), nil)
 	r := s.run(func() (r driver.Result) { st, r = s.api.StreamIsCapturing(s.handle); return r })
+	s.ctx.drv.unlockOp(lock)
 	return st != CaptureNone, s.ctx.drv.check("cuStreamIsCapturing", r)
 }
 
@@ -168,9 +172,9 @@ func (g *Graph) NodeCount() (int, error) {
 		return 0, err
 	}
 	defer g.done()
-	g.ctx.drv.captureMu.Lock() // graph objects are not synchronized by the driver (capturelock.go)
+	lock := g.ctx.drv.lockWhole()
 	n, r := g.api.GraphGetNodes(g.handle)
-	g.ctx.drv.captureMu.Unlock()
+	g.ctx.drv.unlockOp(lock)
 	return n, g.ctx.drv.check("cuGraphGetNodes", r)
 }
 
@@ -181,12 +185,12 @@ func (g *Graph) Instantiate() (*GraphExec, error) {
 	}
 	defer g.done()
 	var e driver.GraphExec
-	g.ctx.drv.captureMu.Lock() // graph objects are not synchronized by the driver (capturelock.go)
+	lock := g.ctx.drv.lockWhole()
 	r := g.ctx.do(func() (r driver.Result) {
 		e, r = g.api.GraphInstantiateWithFlags(g.handle, 0)
 		return r
 	})
-	g.ctx.drv.captureMu.Unlock()
+	g.ctx.drv.unlockOp(lock)
 	if err := g.ctx.drv.check("cuGraphInstantiateWithFlags", r); err != nil {
 		return nil, err
 	}
@@ -236,9 +240,9 @@ func (g *Graph) Close() error {
 }
 
 func (g *Graph) destroy() error {
-	g.ctx.drv.captureMu.Lock() // graph objects are not synchronized by the driver (capturelock.go)
+	lock := g.ctx.drv.lockWhole()
 	r := g.api.GraphDestroy(g.handle)
-	g.ctx.drv.captureMu.Unlock()
+	g.ctx.drv.unlockOp(lock)
 	err := g.ctx.drv.check("cuGraphDestroy", r)
 	g.unref()
 	return err
@@ -295,7 +299,7 @@ func (e *GraphExec) Launch(s *Stream) error {
 	defer e.done(s)
 	g := e.graph
 	d := s.ctx.drv
-	lock := d.lockOp(uintptr(s.handle), nil) // no capture begins between the question and the launch, nor does s join one
+	lock := d.lockWhole() // no capture begins between the question and the launch, nor does s join one
 	defer d.unlockOp(lock)
 	status, _, r := s.api.StreamGetCaptureInfo(s.callCtx(), s.handle)
 	if err := d.check("cuStreamGetCaptureInfo", r); err != nil {
@@ -330,7 +334,7 @@ func (e *GraphExec) Upload(s *Stream) error {
 	}
 	defer e.done(s)
 	d := s.ctx.drv
-	lock := d.lockOp(uintptr(s.handle), nil)
+	lock := d.lockWhole()
 	defer d.unlockOp(lock)
 	return d.check("cuGraphUpload", s.run(func() driver.Result { return s.api.GraphUpload(e.handle, s.handle) }))
 }
@@ -353,7 +357,7 @@ func (e *GraphExec) Close() error {
 // while its launches do (see Launch).
 func (e *GraphExec) destroy() error {
 	d := e.graph.ctx.drv
-	lock := d.lockOp(uintptr(e.handle), nil)
+	lock := d.lockWhole()
 	r := e.graph.api.GraphExecDestroy(e.handle)
 	d.unlockOp(lock)
 	err := d.check("cuGraphExecDestroy", r)

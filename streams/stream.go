@@ -464,7 +464,9 @@ func (s *Stream) useChecked(g uintptr) error {
 // cuStreamGetCaptureInfo alone answers CUDA_ERROR_STREAM_CAPTURE_IMPLICIT and leaves the
 // capture alone, so it is asked before each use.
 func (s *Stream) legacyUsable() error {
+	lock := s.ctx.drv.lockOp(uintptr(s.handle), nil)
 	_, _, r := s.api.StreamGetCaptureInfo(s.callCtx(), s.handle)
+	s.ctx.drv.unlockOp(lock)
 	if r == driver.ErrorCaptureImplicit {
 		return fmt.Errorf("streambridge: the legacy default stream while a blocking stream of its context captures a graph: %w "+
 			"(the driver refuses its use and would invalidate that capture; use a non-blocking stream, or wait for the capture to end)", ErrCapturing)
@@ -592,7 +594,10 @@ func (s *Stream) Synchronize() error {
 	if err := s.notCapturing("a synchronize (cuStreamSynchronize)"); err != nil {
 		return err
 	}
-	return s.ctx.drv.check("cuStreamSynchronize", s.api.StreamSynchronize(s.callCtx(), s.handle))
+	d := s.ctx.drv
+	return d.check("cuStreamSynchronize", d.wait(uintptr(s.handle), nil,
+		func() driver.Result { return s.api.StreamSynchronize(s.callCtx(), s.handle) },
+		func() driver.Result { return s.api.StreamQuery(s.callCtx(), s.handle) }))
 }
 
 // Record records e on the stream (cuEventRecord): e completes when the work submitted so
@@ -862,7 +867,9 @@ func (s *Stream) notCapturing(what string) error {
 // capturingNow asks the driver whether s is capturing (active or invalidated), and
 // counts a capture of ours that ended elsewhere. The caller holds a use of s.
 func (s *Stream) capturingNow() (bool, error) {
+	lock := s.ctx.drv.lockOp(uintptr(s.handle), nil)
 	status, _, r := s.api.StreamGetCaptureInfo(s.callCtx(), s.handle)
+	s.ctx.drv.unlockOp(lock)
 	if err := s.ctx.drv.check("cuStreamGetCaptureInfo", r); err != nil {
 		return false, err
 	}
