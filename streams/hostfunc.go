@@ -32,6 +32,12 @@ func (s *Stream) LaunchHostFunc(fn func()) error {
 	if err := s.ctx.drv.check("cuStreamGetCaptureInfo", r); err != nil {
 		return err
 	}
+	if status == driver.CaptureStatusInvalidated {
+		// the capture will end in an error, and its id is not to be had: the host function
+		// would be kept for no graph (seen on an H100, the chaos soak)
+		return &CallError{Call: "cuLaunchHostFunc", Result: driver.ErrorCaptureInvalidated,
+			Hint: "the stream's capture was invalidated; end it (EndCapture fails) before launching more work on it"}
+	}
 	capturing := status != driver.CaptureStatusNone
 	key := driver.RegisterHostFunc(fn, capturing)
 	r = s.api.LaunchHostFunc(s.callCtx(), s.handle, key)

@@ -86,6 +86,23 @@ func release(key uintptr) {
 	hostFuncs.free = key
 }
 
+// LiveHostFuncKinds counts registered functions not yet freed by kind: those that run once
+// (launched on a stream, freed when run) and those a graph node keeps (freed with it).
+func LiveHostFuncKinds() (once, kept int) {
+	hostFuncs.Lock()
+	defer hostFuncs.Unlock()
+	for _, s := range hostFuncs.slots {
+		switch {
+		case s.fn == nil:
+		case s.persist:
+			kept++
+		default:
+			once++
+		}
+	}
+	return once, kept
+}
+
 // LiveHostFuncs counts registered functions not yet freed.
 func LiveHostFuncs() int {
 	hostFuncs.Lock()
