@@ -270,7 +270,7 @@ func TestChaosSoak(t *testing.T) {
 		calls, closes := chaosChoice(t)
 		t.Logf("STREAMBRIDGE_CHAOS_SEED=%d: %d calls, %d closes", seed, len(calls), len(closes))
 		c := primary(t, d, 0)
-		hostFuncsBefore := LiveHostFuncs()
+		hostFuncsBefore := settledHostFuncs()
 		w := &chaosWorld{c: c}
 		for i := range w.streams {
 			s, err := c.NewStream(StreamOptions{})

@@ -23,8 +23,7 @@ type Driver struct {
 	// whole, under mu.
 	contexts atomic.Pointer[map[driver.Context]*Context]
 
-	mu       sync.Mutex
-	captures map[uint64][]uintptr // host functions captured per capture id
+	mu sync.Mutex
 	// vouched counts, by handle, the open wrappers taken on their caller's word (Vouched):
 	// where the layout cannot be learned, another wrap of such a handle is taken on that
 	// word too while one is open (a Go function given, as an integer, a stream that Python
@@ -64,7 +63,7 @@ type Driver struct {
 }
 
 func newDriver(api driver.API) *Driver {
-	d := &Driver{api: api, captures: map[uint64][]uintptr{}, vouched: map[driver.Stream]int{}, ours: map[driver.Stream]*Stream{}, counting: map[uint64]*Stream{}}
+	d := &Driver{api: api, vouched: map[driver.Stream]int{}, ours: map[driver.Stream]*Stream{}, counting: map[uint64]*Stream{}}
 	d.contexts.Store(&map[driver.Context]*Context{})
 	return d
 }

@@ -3,7 +3,6 @@ package streams
 import (
 	"fmt"
 	"runtime"
-	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -85,37 +84,22 @@ func (s *Stream) EndCapture() (*Graph, error) {
 				"which stays locked to that thread until then; the capture goes on", began, tid)}
 	}
 	var g driver.Graph
-	var id uint64
 	d := s.ctx.drv
 	d.lockChange()
-	_, id, r := s.api.StreamGetCaptureInfo(s.ctx.handle, s.handle)
-	asked := r == driver.Success
-	if asked {
-		r = s.run(func() (r driver.Result) { g, r = s.api.StreamEndCapture(s.handle); return r })
-	}
-	var keys []uintptr
-	if r != driver.ErrorCaptureUnmatched { // else s is only joined to the capture, which goes on with its host functions
-		d.mu.Lock()
-		keys = d.captures[id]
-		delete(d.captures, id)
-		d.mu.Unlock()
-		if asked { // the driver ended it, or discarded it; uncounted before another BeginCapture can count one
-			s.count(false)
-		}
+	r := s.run(func() (r driver.Result) { g, r = s.api.StreamEndCapture(s.handle); return r })
+	if r != driver.ErrorCaptureUnmatched { // the driver ended it, or discarded it (else s is only joined to it): uncounted before another BeginCapture can count one
+		s.count(false)
 	}
 	d.unlockChange()
 	if s.capturer.CompareAndSwap(tid, 0) {
 		runtime.UnlockOSThread() // BeginCapture's
 	}
 	if err := d.check("cuStreamEndCapture", r); err != nil {
-		for _, k := range keys {
-			driver.ReleaseHostFunc(k)
-		}
-		return nil, err
+		return nil, err // a failed capture's graph is destroyed, and with it the host functions it kept
 	}
-	graph := &Graph{ctx: s.ctx, api: s.api, handle: g, hostFuncs: keys}
+	graph := &Graph{ctx: s.ctx, api: s.api, handle: g}
 	graph.refs.Store(1)
-	s.ctx.hold() // until the graph, its executables and their launches are done
+	s.ctx.hold() // until the graph and its executables are closed
 	return graph, nil
 }
 
@@ -149,13 +133,11 @@ func (s *Stream) IsCapturing() (bool, error) {
 // Graph is a CUDA graph made by stream capture. Close destroys it (cuGraphDestroy);
 // executable graphs instantiated from it stay valid until their own Close.
 type Graph struct {
-	ctx       *Context
-	api       driver.API
-	handle    driver.Graph
-	uses      uses         // open, and the calls in flight: Close's destroy waits for the last (uses.go)
-	refs      atomic.Int32 // the graph and its live execs: host functions are freed at 0
-	hostFuncs []uintptr
-	release   sync.Once
+	ctx    *Context
+	api    driver.API
+	handle driver.Graph
+	uses   uses         // open, and the calls in flight: Close's destroy waits for the last (uses.go)
+	refs   atomic.Int32 // the graph and its live execs: the context is released at 0
 }
 
 // Handle is the CUgraph.
@@ -200,13 +182,7 @@ func (g *Graph) Instantiate() (*GraphExec, error) {
 
 func (g *Graph) unref() {
 	if g.refs.Add(-1) == 0 {
-		g.release.Do(func() {
-			for _, k := range g.hostFuncs {
-				driver.ReleaseHostFunc(k)
-			}
-			// This may run in a host function, where no CUDA call is allowed.
-			go g.ctx.release()
-		})
+		go g.ctx.release() // this may run in a host function, where no CUDA call is allowed
 	}
 }
 
@@ -289,15 +265,14 @@ func (e *GraphExec) done(s *Stream) {
 
 // Launch runs the graph on s (cuGraphLaunch). A stream that is capturing is refused with
 // [ErrCapturing] before the driver, which refuses a graph launched into a capture and
-// invalidates the capture. Where the graph has host functions, the launch holds them until
-// it has run (a host function of this package's behind it gives them back), however soon
-// the executable, the graph or s is closed: closing a stream does not cancel its work.
+// invalidates the capture. The graph's host functions stay until the launch has run,
+// however soon the executable, the graph or s is closed (the driver holds the user objects
+// that keep them: see [Stream.LaunchHostFunc]); closing a stream does not cancel its work.
 func (e *GraphExec) Launch(s *Stream) error {
 	if err := e.use(s); err != nil {
 		return err
 	}
 	defer e.done(s)
-	g := e.graph
 	d := s.ctx.drv
 	lock := d.lockWhole() // no capture begins between the question and the launch, nor does s join one
 	defer d.unlockOp(lock)
@@ -308,22 +283,7 @@ func (e *GraphExec) Launch(s *Stream) error {
 	if status != driver.CaptureStatusNone {
 		return fmt.Errorf("streambridge: launch of a graph on a capturing stream: %w (the driver refuses it and would invalidate the capture; launch it after EndCapture)", ErrCapturing)
 	}
-	if len(g.hostFuncs) > 0 {
-		g.refs.Add(1)
-	}
-	if err := d.check("cuGraphLaunch", s.run(func() driver.Result { return s.api.GraphLaunch(e.handle, s.handle) })); err != nil {
-		if len(g.hostFuncs) > 0 {
-			g.unref()
-		}
-		return err
-	}
-	if len(g.hostFuncs) > 0 {
-		key := driver.RegisterHostFunc(g.unref, false)
-		if r := s.api.LaunchHostFunc(s.callCtx(), s.handle, key); r != driver.Success {
-			driver.ReleaseHostFunc(key) // the launch is enqueued: its count stays for the process's life
-		}
-	}
-	return nil
+	return d.check("cuGraphLaunch", s.run(func() driver.Result { return s.api.GraphLaunch(e.handle, s.handle) }))
 }
 
 // Upload prepares the graph's device resources on s ahead of its first launch

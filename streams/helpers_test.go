@@ -126,6 +126,31 @@ func mustEndCapture(t testing.TB, s *Stream) {
 	require.NoError(t, g.Close())
 }
 
+// hostFuncsBackTo waits until the host functions registered are as many as before: a
+// graph's are freed by the destructor of a user object it holds, which the driver runs on a
+// thread of its own, maybe after the call that destroyed the graph has returned.
+func hostFuncsBackTo(t testing.TB, before int) {
+	t.Helper()
+	assert.Eventually(t, func() bool { return LiveHostFuncs() == before }, 5*time.Second, time.Millisecond,
+		"host functions left registered: %d, before %d", LiveHostFuncs(), before)
+}
+
+// settledHostFuncs is how many host functions are registered once the frees an earlier
+// test left to the driver's threads have run: the count, once it has not changed for 50 ms
+// (5 s at most). A test that counts what it leaves starts from it.
+func settledHostFuncs() int {
+	n := LiveHostFuncs()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+		m := LiveHostFuncs()
+		if m == n {
+			return n
+		}
+		n = m
+	}
+	return n
+}
+
 // needsInlining skips, saying so, where the compiler inlines nothing (-gcflags=-l, as a
 // debugger's build has it): an event made and closed in one function stays on its stack only
 // where NewEvent is inlined there. newProbe is that shape: a pointer made by an inlined call

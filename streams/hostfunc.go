@@ -12,11 +12,13 @@ import (
 // [SetHostFuncPanicHandler]; the stream carries on.
 //
 // All host functions share one C entry point and find their Go function in a table, so
-// there is no limit on how many run over a process's life. During stream capture fn
-// becomes a graph node that runs at every launch of the graph; it is kept until the
-// [Graph] and all its [GraphExec]s are closed. When another library ends a capture that
-// this stream's host functions joined, they cannot be known to be unused and stay
-// registered for the life of the process.
+// there is no limit on how many run over a process's life. During stream capture (whoever
+// began it: this package, or another library on the same handle) fn becomes a graph node
+// that runs at every launch of the graph, and the graph keeps it: it holds a CUDA user
+// object whose destructor frees fn, which the driver calls once the graph and every
+// executable graph made from it are destroyed and their launches have run, as the Python
+// package's C core keeps a captured callback. A stream whose capture was invalidated is
+// refused first ([ErrCaptureInvalidated]): that capture can only fail.
 func (s *Stream) LaunchHostFunc(fn func()) error {
 	if err := s.use(); err != nil {
 		return err
@@ -28,27 +30,44 @@ func (s *Stream) LaunchHostFunc(fn func()) error {
 	d := s.ctx.drv
 	lock := d.lockOp(uintptr(s.handle), nil) // no capture of ours begins or ends between the question and the launch, nor does s join one
 	defer d.unlockOp(lock)
-	status, captureID, r := s.api.StreamGetCaptureInfo(s.callCtx(), s.handle)
-	if err := s.ctx.drv.check("cuStreamGetCaptureInfo", r); err != nil {
+	status, graph, r := s.api.StreamCaptureGraph(s.callCtx(), s.handle)
+	if err := d.check("cuStreamGetCaptureInfo", r); err != nil {
 		return err
 	}
-	if status == driver.CaptureStatusInvalidated {
-		// the capture will end in an error, and its id is not to be had: the host function
-		// would be kept for no graph (seen on an H100, the chaos soak)
+	switch status {
+	case driver.CaptureStatusInvalidated:
 		return &CallError{Call: "cuLaunchHostFunc", Result: driver.ErrorCaptureInvalidated,
 			Hint: "the stream's capture was invalidated; end it (EndCapture fails) before launching more work on it"}
+	case driver.CaptureStatusActive:
+		key := driver.RegisterHostFunc(fn, true)
+		if err := s.keptBy(graph, key); err != nil {
+			return err
+		}
+		return d.check("cuLaunchHostFunc", s.api.LaunchHostFunc(s.callCtx(), s.handle, key)) // on failure the graph frees key
 	}
-	capturing := status != driver.CaptureStatusNone
-	key := driver.RegisterHostFunc(fn, capturing)
-	r = s.api.LaunchHostFunc(s.callCtx(), s.handle, key)
-	if err := s.ctx.drv.check("cuLaunchHostFunc", r); err != nil {
+	key := driver.RegisterHostFunc(fn, false)
+	if err := d.check("cuLaunchHostFunc", s.api.LaunchHostFunc(s.callCtx(), s.handle, key)); err != nil {
 		driver.ReleaseHostFunc(key)
 		return err
 	}
-	if capturing {
-		d.mu.Lock()
-		d.captures[captureID] = append(d.captures[captureID], key)
-		d.mu.Unlock()
+	return nil
+}
+
+// keptBy makes graph, which s's capture captures into, keep host function key: a user
+// object of graph's (cuUserObjectCreate, cuGraphRetainUserObject) whose destructor
+// releases key. Where it fails, key is released.
+func (s *Stream) keptBy(graph driver.Graph, key uintptr) error {
+	d := s.ctx.drv
+	free := driver.RegisterHostFunc(func() { driver.ReleaseHostFunc(key) }, false)
+	obj, r := s.api.HostFuncUserObject(free)
+	if err := d.check("cuUserObjectCreate", r); err != nil {
+		driver.ReleaseHostFunc(free)
+		driver.ReleaseHostFunc(key)
+		return err
+	}
+	if err := d.check("cuGraphRetainUserObject", s.api.GraphRetainUserObject(graph, obj, 1, driver.GraphUserObjectMove)); err != nil {
+		s.api.UserObjectRelease(obj, 1) // its destructor releases key
+		return err
 	}
 	return nil
 }

@@ -107,7 +107,7 @@ func TestMillionHostFuncs(t *testing.T) {
 	eachDriver(t, func(t *testing.T, d *Driver) {
 		c := primary(t, d, 0)
 		s := newStream(t, c, StreamOptions{NonBlocking: true})
-		before := LiveHostFuncs()
+		before := settledHostFuncs()
 		var count atomic.Int64
 		fn := func() { count.Add(1) }
 		const batch = 10_000

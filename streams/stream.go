@@ -805,10 +805,6 @@ func (s *Stream) destroy() error {
 		err = s.ctx.putFence(f)
 	}
 	if s.owned {
-		s.endLostCapture()
-	}
-	s.count(false) // after the capture's end: while it may go on, it stays counted (see Driver.joins)
-	if s.owned {
 		d := s.ctx.drv
 		d.oursMu.Lock()
 		delete(d.ours, s.handle)
@@ -820,39 +816,11 @@ func (s *Stream) destroy() error {
 			err = e
 		}
 	}
+	s.count(false)                      // after the destroy, which discards a capture of ours going on: until then it stays counted (capturelock.go)
 	if e := s.ctx.release(); e != nil { // a no-op for a borrowed context
 		err = e
 	}
 	return err
-}
-
-// endLostCapture ends a capture still going on on an owned stream about to be destroyed,
-// destroys its graph and gives back the host functions captured so far, which the
-// stream's destroy alone would leave registered for the life of the process. Its errors
-// are not Close's: the capture is lost either way. A goroutine BeginCapture locked stays
-// locked (only it can unlock itself).
-func (s *Stream) endLostCapture() {
-	d := s.ctx.drv
-	d.lockChange()
-	defer d.unlockChange()
-	status, id, r := s.api.StreamGetCaptureInfo(s.ctx.handle, s.handle)
-	if r != driver.Success || status == driver.CaptureStatusNone {
-		return
-	}
-	g, r := s.api.StreamEndCapture(s.handle)
-	switch r {
-	case driver.Success:
-		s.api.GraphDestroy(g)
-	case driver.ErrorCaptureUnmatched:
-		return // s is only joined to another stream's capture, which goes on with its host functions
-	}
-	d.mu.Lock()
-	keys := d.captures[id]
-	delete(d.captures, id)
-	d.mu.Unlock()
-	for _, k := range keys {
-		driver.ReleaseHostFunc(k)
-	}
 }
 
 // notCapturing is ErrCapturing where s captures: what (a query, a synchronize, its flags or

@@ -97,6 +97,17 @@ func callOut2In(ctx, fn uintptr, outAt int, args ...uintptr) (uintptr, uint64, u
 	return f.r, f.out[0], f.out[1]
 }
 
+// callOutsAtIn is callOut2In with its two out-parameters at at0 and at1.
+func callOutsAtIn(ctx, fn uintptr, at0, at1 int, args ...uintptr) (uintptr, uint64, uint64) {
+	var f frame
+	f.fn, f.ctx = fn, ctx
+	f.args(args)
+	f.a[at0] = uintptr(unsafe.Pointer(&f.out[0]))
+	f.a[at1] = uintptr(unsafe.Pointer(&f.out[1]))
+	runtime_cgocall(trampolineABI0, unsafe.Pointer(&f))
+	return f.r, f.out[0], f.out[1]
+}
+
 // callReentrant is callOut (outAt < 0: no out-parameter) for a call during which the
 // driver may call back into Go on this thread: it runs the destructor of a user object
 // inside the call that released the object's last reference (seen in cuStreamEndCapture

@@ -78,6 +78,20 @@ func callOut2In(ctx, fn uintptr, outAt int, args ...uintptr) (uintptr, uint64, u
 	return r, o1, o2
 }
 
+func callOutsAtIn(ctx, fn uintptr, at0, at1 int, args ...uintptr) (uintptr, uint64, uint64) {
+	var o1, o2 uint64
+	r := inContext(ctx, func() uintptr {
+		out := new([2]uint64)
+		a := append([]uintptr(nil), args...)
+		a[at0], a[at1] = uintptr(unsafe.Pointer(&out[0])), uintptr(unsafe.Pointer(&out[1]))
+		r, _, _ := purego.SyscallN(fn, a...)
+		runtime.KeepAlive(out)
+		o1, o2 = out[0], out[1]
+		return r
+	})
+	return r, o1, o2
+}
+
 func callOuts(fn uintptr, outAt, n int, args []uintptr) (uintptr, uint64, uint64) {
 	out := new([2]uint64)
 	a := append([]uintptr(nil), args...)

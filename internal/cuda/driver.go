@@ -166,6 +166,29 @@ func (*Driver) StreamGetCaptureInfo(c driver.Context, s driver.Stream) (driver.C
 	return driver.CaptureStatus(st), id, res(r)
 }
 
+func (*Driver) StreamCaptureGraph(c driver.Context, s driver.Stream) (driver.CaptureStatus, driver.Graph, driver.Result) {
+	r, st, g := callOutsAtIn(uintptr(c), cuStreamGetCaptureInfo, 1, 3, uintptr(s), 0, 0, 0, 0, 0)
+	return driver.CaptureStatus(st), driver.Graph(g), res(r)
+}
+
+// userObjectNoDestructorSync is CU_USER_OBJECT_NO_DESTRUCTOR_SYNC, the one flag
+// cuUserObjectCreate takes (and requires).
+const userObjectNoDestructorSync = 1
+
+func (*Driver) HostFuncUserObject(key uintptr) (uintptr, driver.Result) {
+	r, obj := callOut(cuUserObjectCreate, 0, 0, key, hostFuncTrampoline, 1, userObjectNoDestructorSync)
+	return uintptr(obj), res(r)
+}
+
+func (*Driver) GraphRetainUserObject(g driver.Graph, obj uintptr, count int, flags uint32) driver.Result {
+	return res(call(cuGraphRetainUserObject, uintptr(g), obj, uintptr(count), uintptr(flags)))
+}
+
+func (*Driver) UserObjectRelease(obj uintptr, count int) driver.Result {
+	r, _ := callReentrant(cuUserObjectRelease, -1, obj, uintptr(count))
+	return res(r)
+}
+
 func (*Driver) GraphGetNodes(g driver.Graph) (int, driver.Result) {
 	r, n := callOut(cuGraphGetNodes, 2, uintptr(g), 0, 0)
 	return int(n), res(r)

@@ -20,6 +20,10 @@ type (
 	GreenContext uintptr
 )
 
+// GraphUserObjectMove is cuGraphRetainUserObject's CU_GRAPH_USER_OBJECT_MOVE: the
+// references the graph takes are the caller's.
+const GraphUserObjectMove = 1
+
 // The special stream handles of the driver API.
 const (
 	StreamNull      Stream = 0 // the legacy default stream of the current context
@@ -163,6 +167,20 @@ type API interface {
 	StreamEndCapture(s Stream) (Graph, Result)
 	StreamIsCapturing(s Stream) (CaptureStatus, Result)
 	StreamGetCaptureInfo(c Context, s Stream) (CaptureStatus, uint64, Result)
+	// StreamCaptureGraph is cuStreamGetCaptureInfo's status and, while the capture is
+	// active, the graph it captures into (the capture's id not asked).
+	StreamCaptureGraph(c Context, s Stream) (CaptureStatus, Graph, Result)
+	// HostFuncUserObject is cuUserObjectCreate of an object of one reference whose
+	// destructor runs RunHostFunc(key) on a thread of the driver's, maybe inside the call
+	// that drops the last reference (CU_USER_OBJECT_NO_DESTRUCTOR_SYNC).
+	HostFuncUserObject(key uintptr) (uintptr, Result)
+	// GraphRetainUserObject is cuGraphRetainUserObject: g takes count references to obj,
+	// the caller's where flags is GraphUserObjectMove. A capture's graph takes them too,
+	// and every executable graph made from it holds them until its launches have run.
+	GraphRetainUserObject(g Graph, obj uintptr, count int, flags uint32) Result
+	// UserObjectRelease is cuUserObjectRelease: count references dropped; the destructor
+	// runs once the last is gone.
+	UserObjectRelease(obj uintptr, count int) Result
 	// ThreadExchangeStreamCaptureMode sets the calling OS thread's capture interaction mode
 	// and returns the one it had (global until set): how a capture going on elsewhere
 	// treats this thread's potentially unsafe calls (a query, a synchronize). The caller

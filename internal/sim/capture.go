@@ -44,7 +44,8 @@ func (d *Driver) StreamEndCapture(h driver.Stream) (driver.Graph, driver.Result)
 	if c == nil {
 		return 0, driver.ErrorIllegalState
 	}
-	if c.origin != s {
+	if c.origin != s { // and the capture is invalidated (H100, driver 580: bench/capture_lifetimes.c, case 7)
+		c.invalid = true
 		return 0, driver.ErrorCaptureUnmatched
 	}
 	joined := ancestors(s.frontier)
@@ -120,6 +121,11 @@ func (d *Driver) StreamIsCapturing(h driver.Stream) (driver.CaptureStatus, drive
 func (d *Driver) StreamGetCaptureInfo(ch driver.Context, h driver.Stream) (driver.CaptureStatus, uint64, driver.Result) {
 	st, id, _, r := d.captureInfo(ch, h)
 	return st, id, r
+}
+
+func (d *Driver) StreamCaptureGraph(ch driver.Context, h driver.Stream) (driver.CaptureStatus, driver.Graph, driver.Result) {
+	st, _, g, r := d.captureInfo(ch, h)
+	return st, g, r
 }
 
 // captureInfo is cuStreamGetCaptureInfo's status, capture id and, while the capture is

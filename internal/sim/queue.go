@@ -92,12 +92,12 @@ func (d *Driver) StreamDestroy(h driver.Stream) driver.Result {
 	if r != driver.Success {
 		return r
 	}
-	if c := s.capture; c != nil {
-		if c.origin == s {
-			d.discard(c) // it can no longer be ended: over, for every stream joined to it (H100, driver 580)
-		} else {
-			c.invalid = true
-		}
+	if c := s.capture; c != nil && c.origin == s {
+		// it can no longer be ended: over, for every stream joined to it. A joined stream's
+		// destroy leaves the capture going on, its work still to be joined back (else the
+		// end fails with CUDA_ERROR_STREAM_CAPTURE_UNJOINED). H100, driver 580:
+		// bench/capture_lifetimes.c, cases 1 to 3.
+		d.discard(c)
 	}
 	d.forget(uintptr(h))
 	delete(s.ctx.blocking, s)
@@ -268,7 +268,10 @@ func (d *Driver) StreamWaitEvent(ch driver.Context, h driver.Stream, eh driver.E
 		return driver.ErrorInvalidValue
 	}
 	if cr := e.state.captured; cr != nil {
-		if cr.capture.ended { // a capture that ended (or whose stream was destroyed) is no point to wait on (H100, driver 580)
+		if cr.capture.ended { // a capture that ended (or whose stream was destroyed) is no point to wait on
+			if s.capture != nil {
+				s.capture.invalid = true // and a capture that waits on one is invalidated (H100, driver 580: bench/capture_lifetimes.c, case 8)
+			}
 			return driver.ErrorInvalidValue
 		}
 		return d.joinCapture(s, cr)
@@ -297,7 +300,8 @@ func (d *Driver) joinCapture(s *stream, cr *capturedRecord) driver.Result {
 		cr.capture.streams[s] = struct{}{}
 	case s.capture == cr.capture:
 		s.frontier = append(s.frontier, cr.frontier...)
-	default:
+	default: // both captures are invalidated (H100, driver 580: bench/capture_lifetimes.c, case 9)
+		s.capture.invalid, cr.capture.invalid = true, true
 		return driver.ErrorCaptureMerge
 	}
 	return driver.Success

@@ -25,6 +25,7 @@ const (
 type userObject struct {
 	handle       uintptr
 	ptr, destroy uintptr // destroy(ptr), a C function
+	key          uintptr // or, where destroy is 0, driver.RunHostFunc(key): HostFuncUserObject's
 	refs         int
 }
 
@@ -38,6 +39,14 @@ func (d *Driver) UserObjectCreate(ptr, destroy uintptr, refs int, flags uint32) 
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	o := &userObject{ptr: ptr, destroy: destroy, refs: refs}
+	o.handle = d.newHandle(o)
+	return o.handle, driver.Success
+}
+
+func (d *Driver) HostFuncUserObject(key uintptr) (uintptr, driver.Result) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	o := &userObject{key: key, refs: 1}
 	o.handle = d.newHandle(o)
 	return o.handle, driver.Success
 }
@@ -78,6 +87,10 @@ func (d *Driver) releaseUserObject(o *userObject, n int) {
 	go func() {
 		runtime.LockOSThread() // one thread for the whole call, as the driver's own
 		defer runtime.UnlockOSThread()
+		if o.destroy == 0 {
+			driver.RunHostFunc(o.key)
+			return
+		}
 		purego.SyscallN(o.destroy, o.ptr)
 	}()
 }
