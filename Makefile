@@ -72,7 +72,8 @@ docs: $(AUDITWHEEL)
 	rm -rf build/docs && mkdir -p build/docs/bench
 	sed 's|](docs/)|](python.md)|g; s|](docs/|](|g' README.md >build/docs/index.md
 	for f in docs/*.md; do sed 's|](\.\./|](|g' $$f >build/docs/$$(basename $$f); done
-	cp RATIONALE.md CONTRIBUTING.md build/docs/ && cp bench/RESULTS.md build/docs/bench/
+	sed 's|](docs/|](|g' RATIONALE.md >build/docs/RATIONALE.md
+	cp CONTRIBUTING.md build/docs/ && cp bench/RESULTS.md build/docs/bench/
 	build/tools-venv/bin/mkdocs build --strict -q
 
 # What the wheel is built from, tracked or new (not ignored): a wheel newer than all of it is

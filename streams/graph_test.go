@@ -60,7 +60,7 @@ func TestCaptureOnForeignStreamAndReplay(t *testing.T) {
 		require.NoError(t, g.Close())
 		require.NoError(t, g.Close())
 		require.NoError(t, other.Synchronize()) // the release runs behind the launches
-		hostFuncsBackTo(t, before) // captured host functions are freed with the graph
+		hostFuncsBackTo(t, before)              // captured host functions are freed with the graph
 	})
 }
 
