@@ -71,6 +71,7 @@ type Driver struct {
 	unlearnable bool
 	layout      objLayout // where its objects keep their words (memory_objects.go)
 	version     int       // what DriverGetVersion reports (ReportedVersion)
+	destructors destructorQueue // user objects' destructors, run one at a time (userobject.go)
 }
 
 type device struct {

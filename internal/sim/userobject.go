@@ -9,6 +9,7 @@ package sim
 
 import (
 	"runtime"
+	"sync"
 
 	"github.com/ebitengine/purego"
 
@@ -77,22 +78,59 @@ func (d *Driver) GraphRetainUserObject(gh driver.Graph, h uintptr, count int, fl
 	return driver.Success
 }
 
-// releaseUserObject drops n references to o; the last calls its destructor on a thread of
-// its own. Caller holds d.mu.
+// releaseUserObject drops n references to o; the last queues its destructor, which runs on
+// the driver's destructor thread, one at a time, as the real driver's do (a goroutine locked
+// to a thread for each took a thread each: a graph of thousands of captured host functions
+// destroyed at once took the process past Go's 10,000 threads). Caller holds d.mu.
 func (d *Driver) releaseUserObject(o *userObject, n int) {
 	if o.refs -= n; o.refs > 0 {
 		return
 	}
 	d.forget(o.handle)
-	go func() {
-		runtime.LockOSThread() // one thread for the whole call, as the driver's own
-		defer runtime.UnlockOSThread()
+	d.destructors.push(func() {
 		if o.destroy == 0 {
 			driver.RunHostFunc(o.key)
 			return
 		}
 		purego.SyscallN(o.destroy, o.ptr)
-	}()
+	})
+}
+
+// destructorQueue is the destructors waiting to run, and the one goroutine that runs them,
+// started with the first, locked to its thread while it runs one.
+type destructorQueue struct {
+	mu      sync.Mutex
+	pending []func()
+	running bool
+}
+
+// push queues f; it never waits, so it may be called with d.mu held.
+func (q *destructorQueue) push(f func()) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.pending = append(q.pending, f)
+	if !q.running {
+		q.running = true
+		go q.run()
+	}
+}
+
+// run runs what is queued, then ends: the next push starts another.
+func (q *destructorQueue) run() {
+	runtime.LockOSThread() // one thread for each call, as the driver's own
+	defer runtime.UnlockOSThread()
+	for {
+		q.mu.Lock()
+		if len(q.pending) == 0 {
+			q.running = false
+			q.mu.Unlock()
+			return
+		}
+		f := q.pending[0]
+		q.pending = q.pending[1:]
+		q.mu.Unlock()
+		f()
+	}
 }
 
 // releaseAll gives back every reference in refs. Caller holds d.mu.
