@@ -69,8 +69,8 @@ type Driver struct {
 	// unlearnable: as a driver whose layout cannot be learned (driver.LayoutSetting): the
 	// checks answer ErrorNotSupported, the memory descriptions are not OK.
 	unlearnable bool
-	layout      objLayout // where its objects keep their words (memory_objects.go)
-	version     int       // what DriverGetVersion reports (ReportedVersion)
+	layout      objLayout       // where its objects keep their words (memory_objects.go)
+	version     int             // what DriverGetVersion reports (ReportedVersion)
 	destructors destructorQueue // user objects' destructors, run one at a time (userobject.go)
 }
 
