@@ -725,6 +725,35 @@ func benchLayerRecordWait(b *testing.B, shared bool) {
 	}
 }
 
+// BenchmarkLayerRecordWaitParallel is BenchmarkLayerRecordWait from GOMAXPROCS goroutines
+// at once, each on streams and an event of its own: what the streams layer's shared state
+// (the capture lock's stripes, the context) costs when threads meet.
+func BenchmarkLayerRecordWaitParallel(b *testing.B) {
+	d := newDriver(nullCalls{sim.New()})
+	c := primary(b, d, 0)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		sa, errA := c.NewStream(StreamOptions{NonBlocking: true})
+		sb, errB := c.NewStream(StreamOptions{NonBlocking: true})
+		e, errE := c.NewEvent(EventOptions{DisableTiming: true})
+		if err := errors.Join(errA, errB, errE); err != nil {
+			b.Error(err)
+			return
+		}
+		defer func() { _ = errors.Join(sa.Close(), sb.Close(), e.Close()) }()
+		for pb.Next() {
+			if err := sa.Record(e); err != nil {
+				b.Error(err)
+				return
+			}
+			if err := sb.WaitEvent(e); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
 func BenchmarkLayerQuery(b *testing.B) {
 	d := newDriver(nullCalls{sim.New()})
 	c := primary(b, d, 0)
