@@ -30,10 +30,19 @@ from ._handover import hand_over
 from ._go import go_function
 from ._graph import Graph
 from ._kernel import Kernel, Module, launch
-from ._stream import ExternalStream, Stream, as_stream, callback_errors, current_stream
+from ._stream import (
+    CALLBACK_ERRORS_KEPT,
+    ExternalStream,
+    Stream,
+    as_stream,
+    callback_errors,
+    callback_errors_dropped,
+    current_stream,
+)
 from . import ext
 
 __all__ = [
+    "CALLBACK_ERRORS_KEPT",
     "CUDAError",
     "CallbackReentryError",
     "CaptureError",
@@ -55,6 +64,7 @@ __all__ = [
     "as_event",
     "as_stream",
     "callback_errors",
+    "callback_errors_dropped",
     "current_device",
     "current_stream",
     "device_count",

@@ -18,8 +18,21 @@ from ._provenance import frameworks_own
 
 def callback_errors() -> List[BaseException]:
     """The exceptions raised in host callbacks (``launch_host_func``, ``add_callback``)
-    since the last call, oldest first; each was also printed by ``sys.unraisablehook``."""
+    since the last call, oldest first; each was also printed by ``sys.unraisablehook``.
+    The newest ``CALLBACK_ERRORS_KEPT`` (1000) are kept: older ones are dropped, and
+    counted by :func:`callback_errors_dropped`."""
     return _c.callback_errors()
+
+
+def callback_errors_dropped() -> int:
+    """How many host callbacks' exceptions were dropped, the oldest first, because more
+    than ``CALLBACK_ERRORS_KEPT`` waited for :func:`callback_errors` (since the process
+    began)."""
+    return _c.callback_errors_dropped()
+
+
+#: How many host callbacks' exceptions :func:`callback_errors` keeps, the newest.
+CALLBACK_ERRORS_KEPT: int = _c.CALLBACK_ERRORS_KEPT
 
 
 def _protocol_handle(obj: Any) -> int:

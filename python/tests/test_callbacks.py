@@ -72,6 +72,27 @@ def test_an_exception_is_reported_and_kept_and_the_stream_goes_on(monkeypatch):
     assert streambridge.callback_errors() == [], "collected once"
 
 
+def test_errors_nobody_reads_are_bounded_the_oldest_dropped_and_counted(monkeypatch):
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: None)
+    streambridge.callback_errors()  # start empty
+    dropped_before = streambridge.callback_errors_dropped()
+    kept = streambridge.CALLBACK_ERRORS_KEPT
+    extra = 250
+
+    def boom(n):
+        raise ValueError(n)
+
+    s = streambridge.Stream(non_blocking=True)
+    for n in range(kept + extra):
+        s.launch_host_func(boom, n)
+    s.synchronize()
+    errors = streambridge.callback_errors()
+    assert len(errors) == kept
+    assert [e.args[0] for e in errors] == list(range(extra, kept + extra)), "the newest kept, oldest first"
+    assert streambridge.callback_errors_dropped() - dropped_before == extra
+    assert streambridge.callback_errors() == []
+
+
 def test_100000_callbacks_in_a_row():
     s = streambridge.Stream(non_blocking=True)
     count = [0]
