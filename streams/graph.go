@@ -51,6 +51,9 @@ func (s *Stream) BeginCapture(mode CaptureMode) error {
 	switch {
 	case r == driver.Success:
 		s.count(true) // again: a query between the two may have found no capture yet, and uncounted it
+		if _, id, r := s.api.StreamGetCaptureInfo(s.ctx.handle, s.handle); r == driver.Success {
+			s.began.Store(id)
+		}
 	case !wasCounted:
 		s.count(false)
 	}
@@ -89,6 +92,7 @@ func (s *Stream) EndCapture() (*Graph, error) {
 	r := s.run(func() (r driver.Result) { g, r = s.api.StreamEndCapture(s.handle); return r })
 	if r != driver.ErrorCaptureUnmatched { // the driver ended it, or discarded it (else s is only joined to it): uncounted before another BeginCapture can count one
 		s.count(false)
+		s.began.Store(0)
 	}
 	d.unlockChange()
 	if s.capturer.CompareAndSwap(tid, 0) {

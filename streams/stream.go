@@ -47,6 +47,9 @@ type Stream struct {
 	// capturer is the OS thread that began a capture in global or thread-local mode, which
 	// BeginCapture keeps its goroutine locked to until EndCapture; 0 when none.
 	capturer atomic.Int32
+	// began is the driver's id of the capture BeginCapture began here, until EndCapture; 0
+	// when none. An owned stream closed in the middle of it ends it first (endLostCapture).
+	began atomic.Uint64
 	// vouched: wrapped on its caller's word (Vouched), counted in Driver.vouched while open.
 	vouched bool
 	// id is a borrowed stream object's cuStreamGetId when it was wrapped: its identity. A
@@ -805,6 +808,7 @@ func (s *Stream) destroy() error {
 		err = s.ctx.putFence(f)
 	}
 	if s.owned {
+		s.endLostCapture()
 		d := s.ctx.drv
 		d.oursMu.Lock()
 		delete(d.ours, s.handle)
@@ -821,6 +825,31 @@ func (s *Stream) destroy() error {
 		err = e
 	}
 	return err
+}
+
+// endLostCapture ends the capture BeginCapture began on an owned stream about to be
+// destroyed, and destroys the graph it made, which gives back the host functions captured
+// so far (the graph's user objects): the stream's destroy alone left them for the life of
+// the process (seen on the GPU when that was written, 3f5b9bc). Only a capture begun here
+// (its id is the one BeginCapture read): on a stream only joined to another's capture, an
+// end would invalidate that capture (bench/capture_lifetimes.c, case 7). Its errors are not
+// Close's: the capture is lost either way. A goroutine BeginCapture locked stays locked
+// (only it can unlock itself).
+func (s *Stream) endLostCapture() {
+	began := s.began.Load()
+	if began == 0 {
+		return
+	}
+	d := s.ctx.drv
+	d.lockChange()
+	defer d.unlockChange()
+	status, id, r := s.api.StreamGetCaptureInfo(s.ctx.handle, s.handle)
+	if r != driver.Success || status == driver.CaptureStatusNone || id != began {
+		return
+	}
+	if g, r := s.api.StreamEndCapture(s.handle); r == driver.Success {
+		s.api.GraphDestroy(g)
+	}
 }
 
 // notCapturing is ErrCapturing where s captures: what (a query, a synchronize, its flags or

@@ -1,0 +1,209 @@
+"""The chaos soak, Python's: eight threads make random calls, every public call of streams,
+events, graphs and wrappers, on shared objects, with captures in every mode begun on any
+thread, ended there or abandoned (one in five), joins through waits on events recorded in
+captures, host callbacks that raise, query their stream or close it, and a close and remake
+of some object in one call of ten. Any error of streambridge's is accepted; the soak fails
+only on a crash (a destroyed handle reaching either driver ends the process), a hang (a
+watchdog ends the process with every thread's stack), or an error that is none of
+streambridge's. As streams/chaos_test.go does for Go.
+
+A command of its own, for the GPU machine or a free-threaded Python:
+``python3 python/tests/test_chaos.py --soak SECONDS [SEED]``; STREAMBRIDGE_CHAOS_CALLS, a
+regular expression, keeps the calls whose names it finds (all by default)."""
+
+import faulthandler
+import os
+import random
+import re
+import subprocess
+import sys
+import threading
+import time
+
+import streambridge as sb
+
+# What a call may raise: streambridge's errors, and the ValueError of a closed object.
+TYPED = (sb.CUDAError, sb.ClosedError, sb.CallbackReentryError, sb.DeviceMismatchError, sb.ForkedProcessError)
+MODES = ("global", "thread_local", "relaxed")
+
+
+class World:
+    """The objects the threads share: slots a close empties and a remake fills."""
+
+    def __init__(self, rng):
+        self.lock = threading.Lock()
+        self.streams = [sb.Stream(non_blocking=True) for _ in range(4)]
+        self.events = [sb.Event() for _ in range(4)]
+        self.graphs = [None, None]
+        self.rng = rng
+
+    def stream(self, rng):
+        return self.streams[rng.randrange(len(self.streams))]
+
+    def event(self, rng):
+        return self.events[rng.randrange(len(self.events))]
+
+    def keep(self, rng, g):
+        i = rng.randrange(len(self.graphs))
+        with self.lock:
+            old, self.graphs[i] = self.graphs[i], g
+        if old is not None:
+            old.close()
+
+
+def _callback(rng, s):
+    kind = rng.randrange(6)
+    if kind == 0:
+        def raises(_):
+            raise ValueError("a callback of the chaos soak raises")
+        return raises
+    if kind == 1:
+        return lambda _: s.query()  # CallbackReentryError, reported
+    if kind == 2:
+        return lambda _: s.close()  # taken; the destroy runs later
+    return lambda _: None
+
+
+def _calls(w):
+    def begin(rng, mine):
+        s = w.stream(rng)
+        s.begin_capture(rng.choice(MODES))
+        mine.append(s)
+
+    def end(rng, mine):
+        s = w.stream(rng)
+        if mine and rng.randrange(4):
+            s = mine.pop(rng.randrange(len(mine)))
+            if rng.randrange(5) == 0:
+                return  # abandoned: the stream's close ends it
+        w.keep(rng, s.end_capture())
+
+    def graph_launch(rng, mine):
+        g = w.graphs[rng.randrange(len(w.graphs))]
+        if g is not None:
+            g.launch(w.stream(rng))
+
+    def wrap(rng, mine):
+        s = w.stream(rng)
+        x = sb.ExternalStream(s.ptr)
+        try:
+            x.query()
+            x.launch_host_func(lambda _: None, None)
+        finally:
+            x.close()
+
+    def wrap_event(rng, mine):
+        e = w.event(rng)
+        x = sb.Event.from_handle(e.ptr)
+        try:
+            x.query()
+            w.stream(rng).wait_event(x)
+        finally:
+            x.close()
+
+    def remake_stream(rng, mine):
+        i = rng.randrange(len(w.streams))
+        with w.lock:
+            old, w.streams[i] = w.streams[i], sb.Stream(non_blocking=bool(rng.randrange(2)))
+        old.close()
+
+    def remake_event(rng, mine):
+        i = rng.randrange(len(w.events))
+        with w.lock:
+            old, w.events[i] = w.events[i], sb.Event()
+        old.close()
+
+    def close_graph(rng, mine):
+        g = w.graphs[rng.randrange(len(w.graphs))]
+        if g is not None:
+            g.close()
+
+    calls = [
+        ("query", lambda rng, mine: w.stream(rng).query()),
+        ("synchronize", lambda rng, mine: w.stream(rng).synchronize()),
+        ("record", lambda rng, mine: w.stream(rng).record(w.event(rng))),
+        ("wait_event", lambda rng, mine: w.stream(rng).wait_event(w.event(rng))),
+        ("wait_stream", lambda rng, mine: w.stream(rng).wait_stream(w.stream(rng))),
+        ("launch_host_func", lambda rng, mine: (lambda s: s.launch_host_func(_callback(rng, s), None))(w.stream(rng))),
+        ("is_capturing", lambda rng, mine: w.stream(rng).is_capturing()),
+        ("Event.query", lambda rng, mine: w.event(rng).query()),
+        ("Event.synchronize", lambda rng, mine: w.event(rng).synchronize()),
+        ("begin_capture", begin),
+        ("end_capture", end),
+        ("Graph.launch", graph_launch),
+        ("ExternalStream", wrap),
+        ("Event.from_handle", wrap_event),
+    ]
+    closes = [("Stream.close", remake_stream), ("Event.close", remake_event), ("Graph.close", close_graph)]
+    only = re.compile(os.environ.get("STREAMBRIDGE_CHAOS_CALLS", ""))
+    calls = [f for name, f in calls if only.search(name)]
+    closes = [f for name, f in closes if only.search(name)]
+    return calls, closes
+
+
+def soak(seconds, seed, threads=8):
+    """Runs the soak; returns the number of calls and of typed errors. A hang ends the
+    process (status 3) with every thread's stack; an untyped error ends the soak with it."""
+    w = World(random.Random(seed))
+    calls, closes = _calls(w)
+    deadline = time.monotonic() + seconds
+    made, refused, untyped = [0], [0], []
+    count = threading.Lock()
+
+    def work(n):
+        rng, mine = random.Random(seed * 1000 + n), []
+        while time.monotonic() < deadline and not untyped:
+            call = rng.choice(closes) if closes and rng.randrange(10) == 0 else rng.choice(calls)
+            try:
+                call(rng, mine)
+            except TYPED:
+                with count:
+                    refused[0] += 1
+            except Exception as e:  # an error that is none of streambridge's
+                untyped.append(e)
+            with count:
+                made[0] += 1
+
+    workers = [threading.Thread(target=work, args=(n,), daemon=True) for n in range(threads)]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join(timeout=max(0.0, deadline - time.monotonic()) + 30)
+        if t.is_alive():
+            print(f"hang: a thread was still in a call 30 s after the deadline (seed {seed})", file=sys.stderr)
+            faulthandler.dump_traceback(all_threads=True)
+            os._exit(3)
+    if untyped:
+        raise untyped[0]
+    for s in w.streams:
+        try:
+            s.end_capture().close()
+        except TYPED:
+            pass
+        s.close()
+    for e in w.events:
+        e.close()
+    for g in w.graphs:
+        if g is not None:
+            g.close()
+    sb.callback_errors()
+    return made[0], refused[0]
+
+
+def test_chaos_soak_in_a_child_process():
+    """The soak, in a child: a destroyed handle reaching the driver ends that process, and
+    the test reports it rather than dying with it."""
+    seed = int(os.environ.get("STREAMBRIDGE_CHAOS_SEED", str(int(time.time()))))
+    seconds = os.environ.get("STREAMBRIDGE_CHAOS_SECONDS", "2")
+    r = subprocess.run([sys.executable, __file__, "--soak", seconds, str(seed)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, f"seed {seed}: exit {r.returncode}\n{r.stdout}\n{r.stderr[-6000:]}"
+    assert "chaos soak:" in r.stdout, r.stdout
+
+
+if __name__ == "__main__":
+    if len(sys.argv) in (3, 4) and sys.argv[1] == "--soak":
+        seed = int(sys.argv[3]) if len(sys.argv) == 4 else int(time.time())
+        made, refused = soak(float(sys.argv[2]), seed)
+        print(f"chaos soak: {made} calls, {refused} refused with streambridge's errors, 8 threads, seed {seed}, driver {sb.driver()}")
+    else:
+        sys.exit("usage: test_chaos.py --soak SECONDS [SEED]")
