@@ -28,14 +28,17 @@ import (
 //   - BeginCapture, EndCapture and the end of a capture lost with its stream take
 //     lockChange: captureMu and every stripe, so that no call is in flight when a capture
 //     begins or ends, and the count a call reads cannot change under it;
-//   - calls on a graph (instantiate, its node count, its destroy), whose objects CUDA does
-//     not synchronize at all, take captureMu whole.
+//   - calls on a graph or an executable graph (instantiate, node count, launch, upload,
+//     destroy), whose objects CUDA does not synchronize at all, take captureMu whole;
+//   - a wait (Synchronize) is the driver's where its lock would be a stripe shared, taken
+//     and given back before it: a wait holding a lock would hold up every capture for as
+//     long as it waits, and a host function a capture's end waits for could never run.
+//     Otherwise it is polled, a query at a time under captureMu whole (Driver.wait).
 //
-// Calls that wait (Synchronize) take none: they would hold up every capture for as long as
-// they wait, and a host function that a capture's end waits for could never run. They
-// touch no capture: a capturing stream is refused first, and the wait runs in relaxed mode.
 // While no capture is counted a call costs a shared lock of its stripe, two locked
-// instructions on a line no other stripe shares.
+// instructions on a line no other stripe shares (bench/RESULTS.md). The model, and what
+// the lock does not yet order (the Python C core's own calls, captures other libraries
+// begin): docs/lifetimes.md.
 
 const captureStripes = 64
 
