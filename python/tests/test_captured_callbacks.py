@@ -215,3 +215,25 @@ def test_a_stream_that_dies_mid_capture_releases_its_callbacks(released, mode, h
     else:
         del s
     assert released(ref)
+
+
+@pytest.mark.parametrize("mode", ["relaxed", "thread_local", "global"])
+def test_a_stream_joined_to_a_capture_and_closed_leaves_that_capture_alone(mode):
+    """A stream that only joined another's capture (it waited on an event recorded in it)
+    and is closed, its work joined back, leaves the capture to end as ever: its close ends
+    only a capture begun on it, where an end asked of a joined stream would invalidate the
+    other's (the GPU's answer, bench/capture_lifetimes.c, cases 3 and 7)."""
+    origin, joined = sb.Stream(non_blocking=True), sb.Stream(non_blocking=True)
+    ran = []
+    origin.begin_capture(mode)
+    joined.wait_event(origin.record())
+    joined.launch_host_func(ran.append, "the joined stream's work")
+    origin.wait_event(joined.record())
+    joined.close()
+    assert origin.is_capturing()
+    graph = origin.end_capture()
+    graph.launch(origin)
+    origin.synchronize()
+    assert ran == ["the joined stream's work"]
+    graph.close()
+    origin.close()
