@@ -12,6 +12,7 @@ A command of its own, for the GPU machine or a free-threaded Python:
 regular expression, keeps the calls whose names it finds (all by default)."""
 
 import faulthandler
+import gc
 import os
 import random
 import re
@@ -21,6 +22,7 @@ import threading
 import time
 
 import streambridge as sb
+from streambridge import _core
 
 # What a call may raise: streambridge's errors, and the ValueError of a closed object.
 TYPED = (sb.CUDAError, sb.ClosedError, sb.CallbackReentryError, sb.DeviceMismatchError, sb.ForkedProcessError)
@@ -143,7 +145,9 @@ def _calls(w):
 
 def soak(seconds, seed, threads=8):
     """Runs the soak; returns the number of calls and of typed errors. A hang ends the
-    process (status 3) with every thread's stack; an untyped error ends the soak with it."""
+    process (status 3) with every thread's stack; an untyped error ends the soak with it;
+    streams or events the core made and did not destroy once all is closed fail it."""
+    streams_before, events_before = _core.live_streams(), _core.live_events()
     w = World(random.Random(seed))
     calls, closes = _calls(w)
     deadline = time.monotonic() + seconds
@@ -187,6 +191,13 @@ def soak(seconds, seed, threads=8):
         if g is not None:
             g.close()
     sb.callback_errors()
+    w = None
+    gc.collect()
+    s = sb.Stream()
+    s.close()  # a close outside a callback gives back what closes inside callbacks deferred
+    left = (_core.live_streams() - streams_before, _core.live_events() - events_before)
+    if left != (0, 0):
+        raise AssertionError(f"left alive after the soak: {left[0]} streams, {left[1]} events the core made (seed {seed})")
     return made[0], refused[0]
 
 
