@@ -42,13 +42,13 @@ import (
 
 const captureStripes = 64
 
-// lockOp takes the capture lock for a call on handle h (a stream's or an event's) that uses
-// event e too (nil where none): a stripe shared, or captureMu whole where a capture of ours
-// is counted or e was recorded while one was. unlockOp gives it back.
-func (d *Driver) lockOp(h uintptr, e *Event) *sync.RWMutex {
+// lockOp takes the capture lock for a call on handle h (a stream's or an event's): a stripe
+// shared, or captureMu whole where a capture of ours is counted or the call's event is
+// linked to one (Event.linked). unlockOp gives it back.
+func (d *Driver) lockOp(h uintptr, linked bool) *sync.RWMutex {
 	stripe := &d.stripes[(h>>6)%captureStripes]
 	stripe.RLock()
-	if d.capturing.Load() == 0 && (e == nil || e.capturedIn.Load() == 0) {
+	if d.capturing.Load() == 0 && !linked {
 		return stripe
 	}
 	stripe.RUnlock()
@@ -71,7 +71,7 @@ func (d *Driver) lockWhole() *sync.RWMutex {
 // it waits, and one not holding it raced the capture (the chaos soak, H100).
 func (d *Driver) wait(h uintptr, e *Event, block, query func() driver.Result) driver.Result {
 	for nap := time.Microsecond; ; nap = min(2*nap, time.Millisecond) {
-		if lock := d.lockOp(h, e); lock != nil {
+		if lock := d.lockOp(h, e != nil && e.linked()); lock != nil {
 			d.unlockOp(lock)
 			return block()
 		}

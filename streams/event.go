@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -304,6 +303,10 @@ func (e *Event) recorded(s *Stream) {
 	}
 }
 
+// linked reports whether e's last record may be tied to a capture or to the graph it
+// became (capturedIn): its calls take the capture lock whole (capturelock.go).
+func (e *Event) linked() bool { return e.capturedIn.Load() != 0 }
+
 // capturedLinked is Event.capturedIn for a record that may have gone into a capture, of
 // ours or joined, and that no query is refused for: one made while a capture of ours was
 // counted on another stream, or whose capture has ended (its graph may hold it).
@@ -353,7 +356,7 @@ func (e *Event) Query() (bool, error) {
 		return false, err
 	}
 	d := e.ctx.drv
-	lock := d.lockOp(uintptr(e.handle), e)
+	lock := d.lockOp(uintptr(e.handle), e.linked())
 	r := e.ctx.api.EventQuery(e.handle)
 	d.unlockOp(lock)
 	switch r {
@@ -398,7 +401,7 @@ func (e *Event) ElapsedTime(end *Event) (time.Duration, error) {
 	if end.ctx.api != e.ctx.api {
 		return 0, ErrWrongDriver
 	}
-	lock := e.ctx.drv.lockOp(uintptr(e.handle), e)
+	lock := e.ctx.drv.lockOp(uintptr(e.handle), e.linked())
 	ms, r := e.ctx.api.EventElapsedTime(e.handle, end.handle)
 	e.ctx.drv.unlockOp(lock)
 	if err := e.ctx.drv.check("cuEventElapsedTime", r); err != nil {
@@ -461,10 +464,10 @@ func (e *Event) Close() error {
 	case !destroy || e.id != 0:
 		return nil
 	case driver.InHostFunc():
-		go e.ctx.destroyEvent(e.handle, e.capturedIn.Load() != 0)
+		go e.ctx.destroyEvent(e.handle, e.linked())
 		return nil
 	}
-	return e.ctx.destroyEvent(e.handle, e.capturedIn.Load() != 0)
+	return e.ctx.destroyEvent(e.handle, e.linked())
 }
 
 // destroy destroys an owned event and releases its context's count; the last use of a
@@ -474,19 +477,14 @@ func (e *Event) destroy() error {
 	if e.id != 0 {
 		return nil
 	}
-	return e.ctx.destroyEvent(e.handle, e.capturedIn.Load() != 0)
+	return e.ctx.destroyEvent(e.handle, e.linked())
 }
 
 // destroyEvent destroys an event of c's and releases its count on c. linked: it was
 // recorded while a capture of ours was counted (Event.capturedIn), and may be tied to one or
 // to the graph it became, so it is destroyed with the capture lock whole.
 func (c *Context) destroyEvent(h driver.Event, linked bool) error {
-	var lock *sync.RWMutex // nil: captureMu whole
-	if linked {
-		c.drv.captureMu.Lock()
-	} else {
-		lock = c.drv.lockOp(uintptr(h), nil)
-	}
+	lock := c.drv.lockOp(uintptr(h), linked)
 	r := c.api.EventDestroy(h)
 	c.drv.unlockOp(lock)
 	err := c.drv.check("cuEventDestroy", r)

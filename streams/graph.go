@@ -44,18 +44,13 @@ func (s *Stream) BeginCapture(mode CaptureMode) error {
 	}
 	defer s.done()
 	runtime.LockOSThread()
-	s.ctx.drv.lockChange()
-	wasCounted := s.counted.Load() != 0
-	s.count(true) // before the driver's begin, no call in flight: every call from now on finds it counted (capturelock.go)
+	s.ctx.drv.lockChange() // no call in flight until it is counted: every call after the begin finds it counted (capturelock.go)
 	r := s.run(func() driver.Result { return s.api.StreamBeginCapture(s.handle, mode) })
-	switch {
-	case r == driver.Success:
-		s.count(true) // again: a query between the two may have found no capture yet, and uncounted it
+	if r == driver.Success {
+		s.count(true)
 		if _, id, r := s.api.StreamGetCaptureInfo(s.ctx.handle, s.handle); r == driver.Success {
 			s.began.Store(id)
 		}
-	case !wasCounted:
-		s.count(false)
 	}
 	s.ctx.drv.unlockChange()
 	if r != driver.Success || mode == CaptureRelaxed {
@@ -114,7 +109,7 @@ func (s *Stream) CaptureInfo() (CaptureStatus, uint64, error) {
 		return 0, 0, err
 	}
 	defer s.done()
-	lock := s.ctx.drv.lockOp(uintptr(s.handle), nil)
+	lock := s.ctx.drv.lockOp(uintptr(s.handle), false)
 	st, id, r := s.api.StreamGetCaptureInfo(s.ctx.handle, s.handle)
 	s.ctx.drv.unlockOp(lock)
 	return st, id, s.ctx.drv.check("cuStreamGetCaptureInfo", r)
@@ -128,9 +123,7 @@ func (s *Stream) IsCapturing() (bool, error) {
 	}
 	defer s.done()
 	var st CaptureStatus
-	lock := s.ctx.drv.lockOp(uintptr(s.handle), nil)
-	r := s.run(func() (r driver.Result) { st, r = s.api.StreamIsCapturing(s.handle); return r })
-	s.ctx.drv.unlockOp(lock)
+	r := s.runLocked(func() (r driver.Result) { st, r = s.api.StreamIsCapturing(s.handle); return r })
 	return st != CaptureNone, s.ctx.drv.check("cuStreamIsCapturing", r)
 }
 

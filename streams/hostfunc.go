@@ -28,7 +28,7 @@ func (s *Stream) LaunchHostFunc(fn func()) error {
 		return errors.New("streambridge: LaunchHostFunc: nil function")
 	}
 	d := s.ctx.drv
-	lock := d.lockOp(uintptr(s.handle), nil) // no capture of ours begins or ends between the question and the launch, nor does s join one
+	lock := d.lockOp(uintptr(s.handle), false) // no capture of ours begins or ends between the question and the launch, nor does s join one
 	defer d.unlockOp(lock)
 	status, graph, r := s.api.StreamCaptureGraph(s.callCtx(), s.handle)
 	if err := d.check("cuStreamGetCaptureInfo", r); err != nil {

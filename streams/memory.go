@@ -141,9 +141,7 @@ func CopyToDeviceAsync[T any](b *Buffer, src []T, s *Stream) error {
 		return err
 	}
 	defer s.done()
-	lock := s.ctx.drv.lockOp(uintptr(s.handle), nil)
-	r := s.run(func() driver.Result { return s.api.MemcpyHtoDAsync(b.ptr, p, n, s.handle) })
-	s.ctx.drv.unlockOp(lock)
+	r := s.runLocked(func() driver.Result { return s.api.MemcpyHtoDAsync(b.ptr, p, n, s.handle) })
 	return s.ctx.drv.check("cuMemcpyHtoDAsync", r)
 }
 
@@ -162,8 +160,6 @@ func CopyFromDeviceAsync[T any](dst []T, b *Buffer, s *Stream) error {
 		return err
 	}
 	defer s.done()
-	lock := s.ctx.drv.lockOp(uintptr(s.handle), nil)
-	r := s.run(func() driver.Result { return s.api.MemcpyDtoHAsync(p, b.ptr, n, s.handle) })
-	s.ctx.drv.unlockOp(lock)
+	r := s.runLocked(func() driver.Result { return s.api.MemcpyDtoHAsync(p, b.ptr, n, s.handle) })
 	return s.ctx.drv.check("cuMemcpyDtoHAsync", r)
 }

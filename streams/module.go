@@ -238,7 +238,7 @@ func (f *Function) Launch(s *Stream, cfg LaunchConfig, args *Args) error {
 	gx, gy, gz := cfg.Grid.xyz()
 	bx, by, bz := cfg.Block.xyz()
 	params := args.params()
-	lock := c.drv.lockOp(uintptr(s.handle), nil)
+	lock := c.drv.lockOp(uintptr(s.handle), false)
 	r := c.api.LaunchKernel(c.handle, f.handle, gx, gy, gz, bx, by, bz, cfg.SharedMem, s.handle, params)
 	c.drv.unlockOp(lock)
 	runtime.KeepAlive(args)

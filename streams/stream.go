@@ -392,6 +392,14 @@ func (s *Stream) callCtx() driver.Context {
 	return 0
 }
 
+// runLocked is run under the capture lock (capturelock.go), for a call that hands s's
+// handle to the driver and uses no event.
+func (s *Stream) runLocked(fn func() driver.Result) driver.Result {
+	lock := s.ctx.drv.lockOp(uintptr(s.handle), false)
+	defer s.ctx.drv.unlockOp(lock)
+	return s.run(fn)
+}
+
 // run calls driver functions on the stream that take no context: directly for a stream
 // object, and on a locked thread with the stream's context current for a special handle.
 func (s *Stream) run(fn func() driver.Result) driver.Result {
@@ -467,7 +475,7 @@ func (s *Stream) useChecked(g uintptr) error {
 // cuStreamGetCaptureInfo alone answers CUDA_ERROR_STREAM_CAPTURE_IMPLICIT and leaves the
 // capture alone, so it is asked before each use.
 func (s *Stream) legacyUsable() error {
-	lock := s.ctx.drv.lockOp(uintptr(s.handle), nil)
+	lock := s.ctx.drv.lockOp(uintptr(s.handle), false)
 	_, _, r := s.api.StreamGetCaptureInfo(s.callCtx(), s.handle)
 	s.ctx.drv.unlockOp(lock)
 	if r == driver.ErrorCaptureImplicit {
@@ -572,7 +580,7 @@ func (s *Stream) Query() (bool, error) {
 		}
 	}
 	d := s.ctx.drv
-	lock := d.lockOp(uintptr(s.handle), nil)
+	lock := d.lockOp(uintptr(s.handle), false)
 	r := s.api.StreamQuery(s.callCtx(), s.handle)
 	d.unlockOp(lock)
 	switch r {
@@ -616,7 +624,7 @@ func (s *Stream) Record(e *Event) error {
 			"device %d; a stream of any device may wait for it)", ErrWrongDevice, ed, sd, ed)
 	}
 	d := s.ctx.drv
-	lock := d.lockOp(uintptr(s.handle), e)
+	lock := d.lockOp(uintptr(s.handle), e.linked())
 	r := s.api.EventRecord(s.callCtx(), e.handle, s.handle)
 	if r == driver.Success {
 		e.recorded(s)
@@ -633,10 +641,16 @@ func (s *Stream) WaitEvent(e *Event) error {
 		return err
 	}
 	defer s.doneWithEvent(e, g)
+	return s.waitOn(e)
+}
+
+// waitOn is WaitEvent's driver call, under the capture lock; the caller holds uses of s and e.
+func (s *Stream) waitOn(e *Event) error {
 	d := s.ctx.drv
-	lock := d.lockOp(uintptr(s.handle), e)
-	defer d.unlockOp(lock)
-	return d.check("cuStreamWaitEvent", s.api.StreamWaitEvent(s.callCtx(), s.handle, e.handle, 0))
+	lock := d.lockOp(uintptr(s.handle), e.linked())
+	r := s.api.StreamWaitEvent(s.callCtx(), s.handle, e.handle, 0)
+	d.unlockOp(lock)
+	return d.check("cuStreamWaitEvent", r)
 }
 
 // WaitStream makes work submitted to s from now on wait for everything submitted to other
@@ -662,22 +676,17 @@ func (s *Stream) WaitStream(other *Stream) error {
 		if err := other.Record(fence); err != nil {
 			return err
 		}
-		d := s.ctx.drv
-		lock := d.lockOp(uintptr(s.handle), fence)
-		defer d.unlockOp(lock)
-		return d.check("cuStreamWaitEvent", s.api.StreamWaitEvent(s.callCtx(), s.handle, fence.handle, 0))
+		return s.waitOn(fence)
 	}
-	lock := s.ctx.drv.lockOp(uintptr(s.handle), fence)
+	lock := s.ctx.drv.lockOp(uintptr(s.handle), fence.linked())
 	defer s.ctx.drv.unlockOp(lock)
 	ctx := s.callCtx()
 	if other.handle.IsSpecial() {
 		ctx = other.ctx.handle // the same context as s's, checked above
 	}
 	r, second := s.api.EventRecordAndWait(ctx, fence.handle, other.handle, s.handle)
-	if second {
+	if second { // the record was made
 		fence.recorded(other)
-	}
-	if second {
 		return s.ctx.drv.check("cuStreamWaitEvent", r)
 	}
 	return s.ctx.drv.check("cuEventRecord", r)
@@ -735,9 +744,7 @@ func (s *Stream) Priority() (int, error) {
 	}
 	defer s.done()
 	var p int
-	lock := s.ctx.drv.lockOp(uintptr(s.handle), nil)
-	r := s.run(func() (r driver.Result) { p, r = s.api.StreamGetPriority(s.handle); return r })
-	s.ctx.drv.unlockOp(lock)
+	r := s.runLocked(func() (r driver.Result) { p, r = s.api.StreamGetPriority(s.handle); return r })
 	return p, s.ctx.drv.check("cuStreamGetPriority", r)
 }
 
@@ -752,9 +759,7 @@ func (s *Stream) NonBlocking() (bool, error) {
 		return false, err
 	}
 	var f uint32
-	lock := s.ctx.drv.lockOp(uintptr(s.handle), nil)
-	r := s.run(func() (r driver.Result) { f, r = s.api.StreamGetFlags(s.handle); return r })
-	s.ctx.drv.unlockOp(lock)
+	r := s.runLocked(func() (r driver.Result) { f, r = s.api.StreamGetFlags(s.handle); return r })
 	return f&driver.StreamNonBlocking != 0, s.ctx.drv.check("cuStreamGetFlags", r)
 }
 
@@ -776,9 +781,7 @@ func (s *Stream) ID() (uint64, error) {
 		return 0, err
 	}
 	var id uint64
-	lock := s.ctx.drv.lockOp(uintptr(s.handle), nil)
-	r := s.run(func() (r driver.Result) { id, r = s.api.StreamGetId(s.handle); return r })
-	s.ctx.drv.unlockOp(lock)
+	r := s.runLocked(func() (r driver.Result) { id, r = s.api.StreamGetId(s.handle); return r })
 	return id, s.ctx.drv.check("cuStreamGetId", r)
 }
 
@@ -812,7 +815,7 @@ func (s *Stream) destroy() error {
 		d := s.ctx.drv
 		d.oursMu.Lock()
 		delete(d.ours, s.handle)
-		lock := d.lockOp(uintptr(s.handle), nil)
+		lock := d.lockOp(uintptr(s.handle), false)
 		r := s.api.StreamDestroy(s.handle)
 		d.unlockOp(lock)
 		d.oursMu.Unlock()
@@ -864,32 +867,16 @@ func (s *Stream) notCapturing(what string) error {
 // capturingNow asks the driver whether s is capturing (active or invalidated), and
 // counts a capture of ours that ended elsewhere. The caller holds a use of s.
 func (s *Stream) capturingNow() (bool, error) {
-	lock := s.ctx.drv.lockOp(uintptr(s.handle), nil)
+	lock := s.ctx.drv.lockOp(uintptr(s.handle), false)
 	status, _, r := s.api.StreamGetCaptureInfo(s.callCtx(), s.handle)
+	if r == driver.Success && status == driver.CaptureStatusNone {
+		s.count(false) // ended elsewhere; under the lock, no BeginCapture can count one meanwhile
+	}
 	s.ctx.drv.unlockOp(lock)
 	if err := s.ctx.drv.check("cuStreamGetCaptureInfo", r); err != nil {
 		return false, err
 	}
-	if status == driver.CaptureStatusNone {
-		if s.counted.Load() != 0 {
-			s.uncountEnded()
-		}
-		return false, nil
-	}
-	return true, nil
-}
-
-// uncountEnded uncounts a capture of ours on s that a question found ended elsewhere,
-// asking again where no BeginCapture runs (captureMu): the first answer may have come just
-// before a BeginCapture on another goroutine, whose capture must stay counted (the joins
-// it may make are ordered only while it is, see Driver.joins).
-func (s *Stream) uncountEnded() {
-	d := s.ctx.drv
-	d.captureMu.RLock()
-	defer d.captureMu.RUnlock()
-	if status, _, r := s.api.StreamGetCaptureInfo(s.callCtx(), s.handle); r == driver.Success && status == driver.CaptureStatusNone {
-		s.count(false)
-	}
+	return status != driver.CaptureStatusNone, nil
 }
 
 // count records whether a capture BeginCapture began on s may be going on.
