@@ -26,6 +26,27 @@ static CUgraph G;
 static CUgraphExec X;
 static void noop(void *p) { (void)p; }
 
+// A user object kept by O's capture graph, as streambridge keeps a captured host function:
+// its destructor counts, and kept() says whether and when it ran.
+static volatile int freed;
+static void count_free(void *p) { (void)p; __sync_fetch_and_add(&freed, 1); }
+static void keep_in_capture(CUstream s) {
+  CUstreamCaptureStatus st; CUgraph g = 0; CUuserObject obj;
+  MUST(cuStreamGetCaptureInfo(s, &st, NULL, &g, NULL, NULL, NULL));
+  MUST(cuUserObjectCreate(&obj, NULL, count_free, 1, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC));
+  MUST(cuGraphRetainUserObject(g, obj, 1, CU_GRAPH_USER_OBJECT_MOVE));
+}
+static void kept(const char *after) {
+  for (int ms = 0; ms < 3000; ms++) {
+    if (freed) { printf("  user object's destructor ran %d ms after %s\n", ms, after); return; }
+    usleep(1000);
+  }
+  printf("  user object's destructor did NOT run within 3 s after %s\n", after);
+  STEP(cuCtxSynchronize());
+  usleep(200000);
+  printf("  ... and after a context synchronize: %s\n", freed ? "ran" : "still not run");
+}
+
 static void setup(void) {
   CUdevice dev;
   MUST(cuInit(0)); MUST(cuDeviceGet(&dev, 0)); MUST(cuDevicePrimaryCtxRetain(&ctx, dev)); MUST(cuCtxSetCurrent(ctx));
@@ -44,6 +65,54 @@ static void status(const char *what, CUstream s) {
 static void begin(CUstreamCaptureMode mode) {
   MUST(cuStreamBeginCapture(O, mode)); MUST(cuLaunchHostFunc(O, noop, NULL));
   MUST(cuEventRecord(e, O)); MUST(cuStreamWaitEvent(t, e, 0));
+}
+
+// unsafe: each call the driver may refuse during a capture in global or thread-local mode,
+// made once in a capture of its own on O begun in mode on this thread (relaxed: with this
+// thread's mode exchanged to relaxed around the call), with what it returned and O's status
+// after it.
+static void unsafe(CUstreamCaptureMode mode, int relaxed) {
+  CUgraph g0; CUgraphExec x0; CUstream s1; CUevent e1; CUuserObject uo;
+  MUST(cuStreamBeginCapture(u, CU_STREAM_CAPTURE_MODE_RELAXED)); MUST(cuLaunchHostFunc(u, noop, NULL));
+  MUST(cuStreamEndCapture(u, &g0)); MUST(cuGraphInstantiateWithFlags(&x0, g0, 0));
+  const char *names[] = {"cuStreamCreate", "cuStreamDestroy", "cuEventCreate", "cuEventDestroy", "cuGraphInstantiate",
+                         "cuGraphUpload", "cuGraphLaunch", "cuGraphExecDestroy", "cuGraphDestroy", "cuUserObjectCreate",
+                         "cuEventRecord(other stream)", "cuStreamWaitEvent(other stream)"};
+  for (int i = 0; i < 12; i++) {
+    CUgraphExec x1 = 0;
+    MUST(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING)); MUST(cuEventCreate(&e1, CU_EVENT_DISABLE_TIMING));
+    MUST(cuStreamBeginCapture(O, mode)); MUST(cuLaunchHostFunc(O, noop, NULL));
+    CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
+    if (relaxed) MUST(cuThreadExchangeStreamCaptureMode(&m));
+    CUresult r = 0; CUstream s2 = 0; CUevent e2_ = 0;
+    switch (i) {
+    case 0: r = cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING); break;
+    case 1: r = cuStreamDestroy(s1); s1 = 0; break;
+    case 2: r = cuEventCreate(&e2_, 0); break;
+    case 3: r = cuEventDestroy(e1); e1 = 0; break;
+    case 4: r = cuGraphInstantiateWithFlags(&x1, g0, 0); break;
+    case 5: r = cuGraphUpload(x0, u); break;
+    case 6: r = cuGraphLaunch(x0, u); break;
+    case 7: r = cuGraphExecDestroy(x0); x0 = 0; break;
+    case 8: r = cuGraphDestroy(g0); g0 = 0; break;
+    case 9: r = cuUserObjectCreate(&uo, NULL, noop, 1, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC); break;
+    case 10: r = cuEventRecord(e1, u); break;
+    case 11: r = cuStreamWaitEvent(s1, e1, 0); break;
+    }
+    if (relaxed) MUST(cuThreadExchangeStreamCaptureMode(&m));
+    CUstreamCaptureStatus st = 99; cuStreamIsCapturing(O, &st);
+    CUgraph g = 0; CUresult re = cuStreamEndCapture(O, &g);
+    printf("  %-34s %-40s O's status after: %d; its end: %s\n", names[i], nm(r), (int)st, nm(re)); fflush(stdout);
+    if (g) cuGraphDestroy(g);
+    if (s2) cuStreamDestroy(s2);
+    if (e2_) cuEventDestroy(e2_);
+    if (x1) cuGraphExecDestroy(x1);
+    if (s1) cuStreamDestroy(s1);
+    if (e1) cuEventDestroy(e1);
+    cuStreamSynchronize(u);
+    if (!x0 && g0) MUST(cuGraphInstantiateWithFlags(&x0, g0, 0));
+    if (!g0) { MUST(cuStreamBeginCapture(u, CU_STREAM_CAPTURE_MODE_RELAXED)); MUST(cuLaunchHostFunc(u, noop, NULL)); MUST(cuStreamEndCapture(u, &g0)); }
+  }
 }
 
 static void *end_elsewhere(void *p) {
@@ -143,6 +212,76 @@ static void run(int which) {
     STEP(cuStreamEndCapture(O, &G)); STEP(cuGraphInstantiateWithFlags(&X, G, 0)); STEP(cuGraphDestroy(G));
     STEP(cuGraphLaunch(X, u)); STEP(cuStreamSynchronize(u)); STEP(cuGraphExecDestroy(X));
     break;
+  case 14: puts("user object kept by a capture: ended, graph destroyed (the control)");
+    begin(CU_STREAM_CAPTURE_MODE_RELAXED); keep_in_capture(O); MUST(cuEventRecord(e2, t)); MUST(cuStreamWaitEvent(O, e2, 0));
+    STEP(cuStreamEndCapture(O, &G)); STEP(cuGraphDestroy(G)); kept("cuGraphDestroy");
+    break;
+  case 15: puts("user object kept by a capture invalidated, then ended (no graph)");
+    begin(CU_STREAM_CAPTURE_MODE_RELAXED); keep_in_capture(O); STEP(cuStreamQuery(O));
+    STEP(cuStreamEndCapture(O, &G)); kept("the failed cuStreamEndCapture");
+    break;
+  case 16: puts("user object kept by a capture whose origin is destroyed during it");
+    begin(CU_STREAM_CAPTURE_MODE_RELAXED); keep_in_capture(O);
+    STEP(cuStreamDestroy(O)); kept("cuStreamDestroy(O)");
+    STEP(cuStreamDestroy(t)); kept("cuStreamDestroy(t), the joined stream");
+    break;
+  case 17: puts("user object kept by a capture that fails unjoined at its end");
+    begin(CU_STREAM_CAPTURE_MODE_RELAXED); keep_in_capture(O); MUST(cuLaunchHostFunc(t, noop, NULL));
+    STEP(cuStreamEndCapture(O, &G)); kept("the failed cuStreamEndCapture"); status("t", t);
+    break;
+  case 18: puts("user object kept by a capture ended from a joined stream, then from its origin");
+    begin(CU_STREAM_CAPTURE_MODE_RELAXED); keep_in_capture(O);
+    STEP(cuStreamEndCapture(t, &G)); STEP(cuStreamEndCapture(O, &G)); kept("both ends");
+    break;
+  case 19: puts("user object kept by a capture, its graph instantiated, destroyed, the exec launched and destroyed");
+    begin(CU_STREAM_CAPTURE_MODE_RELAXED); keep_in_capture(O); MUST(cuEventRecord(e2, t)); MUST(cuStreamWaitEvent(O, e2, 0));
+    STEP(cuStreamEndCapture(O, &G)); STEP(cuGraphInstantiateWithFlags(&X, G, 0)); STEP(cuGraphDestroy(G));
+    STEP(cuGraphLaunch(X, u)); STEP(cuGraphExecDestroy(X)); kept("cuGraphExecDestroy (its launch may still run)");
+    break;
+  case 20: puts("user object kept by a capture invalidated, its origin destroyed without an end");
+    begin(CU_STREAM_CAPTURE_MODE_RELAXED); keep_in_capture(O); STEP(cuStreamQuery(O));
+    STEP(cuStreamDestroy(O)); kept("cuStreamDestroy(O)");
+    break;
+  case 21: puts("waits of a capturing stream on a never-recorded event, on one recorded outside; work after an isolation error");
+    { CUevent n, r; MUST(cuEventCreate(&n, CU_EVENT_DISABLE_TIMING)); MUST(cuEventCreate(&r, CU_EVENT_DISABLE_TIMING));
+      MUST(cuEventRecord(r, u)); MUST(cuStreamSynchronize(u));
+      MUST(cuStreamBeginCapture(O, CU_STREAM_CAPTURE_MODE_RELAXED));
+      STEP(cuStreamWaitEvent(O, n, 0)); status("O", O); STEP(cuEventRecord(e, O));
+      STEP(cuStreamWaitEvent(O, r, 0)); status("O", O);
+      STEP(cuEventRecord(e2, O)); STEP(cuStreamWaitEvent(O, n, 0)); STEP(cuStreamWaitEvent(O, e, 0)); STEP(cuLaunchHostFunc(O, noop, NULL));
+      STEP(cuStreamWaitEvent(t, e, 0)); status("t", t); STEP(cuEventQuery(e)); STEP(cuEventSynchronize(e));
+      STEP(cuStreamBeginCapture(t, CU_STREAM_CAPTURE_MODE_RELAXED)); STEP(cuStreamWaitEvent(t, e, 0)); status("t", t);
+      STEP(cuStreamWaitEvent(t, e, 0)); STEP(cuStreamEndCapture(t, &G));
+      STEP(cuStreamEndCapture(O, &G)); }
+    break;
+  case 22: puts("a query of an event recorded in a capture going on, then a second, then its synchronize");
+    MUST(cuStreamBeginCapture(O, CU_STREAM_CAPTURE_MODE_RELAXED)); MUST(cuEventRecord(e, O));
+    STEP(cuEventQuery(e)); status("O", O); STEP(cuEventQuery(e)); STEP(cuEventSynchronize(e)); STEP(cuStreamWaitEvent(t, e, 0));
+    STEP(cuStreamEndCapture(O, &G));
+    break;
+  case 23: puts("a begin on a stream joined to a capture; a wait of a joined stream on its own capture's event after invalidation");
+    begin(CU_STREAM_CAPTURE_MODE_RELAXED);
+    STEP(cuStreamBeginCapture(t, CU_STREAM_CAPTURE_MODE_RELAXED)); status("O", O); status("t", t);
+    STEP(cuStreamEndCapture(O, &G));
+    break;
+  case 24: puts("the calls a capture in global mode on this thread refuses");
+    unsafe(CU_STREAM_CAPTURE_MODE_GLOBAL, 0);
+    break;
+  case 25: puts("the calls a capture in thread-local mode on this thread refuses");
+    unsafe(CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, 0);
+    break;
+  case 26: puts("the same calls with the thread's mode relaxed around them, a global capture on this thread");
+    unsafe(CU_STREAM_CAPTURE_MODE_GLOBAL, 1);
+    break;
+  case 27: puts("other work on a stream whose capture is invalidated");
+    { CUdeviceptr dp; static char host[64]; MUST(cuMemAlloc(&dp, 64));
+      MUST(cuStreamBeginCapture(u, CU_STREAM_CAPTURE_MODE_RELAXED)); MUST(cuLaunchHostFunc(u, noop, NULL));
+      MUST(cuStreamEndCapture(u, &G)); MUST(cuGraphInstantiateWithFlags(&X, G, 0));
+      MUST(cuStreamBeginCapture(O, CU_STREAM_CAPTURE_MODE_RELAXED)); MUST(cuLaunchHostFunc(O, noop, NULL));
+      STEP(cuGraphLaunch(X, O)); status("O", O); STEP(cuGraphLaunch(X, O));
+      STEP(cuMemcpyHtoDAsync(dp, host, 64, O)); STEP(cuMemsetD8Async(dp, 0, 64, O)); STEP(cuStreamQuery(O)); STEP(cuStreamSynchronize(O));
+      STEP(cuStreamEndCapture(O, &G)); }
+    break;
   default: exit(2);
   }
   fflush(stdout);
@@ -151,7 +290,7 @@ static void run(int which) {
 
 int main(int argc, char **argv) {
   int only = argc > 1 ? atoi(argv[1]) : -1;
-  for (int which = 0; which < 14; which++) {
+  for (int which = 0; which < 28; which++) {
     if (only >= 0 && which != only) continue;
     printf("case %d: ", which); fflush(stdout);
     pid_t pid = fork();

@@ -1,6 +1,7 @@
 package streams
 
 import (
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -142,6 +143,49 @@ func TestCaptureLifetimesAsTheGPUHasThem(t *testing.T) {
 				_, err := s.EndCapture()
 				assert.ErrorIs(t, err, ErrCaptureInvalidated)
 			}
+		})
+
+		t.Run("case 21: an isolation error invalidates the capture, and its events are then no point to wait on", func(t *testing.T) {
+			origin, other, third := newStream(t, c, opts), newStream(t, c, opts), newStream(t, c, opts)
+			e, never, outside, more := newEvent(t, c, EventOptions{}), newEvent(t, c, EventOptions{}), newEvent(t, c, EventOptions{}), newEvent(t, c, EventOptions{})
+			require.NoError(t, other.Record(outside))
+			require.NoError(t, other.Synchronize())
+			require.NoError(t, origin.BeginCapture(CaptureRelaxed))
+			require.NoError(t, origin.WaitEvent(never), "an event never recorded is no dependency")
+			assert.Equal(t, CaptureActive, captureStatus(t, origin))
+			require.NoError(t, origin.Record(e))
+			assert.ErrorIs(t, origin.WaitEvent(outside), driver.ErrorCaptureIsolation)
+			assert.Equal(t, CaptureInvalidated, captureStatus(t, origin))
+			assert.ErrorIs(t, origin.Record(more), ErrCaptureInvalidated, "work on an invalidated capture")
+			assert.ErrorIs(t, origin.WaitEvent(never), ErrCaptureInvalidated)
+			assert.ErrorIs(t, origin.LaunchHostFunc(func() {}), ErrCaptureInvalidated)
+			assert.ErrorIs(t, other.WaitEvent(e), ErrInvalidValue, "an event of a failed capture")
+			assert.Equal(t, CaptureNone, captureStatus(t, other))
+			require.NoError(t, third.BeginCapture(CaptureRelaxed))
+			assert.ErrorIs(t, third.WaitEvent(e), ErrInvalidValue)
+			assert.Equal(t, CaptureInvalidated, captureStatus(t, third), "a capture that waits on one is invalidated")
+			for _, s := range []*Stream{origin, third} {
+				_, err := s.EndCapture()
+				assert.ErrorIs(t, err, ErrCaptureInvalidated)
+			}
+		})
+
+		t.Run("cases 24-26: an instantiation and an executable's close leave this thread's global capture alone", func(t *testing.T) {
+			runtime.LockOSThread() // a global capture is its thread's
+			defer runtime.UnlockOSThread()
+			maker, s := newStream(t, c, opts), newStream(t, c, opts)
+			require.NoError(t, maker.BeginCapture(CaptureRelaxed))
+			require.NoError(t, maker.LaunchHostFunc(func() {}))
+			g, err := maker.EndCapture()
+			require.NoError(t, err)
+			require.NoError(t, s.BeginCapture(CaptureGlobal))
+			require.NoError(t, s.LaunchHostFunc(func() {}))
+			x, err := g.Instantiate()
+			require.NoError(t, err, "the driver, in the thread's own mode, refuses it and invalidates the capture")
+			require.NoError(t, x.Close(), "as it refuses the destroy, which would leak the executable")
+			assert.Equal(t, CaptureActive, captureStatus(t, s))
+			mustEndCapture(t, s)
+			require.NoError(t, g.Close())
 		})
 	})
 }

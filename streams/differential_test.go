@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"regexp"
 	"runtime"
+	"sort"
 	"strconv"
 	"testing"
 
@@ -188,6 +190,7 @@ func TestDifferentialSequences(t *testing.T) {
 		t.Logf("SKIP (the comparison): no real driver here (%v); the sequences run on the software driver alone", err)
 	}
 	disagreements, calls, outcomes := 0, 0, map[string]int{}
+	kinds := map[string]*diffKind{} // the disagreements by call and both outcomes
 	for seed := first; seed < first+n; seed++ {
 		sim := runSequence(t, Sim(), seed, length)
 		calls += len(sim)
@@ -203,16 +206,41 @@ func TestDifferentialSequences(t *testing.T) {
 		for i := range sim {
 			if sim[i].got != gpu[i].got {
 				disagreements++
-				if disagreements <= 20 {
+				key := fmt.Sprintf("%s: software driver %q, GPU %q", callName.ReplaceAllString(sim[i].name, "$1"), sim[i].got, gpu[i].got)
+				k := kinds[key]
+				if k == nil {
+					k = &diffKind{at: length + 1}
+					kinds[key] = k
+				}
+				k.count++
+				if i < k.at { // the shortest sequence that shows it
 					var before []string
 					for _, st := range sim[:i] {
 						before = append(before, st.name+"="+st.got)
 					}
-					t.Errorf("seed %d, call %d, %s: software driver %q, GPU %q; before it: %v", seed, i, sim[i].name, sim[i].got, gpu[i].got, before)
+					k.at, k.example = i, fmt.Sprintf("seed %d, call %d, %s; before it: %v", seed, i, sim[i].name, before)
 				}
 				break // the rest of the sequence runs on diverged states
 			}
 		}
 	}
+	keys := make([]string, 0, len(kinds))
+	for key := range kinds {
+		keys = append(keys, key)
+	}
+	sort.Slice(keys, func(i, j int) bool { return kinds[keys[i]].count > kinds[keys[j]].count })
+	for _, key := range keys {
+		t.Errorf("%d sequences disagree first at %s; the shortest: %s", kinds[key].count, key, kinds[key].example)
+	}
 	t.Logf("%d sequences, %d calls (outcomes on the software driver: %v); %d disagreements", n, calls, outcomes, disagreements)
 }
+
+// diffKind is one kind of disagreement: how many sequences showed it first, and the one that
+// showed it earliest.
+type diffKind struct {
+	count, at int
+	example   string
+}
+
+// callName finds a call's slots (s1, e0, ...), which a kind of disagreement leaves out.
+var callName = regexp.MustCompile(`\b([sexg])[0-9]\b`)

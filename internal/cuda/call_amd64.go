@@ -76,6 +76,17 @@ func callOut(fn uintptr, outAt int, args ...uintptr) (uintptr, uint64) {
 	return f.r, f.out[0]
 }
 
+// callOutRelaxed is callOut with the thread's capture mode relaxed for the call, as
+// callRelaxedIn's.
+func callOutRelaxed(fn uintptr, outAt int, args ...uintptr) (uintptr, uint64) {
+	var f frame
+	f.fn, f.relax = fn, 1
+	f.args(args)
+	f.a[outAt] = uintptr(unsafe.Pointer(&f.out[0]))
+	runtime_cgocall(trampolineABI0, unsafe.Pointer(&f))
+	return f.r, f.out[0]
+}
+
 // callOutIn is callOut with context ctx current for the call.
 func callOutIn(ctx, fn uintptr, outAt int, args ...uintptr) (uintptr, uint64) {
 	var f frame
@@ -115,9 +126,22 @@ func callOutsAtIn(ctx, fn uintptr, at0, at1 int, args ...uintptr) (uintptr, uint
 // frame on the stack: the driver's result was then written to the old stack and lost. So
 // this frame is on the heap (from a pool: a heap object never moves).
 func callReentrant(fn uintptr, outAt int, args ...uintptr) (uintptr, uint64) {
+	return reentrant(false, fn, outAt, args)
+}
+
+// callReentrantRelaxed is callReentrant with the thread's capture mode relaxed for the
+// call, as callRelaxedIn's.
+func callReentrantRelaxed(fn uintptr, outAt int, args ...uintptr) (uintptr, uint64) {
+	return reentrant(true, fn, outAt, args)
+}
+
+func reentrant(relax bool, fn uintptr, outAt int, args []uintptr) (uintptr, uint64) {
 	f := heapFrames.Get().(*frame)
 	defer heapFrames.Put(f)
 	*f = frame{fn: fn}
+	if relax {
+		f.relax = 1
+	}
 	f.args(args)
 	if outAt >= 0 {
 		f.a[outAt] = uintptr(unsafe.Pointer(&f.out[0]))

@@ -132,3 +132,25 @@ func callReentrant(fn uintptr, outAt int, args ...uintptr) (uintptr, uint64) {
 	}
 	return callOut(fn, outAt, args...)
 }
+
+// callOutRelaxed is callOut with the thread's capture mode relaxed for the call (see
+// callReentrantRelaxed).
+func callOutRelaxed(fn uintptr, outAt int, args ...uintptr) (uintptr, uint64) {
+	return callReentrantRelaxed(fn, outAt, args...)
+}
+
+// callReentrantRelaxed is callReentrant with the thread's capture mode relaxed for the
+// call: the exchange, the call and the exchange back on one locked thread.
+func callReentrantRelaxed(fn uintptr, outAt int, args ...uintptr) (uintptr, uint64) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	mode := new(uint32) // relaxed, then the mode the driver says the thread had
+	*mode = uint32(driver.CaptureModeRelaxed)
+	if r := call(cuThreadExchangeStreamCaptureMode, uintptr(unsafe.Pointer(mode))); r != 0 {
+		return r, 0
+	}
+	r, out := callReentrant(fn, outAt, args...)
+	call(cuThreadExchangeStreamCaptureMode, uintptr(unsafe.Pointer(mode)))
+	runtime.KeepAlive(mode)
+	return r, out
+}

@@ -61,7 +61,7 @@ func TestEntryPointsThatCallBackGoThroughTheReentrantCall(t *testing.T) {
 	require.Len(t, entryOf, len(driver.EntryPoints), "the addresses table names every entry point's variable")
 
 	calls := map[string]bool{"call": true, "callIn": true, "callOut": true, "callOutIn": true, "callOut2In": true,
-		"callRelaxedIn": true, "callPairIn": true, "callReentrant": true}
+		"callRelaxedIn": true, "callPairIn": true, "callReentrant": true, "callReentrantRelaxed": true, "callOutRelaxed": true}
 	seen := 0
 	for _, f := range parsed {
 		ast.Inspect(f, func(n ast.Node) bool {
@@ -84,7 +84,7 @@ func TestEntryPointsThatCallBackGoThroughTheReentrantCall(t *testing.T) {
 				}
 				seen++
 				callsBack := e.Flags&driver.CallsBack != 0
-				assert.Equal(t, callsBack, fun.Name == "callReentrant", "%s: %s(%s, ...): %s is %s",
+				assert.Equal(t, callsBack, strings.HasPrefix(fun.Name, "callReentrant"), "%s: %s(%s, ...): %s is %s",
 					fset.Position(c.Pos()), fun.Name, v.Name, e.Name, map[bool]string{true: "CallsBack", false: "not CallsBack"}[callsBack])
 			}
 			return true

@@ -194,8 +194,13 @@ func (*Driver) GraphGetNodes(g driver.Graph) (int, driver.Result) {
 	return int(n), res(r)
 }
 
+// GraphInstantiateWithFlags and GraphExecDestroy run with the thread's capture mode relaxed:
+// in global or thread-local mode, while a capture of that mode goes on, the driver refuses
+// both and invalidates the capture (H100, driver 580: bench/capture_lifetimes.c, cases
+// 24-26), so a close would leak the executable and an instantiation would end another's
+// capture.
 func (*Driver) GraphInstantiateWithFlags(g driver.Graph, flags uint64) (driver.GraphExec, driver.Result) {
-	r, e := callOut(cuGraphInstantiateWithFlags, 0, 0, uintptr(g), uintptr(flags))
+	r, e := callOutRelaxed(cuGraphInstantiateWithFlags, 0, 0, uintptr(g), uintptr(flags))
 	return driver.GraphExec(e), res(r)
 }
 
@@ -208,7 +213,7 @@ func (*Driver) GraphUpload(e driver.GraphExec, s driver.Stream) driver.Result {
 }
 
 func (*Driver) GraphExecDestroy(e driver.GraphExec) driver.Result {
-	r, _ := callReentrant(cuGraphExecDestroy, -1, uintptr(e))
+	r, _ := callReentrantRelaxed(cuGraphExecDestroy, -1, uintptr(e))
 	return res(r)
 }
 

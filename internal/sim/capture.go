@@ -155,6 +155,9 @@ func (d *Driver) GraphGetNodes(h driver.Graph) (int, driver.Result) {
 	return len(g.nodes), driver.Success
 }
 
+// GraphInstantiateWithFlags is relaxed, as driver.API has it: no capture refuses it (the
+// real driver's, in a thread's global or thread-local mode, does while that thread
+// captures: bench/capture_lifetimes.c, cases 24-26).
 func (d *Driver) GraphInstantiateWithFlags(h driver.Graph, flags uint64) (driver.GraphExec, driver.Result) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -208,7 +211,7 @@ func (d *Driver) GraphUpload(h driver.GraphExec, sh driver.Stream) driver.Result
 }
 
 // GraphExecDestroy destroys e; launches in flight still run, and its references to user
-// objects go once they have.
+// objects go once they have. Relaxed, as GraphInstantiateWithFlags.
 func (d *Driver) GraphExecDestroy(h driver.GraphExec) driver.Result {
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -53,7 +53,7 @@ func (d *Driver) EventRecord(ch driver.Context, eh driver.Event, sh driver.Strea
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	e := live[*event](d, uintptr(eh))
-	s, r := d.workStream(ch, sh)
+	s, r := d.captureWork(ch, sh)
 	if r != driver.Success {
 		return r
 	}
@@ -91,7 +91,7 @@ func (d *Driver) unsafeEvent(h driver.Event) (*eventState, driver.Result) {
 func (d *Driver) event(h driver.Event) (*eventState, driver.Result) {
 	e := live[*event](d, uintptr(h))
 	if c := e.state.captured; c != nil {
-		if c.capture.ended { // what the real driver answers once the capture is over (H200)
+		if c.capture.ended || c.capture.invalid { // what the real driver answers once the capture is over or failed (H200; H100: bench/capture_lifetimes.c, cases 21, 22)
 			return nil, driver.ErrorInvalidValue
 		}
 		return nil, driver.ErrorCapturedEvent

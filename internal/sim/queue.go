@@ -63,6 +63,18 @@ func (d *Driver) workStream(ch driver.Context, h driver.Stream) (*stream, driver
 	return s, r
 }
 
+// captureWork is workStream for work a capture takes in (a record, a wait, a host
+// function): on a stream whose capture is invalidated the real driver refuses it with
+// CUDA_ERROR_STREAM_CAPTURE_INVALIDATED before anything else (H100, driver 580:
+// bench/capture_lifetimes.c, case 21). Caller holds d.mu.
+func (d *Driver) captureWork(ch driver.Context, h driver.Stream) (*stream, driver.Result) {
+	s, r := d.workStream(ch, h)
+	if r == driver.Success && s.capture != nil && s.capture.invalid {
+		return nil, driver.ErrorCaptureInvalidated
+	}
+	return s, r
+}
+
 // StreamCheck looks the handle up: the software driver knows every stream it made. Like
 // the real driver's check it reads, and so works during capture.
 func (d *Driver) StreamCheck(h driver.Stream) (driver.Context, uint64, driver.Result) {
@@ -259,7 +271,7 @@ func (d *Driver) streamSynchronize(ch driver.Context, h driver.Stream, relaxed b
 func (d *Driver) StreamWaitEvent(ch driver.Context, h driver.Stream, eh driver.Event, flags uint32) driver.Result {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	s, r := d.workStream(ch, h)
+	s, r := d.captureWork(ch, h)
 	if r != driver.Success {
 		return r
 	}
@@ -268,15 +280,18 @@ func (d *Driver) StreamWaitEvent(ch driver.Context, h driver.Stream, eh driver.E
 		return driver.ErrorInvalidValue
 	}
 	if cr := e.state.captured; cr != nil {
-		if cr.capture.ended { // a capture that ended (or whose stream was destroyed) is no point to wait on
+		if cr.capture.ended || cr.capture.invalid { // a capture that ended, or failed, is no point to wait on
 			if s.capture != nil {
-				s.capture.invalid = true // and a capture that waits on one is invalidated (H100, driver 580: bench/capture_lifetimes.c, case 8)
+				s.capture.invalid = true // and a capture that waits on one is invalidated (H100, driver 580: bench/capture_lifetimes.c, cases 8, 21)
 			}
 			return driver.ErrorInvalidValue
 		}
 		return d.joinCapture(s, cr)
 	}
 	if s.capture != nil {
+		if e.state.rec == nil {
+			return driver.Success // an event never recorded is no dependency (H100, driver 580: case 21)
+		}
 		// A captured stream may not depend on work outside its capture.
 		s.capture.invalid = true
 		return driver.ErrorCaptureIsolation
@@ -358,7 +373,7 @@ func (d *Driver) LaunchHostFunc(ch driver.Context, h driver.Stream, key uintptr)
 func (d *Driver) launchHost(ch driver.Context, h driver.Stream, call func()) driver.Result {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	s, r := d.workStream(ch, h)
+	s, r := d.captureWork(ch, h)
 	if r != driver.Success {
 		return r
 	}
