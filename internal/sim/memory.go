@@ -77,7 +77,7 @@ func (d *Driver) copyOn(sh *driver.Stream, p driver.DevicePtr, n uint64, cp func
 	}
 	s := a.ctx.legacy
 	if sh != nil {
-		s, r = d.workStream(0, *sh)
+		s, r = d.captureWork(0, *sh) // an invalidated capture refuses copies as any work (bench/capture_lifetimes.c, case 27)
 	} else {
 		r = implicit(s)
 	}
