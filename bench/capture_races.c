@@ -104,6 +104,16 @@ static void *host_launcher(void *p) { // host functions on the capturing stream 
   return NULL;
 }
 
+// steady: one capture on O, begun once and left going while the others run (no begin or
+// end races them), into which it records e, over and over: do calls that touch a capture,
+// but not its begin or end, race each other safely?
+static void *steady(void *p) {
+  long i = (long)p; cuCtxSetCurrent(ctx);
+  COUNT(i, cuStreamBeginCapture(O, mode));
+  while (!stop) COUNT(i, cuEventRecord(e, O));
+  return NULL;
+}
+
 typedef void *(*worker)(void *);
 static const struct { const char *name; worker w[3]; } cases[] = {
   {"capture + wait on its event (join) from another thread", {capturer, waiter}},
@@ -124,6 +134,10 @@ static const struct { const char *name; worker w[3]; } cases[] = {
   {"capture + synchronize of another stream", {capturer, syncer}},
   {"capture + relaxed query of the capturing stream", {capturer, querier}},
   {"capture + host functions launched on the capturing stream", {capturer, host_launcher}},
+  {"steady capture (no begin or end racing) + waits on its event from two threads", {steady, waiter, waiter2}},
+  {"steady capture + fork and join + a fence recorded on it and waited on", {steady, joiner_leaver, fencer}},
+  {"steady capture + events recorded into it and destroyed + capture info asked", {steady, event_maker, info_asker}},
+  {"steady capture + host functions launched on it + waits on its event", {steady, host_launcher, waiter}},
 };
 #define NCASES (int)(sizeof cases / sizeof cases[0])
 
