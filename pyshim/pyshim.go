@@ -593,6 +593,17 @@ func driverAPI() (driverapi.API, error) {
 	return nil, streams.ErrNil
 }
 
+// CaptureGate is the address of the capture lock's face to the C core
+// (streams.Driver.CaptureGate): the C core's calls on streams and events are ordered with
+// Go's through it (python/native/capturelock.inc).
+func CaptureGate() (uint64, error) {
+	b, err := driver()
+	if err != nil {
+		return 0, err
+	}
+	return uint64(b.Driver().CaptureGate()), nil
+}
+
 // words spells words in decimal, separated by spaces, where ok; empty where not.
 func words(ws []uint64, ok bool) string {
 	if !ok {

@@ -1,8 +1,10 @@
 package streams
 
 import (
+	"runtime"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/streambridge/streambridge/internal/driver"
 )
@@ -52,7 +54,7 @@ func (d *Driver) lockOp(h uintptr, linked bool) *sync.RWMutex {
 		return stripe
 	}
 	stripe.RUnlock()
-	d.captureMu.Lock()
+	d.takeWhole()
 	return nil
 }
 
@@ -60,8 +62,51 @@ func (d *Driver) lockOp(h uintptr, linked bool) *sync.RWMutex {
 // not synchronize graph objects at all, and an executable's calls raced an instantiate of
 // its graph into a crash (the chaos soak, H100). unlockOp(nil) gives it back.
 func (d *Driver) lockWhole() *sync.RWMutex {
-	d.captureMu.Lock()
+	d.takeWhole()
 	return nil
+}
+
+// takeWhole takes captureMu and the gate's Owner, and waits until no call of the C core's
+// is in flight (driver.CaptureGate). giveWhole gives both back.
+func (d *Driver) takeWhole() {
+	d.captureMu.Lock()
+	d.gate.Closed.Add(1)
+	nap := time.Duration(0)
+	for !d.gate.Owner.CompareAndSwap(0, 1) {
+		nap = backOff(nap)
+	}
+	for i := range d.gate.Busy {
+		for nap = 0; d.gate.Busy[i].N.Load() != 0; {
+			nap = backOff(nap)
+		}
+	}
+}
+
+func (d *Driver) giveWhole() {
+	d.gate.Owner.Store(0)
+	d.gate.Closed.Add(-1)
+	d.captureMu.Unlock()
+}
+
+// backOff waits a little longer each time, while another language's code holds the gate:
+// a yield, then naps from a microsecond doubling to 100 us. It returns the next nap.
+func backOff(nap time.Duration) time.Duration {
+	if nap == 0 {
+		runtime.Gosched()
+		return time.Microsecond
+	}
+	time.Sleep(nap)
+	return min(2*nap, 100*time.Microsecond)
+}
+
+// CaptureGate is the address of the capture lock's face to code in another language in
+// this process (driver.CaptureGate), for the Python package's C core, which orders its own
+// driver calls with Go's through it. It lives as long as d; 0 for a nil d.
+func (d *Driver) CaptureGate() uintptr {
+	if d == nil {
+		return 0
+	}
+	return uintptr(unsafe.Pointer(&d.gate))
 }
 
 // wait is a wait on handle h (a stream's, or event e's): block, the driver's wait, where the
@@ -90,13 +135,13 @@ func (d *Driver) unlockOp(stripe *sync.RWMutex) {
 		stripe.RUnlock()
 		return
 	}
-	d.captureMu.Unlock()
+	d.giveWhole()
 }
 
 // lockChange takes the capture lock whole, for a call that begins or ends a capture: no
 // other call of ours is in flight until unlockChange.
 func (d *Driver) lockChange() {
-	d.captureMu.Lock()
+	d.takeWhole()
 	for i := range d.stripes {
 		d.stripes[i].Lock()
 	}
@@ -107,5 +152,5 @@ func (d *Driver) unlockChange() {
 	for i := range d.stripes {
 		d.stripes[i].Unlock()
 	}
-	d.captureMu.Unlock()
+	d.giveWhole()
 }

@@ -46,6 +46,9 @@ type Driver struct {
 	// with its stream hold captureMu and every stripe.
 	captureMu sync.RWMutex
 	stripes   [captureStripes]sync.RWMutex
+	// gate is the lock's face to the Python package's C core, whose calls it orders with
+	// Go's (driver.CaptureGate): captureMu is held whole only with gate's Owner too.
+	gate driver.CaptureGate
 
 	// capturing counts the streams on which a capture begun by BeginCapture may still be
 	// going on (Stream.counted): while any, Query and Synchronize first ask whether their

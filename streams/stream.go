@@ -893,10 +893,12 @@ func (s *Stream) count(capturing bool) {
 		s.counted.Store(d.serials)
 		d.counting[d.serials] = s
 		d.capturing.Add(1)
+		d.gate.Closed.Add(1) // the C core's calls take the lock whole while a capture is counted
 	case !capturing && serial != 0:
 		s.counted.Store(0)
 		delete(d.counting, serial)
 		d.capturing.Add(-1)
+		d.gate.Closed.Add(-1)
 	}
 }
 

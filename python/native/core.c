@@ -36,6 +36,7 @@
  *                     current stream), named once and looked up on first use: no import hooks
  *   errors.inc        the entry points the Go core hands over, and errors raised as their kind
  *   gate.inc          the gate (what no call may be), and entering contexts
+ *   capturelock.inc   the capture lock, shared with Go: every call on a stream or an event
  *   objects.inc       the objects' structs
  *   proof.inc         the handle proof: stream and event objects read by loads, guarded
  *   holds.inc         holds: no close under a call in flight
@@ -56,6 +57,7 @@
  */
 #include <Python.h>
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <ucontext.h>
@@ -89,6 +91,7 @@
 #include "python.inc"
 #include "errors.inc"
 #include "gate.inc"
+#include "capturelock.inc"
 #include "objects.inc"
 #include "proof.inc"
 #include "holds.inc"

@@ -132,6 +132,19 @@ enum {
 #define SB_VOUCHED_EVENT_ID 0xffffffffffffffffULL
 
 /* What a destroyed borrowed stream's or event's use says (see boundary.StreamGoneMessage). */
+/* The capture lock's face to the C core (driver.CaptureGate, Go's memory; capturelock.inc). */
+#define SB_GATE_STRIPES 8
+typedef struct {
+    _Atomic long long closed; /* offset 0 */
+    _Atomic long long owner; /* offset 8 */
+    char pad[48];
+    struct {
+        _Atomic long long n;
+        char pad[56];
+    } busy[SB_GATE_STRIPES]; /* offset 64 */
+} sb_capture_gate;
+_Static_assert(sizeof(sb_capture_gate) == 576, "driver.CaptureGate's layout");
+
 #define SB_STREAM_GONE_MESSAGE "stream %#llx was destroyed (it is no longer a live stream); it was not passed to the driver"
 #define SB_STREAM_REUSED_MESSAGE "stream %#llx was destroyed: its address now names another stream (id %llu, not %llu); it was not passed to the driver"
 #define SB_EVENT_GONE_MESSAGE "event %#llx was destroyed (it is no longer a live event); it was not passed to the driver"

@@ -48,7 +48,7 @@ def _init_entries() -> None:
                 raise ValueError(f"streambridge: bad setting: {name}={value!r} is not UTF-8 text, which streambridge "
                                  "reads its settings as") from None
             _native.pyshim_Setenv(name, value)
-    core.init(*(_native.pyshim_Entry(name) for name in _tables.ENTRY_NAMES))
+    core.init(*(_native.pyshim_Entry(name) for name in _tables.ENTRY_NAMES), _native.pyshim_CaptureGate())
 
 
 atexit.register(core.at_exit)  # queued Python host callbacks must not enter a finalizing interpreter
