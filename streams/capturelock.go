@@ -37,10 +37,16 @@ import (
 //     long as it waits, and a host function a capture's end waits for could never run.
 //     Otherwise it is polled, a query at a time under captureMu whole (Driver.wait).
 //
+// The Python package's C core takes the same lock for its own driver calls, through its
+// face in this memory (Driver.gate, driver.CaptureGate): counts by stripe that takeWhole
+// waits to drain while no capture is counted, and the owner word that takeWhole takes with
+// captureMu otherwise. A capture begun and left alone still crashed the H100 when two other
+// threads' calls touched it at once (bench/capture_races.c, the steady cases), so calls
+// during a capture run one at a time across both cores.
+//
 // While no capture is counted a call costs a shared lock of its stripe, two locked
 // instructions on a line no other stripe shares (bench/RESULTS.md). The model, and what
-// the lock does not yet order (the Python C core's own calls, captures other libraries
-// begin): docs/lifetimes.md.
+// the lock does not yet order (captures other libraries begin): docs/lifetimes.md.
 
 const captureStripes = 64
 
