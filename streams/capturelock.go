@@ -77,13 +77,12 @@ func (d *Driver) lockWhole() *sync.RWMutex {
 func (d *Driver) takeWhole() {
 	d.captureMu.Lock()
 	d.gate.Closed.Add(1)
-	nap := time.Duration(0)
-	for !d.gate.Owner.CompareAndSwap(0, 1) {
-		nap = backOff(nap)
+	for try := 0; !d.gate.Owner.CompareAndSwap(0, 1); try++ {
+		backOff(try)
 	}
 	for i := range d.gate.Busy {
-		for nap = 0; d.gate.Busy[i].N.Load() != 0; {
-			nap = backOff(nap)
+		for try := 0; d.gate.Busy[i].N.Load() != 0; try++ {
+			backOff(try)
 		}
 	}
 }
@@ -94,15 +93,15 @@ func (d *Driver) giveWhole() {
 	d.captureMu.Unlock()
 }
 
-// backOff waits a little longer each time, while another language's code holds the gate:
-// a yield, then naps from a microsecond doubling to 100 us. It returns the next nap.
-func backOff(nap time.Duration) time.Duration {
-	if nap == 0 {
+// backOff waits before the next try at the gate, which the C core holds for a call of a
+// microsecond or so: yields for the first 64 tries, then naps from a microsecond, doubling
+// to 100 us (a nap is a timer's wake, tens of microseconds at least).
+func backOff(try int) {
+	if try < 64 {
 		runtime.Gosched()
-		return time.Microsecond
+		return
 	}
-	time.Sleep(nap)
-	return min(2*nap, 100*time.Microsecond)
+	time.Sleep(min(time.Microsecond<<min(try-64, 7), 100*time.Microsecond))
 }
 
 // CaptureGate is the address of the capture lock's face to code in another language in
