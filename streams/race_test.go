@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"regexp"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -30,13 +31,16 @@ type raceObjects struct {
 	exec     *GraphExec
 }
 
-// raceCalls are every call on a stream, an event or an executable graph, each taking the
-// objects of one round; which object the round closes is the table's second column.
-var raceCalls = []struct {
+// raceCall is a call of a race and which of its round's objects the race closes.
+type raceCall struct {
 	name   string
 	closes func(o *raceObjects) func() error
 	call   func(o *raceObjects) error
-}{
+}
+
+// raceCalls are every call on a stream, an event or an executable graph, each taking the
+// objects of one round; which object the round closes is the table's second column.
+var raceCalls = []raceCall{
 	{"Stream.Query", closesStream, func(o *raceObjects) error { _, err := o.s.Query(); return err }},
 	{"Stream.Synchronize", closesStream, func(o *raceObjects) error { return o.s.Synchronize() }},
 	{"Stream.Record", closesStream, func(o *raceObjects) error { return o.s.Record(o.e) }},
@@ -208,6 +212,21 @@ func soakDuration(t *testing.T) time.Duration {
 	return d
 }
 
+// soakCalls are the raceCalls TestSoakRandomCallsWithCloses makes: those whose names
+// STREAMBRIDGE_SOAK_CALLS (a regular expression) finds, all by default.
+func soakCalls(t *testing.T) []raceCall {
+	only, err := regexp.Compile(os.Getenv("STREAMBRIDGE_SOAK_CALLS"))
+	require.NoError(t, err, "STREAMBRIDGE_SOAK_CALLS")
+	var calls []raceCall
+	for _, c := range raceCalls {
+		if only.MatchString(c.name) {
+			calls = append(calls, c)
+		}
+	}
+	require.NotEmpty(t, calls, "STREAMBRIDGE_SOAK_CALLS=%s matches none of the calls", only)
+	return calls
+}
+
 // close closes what the round did not (a second Close is a no-op), racing the calls that
 // still hold the round.
 func (o *raceObjects) close(t *testing.T) {
@@ -245,8 +264,9 @@ func TestSoakRandomCallsWithCloses(t *testing.T) {
 		for i := range slots {
 			remake(i)
 		}
+		calls := soakCalls(t)
 		deadline := time.Now().Add(soakDuration(t))
-		var calls, refused atomic.Int64
+		var made, refused atomic.Int64
 		errs := make(chan error, workers)
 		var wg sync.WaitGroup
 		for w := range workers {
@@ -257,7 +277,7 @@ func TestSoakRandomCallsWithCloses(t *testing.T) {
 				for time.Now().Before(deadline) {
 					i := rng.IntN(slots)
 					o := objs[i].Load()
-					tc := raceCalls[rng.IntN(len(raceCalls))]
+					tc := calls[rng.IntN(len(calls))]
 					var err error
 					if rng.IntN(200) == 0 {
 						err = tc.closes(o)()
@@ -265,7 +285,7 @@ func TestSoakRandomCallsWithCloses(t *testing.T) {
 					} else {
 						err = tc.call(o)
 					}
-					calls.Add(1)
+					made.Add(1)
 					if errors.Is(err, ErrClosed) {
 						refused.Add(1)
 					} else if err != nil {
@@ -280,7 +300,7 @@ func TestSoakRandomCallsWithCloses(t *testing.T) {
 		for err := range errs {
 			require.NoError(t, err)
 		}
-		t.Logf("%d calls, %d refused as closed", calls.Load(), refused.Load())
+		t.Logf("%d calls, %d refused as closed", made.Load(), refused.Load())
 		for i := range slots { // what the workers left running finishes before the cleanups
 			require.NoError(t, objs[i].Load().other.Synchronize())
 		}
