@@ -126,19 +126,24 @@ func callOutsAtIn(ctx, fn uintptr, at0, at1 int, args ...uintptr) (uintptr, uint
 // frame on the stack: the driver's result was then written to the old stack and lost. So
 // this frame is on the heap (from a pool: a heap object never moves).
 func callReentrant(fn uintptr, outAt int, args ...uintptr) (uintptr, uint64) {
-	return reentrant(false, fn, outAt, args)
+	return reentrant(0, false, fn, outAt, args)
 }
 
 // callReentrantRelaxed is callReentrant with the thread's capture mode relaxed for the
 // call, as callRelaxedIn's.
 func callReentrantRelaxed(fn uintptr, outAt int, args ...uintptr) (uintptr, uint64) {
-	return reentrant(true, fn, outAt, args)
+	return reentrant(0, true, fn, outAt, args)
 }
 
-func reentrant(relax bool, fn uintptr, outAt int, args []uintptr) (uintptr, uint64) {
+// callReentrantRelaxedIn is callReentrantRelaxed with context ctx current for the call.
+func callReentrantRelaxedIn(ctx, fn uintptr, outAt int, args ...uintptr) (uintptr, uint64) {
+	return reentrant(ctx, true, fn, outAt, args)
+}
+
+func reentrant(ctx uintptr, relax bool, fn uintptr, outAt int, args []uintptr) (uintptr, uint64) {
 	f := heapFrames.Get().(*frame)
 	defer heapFrames.Put(f)
-	*f = frame{fn: fn}
+	*f = frame{fn: fn, ctx: ctx}
 	if relax {
 		f.relax = 1
 	}

@@ -133,6 +133,17 @@ func callReentrant(fn uintptr, outAt int, args ...uintptr) (uintptr, uint64) {
 	return callOut(fn, outAt, args...)
 }
 
+// callReentrantRelaxedIn is callReentrantRelaxed with context ctx current for the call.
+func callReentrantRelaxedIn(ctx, fn uintptr, outAt int, args ...uintptr) (uintptr, uint64) {
+	var out uint64
+	r := inContext(ctx, func() uintptr {
+		r, o := callReentrantRelaxed(fn, outAt, args...)
+		out = o
+		return r
+	})
+	return r, out
+}
+
 // callOutRelaxed is callOut with the thread's capture mode relaxed for the call (see
 // callReentrantRelaxed).
 func callOutRelaxed(fn uintptr, outAt int, args ...uintptr) (uintptr, uint64) {

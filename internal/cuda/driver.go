@@ -108,7 +108,8 @@ func (*Driver) StreamQuery(c driver.Context, s driver.Stream) driver.Result {
 }
 
 func (*Driver) StreamSynchronize(c driver.Context, s driver.Stream) driver.Result {
-	return res(callRelaxedIn(uintptr(c), cuStreamSynchronize, uintptr(s)))
+	r, _ := callReentrantRelaxedIn(uintptr(c), cuStreamSynchronize, -1, uintptr(s))
+	return res(r)
 }
 
 func (*Driver) StreamWaitEvent(c driver.Context, s driver.Stream, e driver.Event, flags uint32) driver.Result {
@@ -245,7 +246,8 @@ func (*Driver) EventQuery(e driver.Event) driver.Result {
 }
 
 func (*Driver) EventSynchronize(e driver.Event) driver.Result {
-	return res(callRelaxedIn(0, cuEventSynchronize, uintptr(e)))
+	r, _ := callReentrantRelaxedIn(0, cuEventSynchronize, -1, uintptr(e))
+	return res(r)
 }
 
 func (*Driver) EventElapsedTime(start, end driver.Event) (float32, driver.Result) {

@@ -19,9 +19,11 @@ const (
 	Optional EntryFlags = 1 << iota
 	// CallsBack: the driver may call back into Go on the calling thread during it (the
 	// destructor of a user object whose last reference the call drops: a captured host
-	// function's, seen in cuStreamEndCapture on an H100), so the Go call frame must not be
-	// on a stack that the callback may move (internal/cuda's callReentrant; a test holds
-	// each call site to this).
+	// function's, seen in cuStreamEndCapture on an H100; and, it seems, in a synchronize
+	// that sees the last launch of a destroyed executable finish: graph launches racing
+	// synchronizes and closes got CUDA_ERROR_UNKNOWN, a result written to a moved stack, in
+	// TestSoakRandomCallsWithCloses), so the Go call frame must not be on a stack that the
+	// callback may move (internal/cuda's callReentrant; a test holds each call site to this).
 	CallsBack
 	// CCore: the Python module's C core calls it directly, through API.Entry (EntryNames):
 	// calls on stream and event objects, the life of the events and streams the C core owns
@@ -60,7 +62,7 @@ var EntryPoints = []EntryPoint{
 	{"cuStreamCreateWithPriority", "cuStreamCreateWithPriority", 5050, CCore},
 	{"cuStreamDestroy", "cuStreamDestroy_v2", 4000, CallsBack | CCore},
 	{"cuStreamQuery", "cuStreamQuery", 2000, CCore},
-	{"cuStreamSynchronize", "cuStreamSynchronize", 2000, CCore},
+	{"cuStreamSynchronize", "cuStreamSynchronize", 2000, CallsBack | CCore}, // a finished launch's last reference to a user object (below)
 	{"cuStreamWaitEvent", "cuStreamWaitEvent", 3020, CCore},
 	{"cuStreamGetPriority", "cuStreamGetPriority", 5050, 0},
 	{"cuStreamGetFlags", "cuStreamGetFlags", 5050, 0},
@@ -85,7 +87,7 @@ var EntryPoints = []EntryPoint{
 	{"cuEventDestroy", "cuEventDestroy_v2", 4000, CCore},
 	{"cuEventRecord", "cuEventRecord", 2000, CCore},
 	{"cuEventQuery", "cuEventQuery", 2000, CCore},
-	{"cuEventSynchronize", "cuEventSynchronize", 2000, CCore},
+	{"cuEventSynchronize", "cuEventSynchronize", 2000, CallsBack | CCore},
 	{"cuEventElapsedTime", "cuEventElapsedTime", 2000, CCore},
 	{"cuIpcGetEventHandle", "cuIpcGetEventHandle", 4010, CCore},
 	{"cuIpcOpenEventHandle", "cuIpcOpenEventHandle", 4010, 0},
