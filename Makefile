@@ -45,8 +45,8 @@ pytest: wheel
 
 # The suite on a free-threaded CPython 3.13 (scripts/free-threaded-python.sh builds it once,
 # outside the clone): as imported, which turns the GIL back on, then with PYTHON_GIL=0. The
-# module is built for it into build/ft. Not part of `make test` yet: the C core is not yet
-# free of the GIL (issue 49; python/native/gate.inc, "The core lock").
+# module is built for it into build/ft. Not part of `make test` yet: the module does not yet
+# declare itself free of the GIL (issue 49; python/native/gate.inc, "The core lock").
 pytest-ft:
 	py=$$(bash scripts/free-threaded-python.sh) && \
 	inc=$$($$py -c 'import sysconfig; print(sysconfig.get_paths()["include"])') && \

@@ -298,6 +298,18 @@ func VerifyEvent(handle, id uint64) (bool, error) {
 	return done(b.Driver().VerifyEvent(uintptr(handle), id))
 }
 
+// IsFence reports whether handle is one of the Go core's fence events (streams.Driver.IsFence),
+// which the C core refuses to wrap by handle.
+//
+//streambridge:keepgil
+func IsFence(handle uint64) (bool, error) {
+	b, err := driver()
+	if err != nil {
+		return false, err
+	}
+	return b.Driver().IsFence(uintptr(handle)), nil
+}
+
 // StreamHandle is the CUstream of key.
 //
 //streambridge:keepgil

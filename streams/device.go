@@ -147,7 +147,27 @@ func (c *Context) takeFence() (*Event, error) {
 		return e, nil
 	}
 	c.fenceMu.Unlock()
-	return c.NewEvent(EventOptions{DisableTiming: true})
+	d := c.drv
+	d.fenceMade.Lock()
+	defer d.fenceMade.Unlock()
+	e, err := c.NewEvent(EventOptions{DisableTiming: true})
+	if err == nil {
+		d.fenceCount.Add(1)
+		d.fences.Store(uintptr(e.handle), struct{}{})
+	}
+	return e, err
+}
+
+// IsFence reports whether handle is a fence event this package made and has not destroyed
+// (Stream.Fence, what WaitStream records): an event of its own that no caller made, which
+// the Python package refuses to wrap by handle (a stale handle whose address a fence took
+// since: the fence's stream may destroy it under the wrapper's calls). False for a nil d.
+func (d *Driver) IsFence(handle uintptr) bool {
+	if d == nil {
+		return false
+	}
+	_, ok := d.fences.Load(handle)
+	return ok
 }
 
 // putFence keeps a closed stream's fence for the next stream that needs one: Python wraps a

@@ -38,6 +38,14 @@ type Driver struct {
 	oursMu sync.Mutex
 	ours   map[driver.Stream]*Stream
 
+	// fences holds the handles of the fence events this package made (Stream.Fence), live
+	// until destroyed, fenceCount how many: IsFence. (A flag on Event would take its
+	// allocation to the next size class.) fenceMade orders a fence's create with another's
+	// destroy, so that a fence made at a destroyed fence's address is not forgotten with it.
+	fences     sync.Map
+	fenceCount atomic.Int64
+	fenceMade  sync.Mutex
+
 	// captureMu and stripes are the capture lock (capturelock.go): the real driver crashes
 	// or hangs when a capture begins or ends while another thread's call touches a stream
 	// or an event (bench/capture_races.c), so every call that hands either to the driver

@@ -484,10 +484,23 @@ func (e *Event) destroy() error {
 // recorded while a capture of ours was counted (Event.capturedIn), and may be tied to one or
 // to the graph it became, so it is destroyed with the capture lock whole.
 func (c *Context) destroyEvent(h driver.Event, linked bool) error {
-	lock := c.drv.lockOp(uintptr(h), linked)
+	d := c.drv
+	fence := false
+	if d.fenceCount.Load() > 0 {
+		_, fence = d.fences.Load(uintptr(h))
+	}
+	if fence { // a fence's destroy and its forgetting are one step against a new fence at the address
+		d.fenceMade.Lock()
+		defer d.fenceMade.Unlock()
+	}
+	lock := d.lockOp(uintptr(h), linked)
 	r := c.api.EventDestroy(h)
-	c.drv.unlockOp(lock)
-	err := c.drv.check("cuEventDestroy", r)
+	d.unlockOp(lock)
+	if fence {
+		d.fences.Delete(uintptr(h))
+		d.fenceCount.Add(-1)
+	}
+	err := d.check("cuEventDestroy", r)
 	if e2 := c.release(); err == nil {
 		err = e2
 	}

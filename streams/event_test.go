@@ -176,3 +176,23 @@ func ipcWithinOneProcess(t *testing.T, d *Driver) {
 	require.NoError(t, err)
 	assert.True(t, done)
 }
+
+// A fence (Stream.Fence) is known as the package's own while it lives, and only then; an
+// event a caller made is not one (the Python package refuses to wrap a fence by handle).
+func TestIsFenceKnowsTheFencesWhileTheyLive(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		c := primary(t, d, 0)
+		s, other := newStream(t, c, StreamOptions{}), newStream(t, c, StreamOptions{})
+		require.NoError(t, other.WaitStream(s))
+		f, err := s.Fence()
+		require.NoError(t, err)
+		assert.True(t, d.IsFence(f.Handle()))
+		e := newEvent(t, c, EventOptions{})
+		assert.False(t, d.IsFence(e.Handle()))
+		h := f.Handle()
+		require.NoError(t, f.Close())
+		assert.False(t, d.IsFence(h), "a fence its caller closed is destroyed, and forgotten")
+		var nilDriver *Driver
+		assert.False(t, nilDriver.IsFence(h))
+	})
+}

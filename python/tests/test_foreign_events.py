@@ -158,3 +158,18 @@ def test_frameworks_cannot_wrap_a_cuevent_they_did_not_make():
         for convert, name in ((e.to_torch, "PyTorch"), (e.to_cupy, "CuPy"), (e.to_cuda_core, "cuda.core")):
             with pytest.raises(TypeError, match=f"{name} cannot wrap a CUevent it did not make"):
                 convert()
+
+
+def test_a_fence_of_streambridge_is_not_wrapped_by_handle():
+    """wait_stream's fence is an event the Go core made and destroys with its stream: no
+    caller made it, so a handle that names it (a stale ptr whose address the fence took) is
+    refused, where a wrapper of it would meet its destroy (the free-threaded chaos soak)."""
+    a, b = sb.Stream(non_blocking=True), sb.Stream(non_blocking=True)
+    a.wait_stream(b)
+    fence = b._fence
+    assert fence != 0
+    with pytest.raises(sb.InvalidHandleError, match="fence"):
+        sb.Event.from_handle(fence)
+    e = sb.Event()
+    e.record(b)
+    assert sb.Event.from_handle(e.ptr).query() in (True, False), "an event a caller made is wrapped as ever"
