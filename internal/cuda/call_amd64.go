@@ -129,13 +129,8 @@ func callReentrant(fn uintptr, outAt int, args ...uintptr) (uintptr, uint64) {
 	return reentrant(0, false, fn, outAt, args)
 }
 
-// callReentrantRelaxed is callReentrant with the thread's capture mode relaxed for the
-// call, as callRelaxedIn's.
-func callReentrantRelaxed(fn uintptr, outAt int, args ...uintptr) (uintptr, uint64) {
-	return reentrant(0, true, fn, outAt, args)
-}
-
-// callReentrantRelaxedIn is callReentrantRelaxed with context ctx current for the call.
+// callReentrantRelaxedIn is callReentrant with context ctx current for the call and the
+// thread's capture mode relaxed around it, as callRelaxedIn's.
 func callReentrantRelaxedIn(ctx, fn uintptr, outAt int, args ...uintptr) (uintptr, uint64) {
 	return reentrant(ctx, true, fn, outAt, args)
 }

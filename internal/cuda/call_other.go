@@ -44,9 +44,19 @@ func callIn(ctx, fn uintptr, args ...uintptr) uintptr {
 }
 
 // callRelaxedIn is callIn with the thread's capture mode relaxed for the call (see
-// call_amd64.go): the exchange, the call and the exchange back on one locked thread.
+// call_amd64.go and relaxedIn).
 func callRelaxedIn(ctx, fn uintptr, args ...uintptr) uintptr {
-	return inContext(ctx, func() uintptr {
+	r, _ := relaxedIn(ctx, fn, -1, args)
+	return r
+}
+
+// relaxedIn is every relaxed call here (callRelaxedIn, callOutRelaxed,
+// callReentrantRelaxedIn): in ctx, the exchange, the call (callOut's; outAt < 0: no
+// out-parameter) and the exchange back on one locked thread. purego.SyscallN's arguments
+// and out-parameters are on the heap already, so a call that calls back needs nothing more.
+func relaxedIn(ctx, fn uintptr, outAt int, args []uintptr) (uintptr, uint64) {
+	var out uint64
+	r := inContext(ctx, func() uintptr {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
 		mode := new(uint32) // relaxed, then the mode the driver says the thread had
@@ -54,11 +64,13 @@ func callRelaxedIn(ctx, fn uintptr, args ...uintptr) uintptr {
 		if r := call(cuThreadExchangeStreamCaptureMode, uintptr(unsafe.Pointer(mode))); r != 0 {
 			return r
 		}
-		r := call(fn, args...)
+		var r uintptr
+		r, out = callReentrant(fn, outAt, args...)
 		call(cuThreadExchangeStreamCaptureMode, uintptr(unsafe.Pointer(mode)))
 		runtime.KeepAlive(mode)
 		return r
 	})
+	return r, out
 }
 
 func callOut(fn uintptr, outAt int, args ...uintptr) (uintptr, uint64) {
@@ -133,35 +145,12 @@ func callReentrant(fn uintptr, outAt int, args ...uintptr) (uintptr, uint64) {
 	return callOut(fn, outAt, args...)
 }
 
-// callReentrantRelaxedIn is callReentrantRelaxed with context ctx current for the call.
+// callReentrantRelaxedIn is callReentrant relaxed, in ctx (relaxedIn).
 func callReentrantRelaxedIn(ctx, fn uintptr, outAt int, args ...uintptr) (uintptr, uint64) {
-	var out uint64
-	r := inContext(ctx, func() uintptr {
-		r, o := callReentrantRelaxed(fn, outAt, args...)
-		out = o
-		return r
-	})
-	return r, out
+	return relaxedIn(ctx, fn, outAt, args)
 }
 
-// callOutRelaxed is callOut with the thread's capture mode relaxed for the call (see
-// callReentrantRelaxed).
+// callOutRelaxed is callOut relaxed (relaxedIn).
 func callOutRelaxed(fn uintptr, outAt int, args ...uintptr) (uintptr, uint64) {
-	return callReentrantRelaxed(fn, outAt, args...)
-}
-
-// callReentrantRelaxed is callReentrant with the thread's capture mode relaxed for the
-// call: the exchange, the call and the exchange back on one locked thread.
-func callReentrantRelaxed(fn uintptr, outAt int, args ...uintptr) (uintptr, uint64) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	mode := new(uint32) // relaxed, then the mode the driver says the thread had
-	*mode = uint32(driver.CaptureModeRelaxed)
-	if r := call(cuThreadExchangeStreamCaptureMode, uintptr(unsafe.Pointer(mode))); r != 0 {
-		return r, 0
-	}
-	r, out := callReentrant(fn, outAt, args...)
-	call(cuThreadExchangeStreamCaptureMode, uintptr(unsafe.Pointer(mode)))
-	runtime.KeepAlive(mode)
-	return r, out
+	return relaxedIn(0, fn, outAt, args)
 }

@@ -61,7 +61,7 @@ func TestEntryPointsThatCallBackGoThroughTheReentrantCall(t *testing.T) {
 	require.Len(t, entryOf, len(driver.EntryPoints), "the addresses table names every entry point's variable")
 
 	calls := map[string]bool{"call": true, "callIn": true, "callOut": true, "callOutIn": true, "callOut2In": true,
-		"callRelaxedIn": true, "callPairIn": true, "callReentrant": true, "callReentrantRelaxed": true, "callReentrantRelaxedIn": true, "callOutRelaxed": true}
+		"callRelaxedIn": true, "callPairIn": true, "callReentrant": true, "callReentrantRelaxedIn": true, "callOutRelaxed": true}
 	seen := 0
 	for _, f := range parsed {
 		ast.Inspect(f, func(n ast.Node) bool {

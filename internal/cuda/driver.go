@@ -214,7 +214,7 @@ func (*Driver) GraphUpload(e driver.GraphExec, s driver.Stream) driver.Result {
 }
 
 func (*Driver) GraphExecDestroy(e driver.GraphExec) driver.Result {
-	r, _ := callReentrantRelaxed(cuGraphExecDestroy, -1, uintptr(e))
+	r, _ := callReentrantRelaxedIn(0, cuGraphExecDestroy, -1, uintptr(e))
 	return res(r)
 }
 

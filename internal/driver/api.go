@@ -146,7 +146,8 @@ type API interface {
 	// interaction mode relaxed for the call (as if ThreadExchangeStreamCaptureMode wrapped
 	// it), so that a capture another thread runs in global mode, this library's or another
 	// framework's, or this thread's own in global or thread-local mode, is not invalidated
-	// by a call that cannot touch it (and a destroy is not refused, leaking its object). What a capture forbids in any mode is still refused, and still
+	// by a call that cannot touch it (and a destroy is not refused, leaking its object).
+	// What a capture forbids in any mode is still refused, and still
 	// invalidates it: a query or synchronize of the capturing stream itself, or of an event
 	// recorded in the capture (seen on an H200, driver 580). The entry points Entry offers
 	// (cuStreamQuery, cuStreamSynchronize, cuEventQuery, cuEventSynchronize) are the
