@@ -4,7 +4,9 @@
 // docs/lifetimes.md, issue 49). Every call's result is counted, not checked: errors are
 // expected; what is looked for is a crash or a hang.
 // Build: gcc -O2 bench/capture_races.c -I/usr/local/cuda/include -lcuda -lpthread -o capture_races
-// Run: ./capture_races [seconds [mode [case]]] (mode: 0 global, 1 thread-local, 2 relaxed, the default)
+// Run: ./capture_races [seconds [mode [case]]] (mode: 0 global, 1 thread-local, 2 relaxed, the default;
+// NO_HOST_NODE=1: the executables of the graph cases record an event instead; NO_USER_OBJECT=1:
+// their host node has no user object)
 #include <cuda.h>
 #include <dlfcn.h>
 #include <pthread.h>
@@ -23,7 +25,8 @@ static volatile int stop;
 static CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
 static void nothing(void *p) { (void)p; }
 static long calls[8], fails[8];
-#define COUNT(i, call) do { calls[i]++; if ((call) != CUDA_SUCCESS) fails[i]++; } while (0)
+static int last[8]; // the last failure's code, per thread
+#define COUNT(i, call) do { CUresult r_ = (call); calls[i]++; if (r_ != CUDA_SUCCESS) { fails[i]++; last[i] = r_; } } while (0)
 
 // capturer: Begin, a record of e into the capture, End, the graph destroyed, on O.
 static void *capturer(void *p) {
@@ -114,6 +117,56 @@ static void *steady(void *p) {
   return NULL;
 }
 
+// Executable graphs as streambridge's Go core makes them: captured on t (relaxed), a host
+// function whose user object the graph keeps (destroyed by the driver after the graph's
+// and every executable's end, their launches run). launcher launches the current one on u;
+// remaker destroys it and makes the next; both under gm, as the core's capture lock
+// serializes every call on a graph object (CUDA synchronizes none).
+static pthread_mutex_t gm = PTHREAD_MUTEX_INITIALIZER;
+static CUgraphExec exec;
+static int keep_host_node = 1, keep_user_object = 1;
+static CUgraphExec make_exec(void) {
+  CUgraph g = 0; CUgraphExec x = 0; CUuserObject obj;
+  if (cuStreamBeginCapture(t, CU_STREAM_CAPTURE_MODE_RELAXED)) return 0;
+  if (keep_host_node) {
+    cuLaunchHostFunc(t, nothing, NULL);
+    if (keep_user_object && cuUserObjectCreate(&obj, NULL, nothing, 1, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC) == CUDA_SUCCESS) {
+      CUgraph cg; CUstreamCaptureStatus st;
+      if (cuStreamGetCaptureInfo(t, &st, NULL, &cg, NULL, NULL, NULL) == CUDA_SUCCESS)
+        cuGraphRetainUserObject(cg, obj, 1, CU_GRAPH_USER_OBJECT_MOVE);
+    }
+  } else {
+    cuEventRecord(f, t);
+  }
+  if (cuStreamEndCapture(t, &g) || !g) return 0;
+  if (cuGraphInstantiateWithFlags(&x, g, 0)) x = 0;
+  cuGraphDestroy(g);
+  return x;
+}
+static void *launcher(void *p) {
+  long i = (long)p; cuCtxSetCurrent(ctx);
+  while (!stop) { pthread_mutex_lock(&gm); if (exec) COUNT(i, cuGraphLaunch(exec, u)); pthread_mutex_unlock(&gm); }
+  return NULL;
+}
+static void *remaker(void *p) {
+  long i = (long)p; cuCtxSetCurrent(ctx);
+  while (!stop) {
+    pthread_mutex_lock(&gm);
+    if (exec) COUNT(i, cuGraphExecDestroy(exec));
+    exec = make_exec();
+    pthread_mutex_unlock(&gm);
+    usleep(200);
+  }
+  return NULL;
+}
+static void *u_querier(void *p) { long i = (long)p; cuCtxSetCurrent(ctx); while (!stop) COUNT(i, cuStreamQuery(u)); return NULL; }
+static void *u_host_launcher(void *p) { long i = (long)p; cuCtxSetCurrent(ctx); while (!stop) COUNT(i, cuLaunchHostFunc(u, nothing, NULL)); return NULL; }
+static void *event_syncer(void *p) { // records f on u and waits for it
+  long i = (long)p; cuCtxSetCurrent(ctx);
+  while (!stop) { COUNT(i, cuEventRecord(fence, u)); COUNT(i, cuEventSynchronize(fence)); }
+  return NULL;
+}
+
 typedef void *(*worker)(void *);
 static const struct { const char *name; worker w[3]; } cases[] = {
   {"capture + wait on its event (join) from another thread", {capturer, waiter}},
@@ -138,6 +191,13 @@ static const struct { const char *name; worker w[3]; } cases[] = {
   {"steady capture + fork and join + a fence recorded on it and waited on", {steady, joiner_leaver, fencer}},
   {"steady capture + events recorded into it and destroyed + capture info asked", {steady, event_maker, info_asker}},
   {"steady capture + host functions launched on it + waits on its event", {steady, host_launcher, waiter}},
+  {"graph launches (a host node a user object keeps) + synchronize of their stream", {launcher, syncer}},
+  {"graph launches + executables destroyed and remade", {launcher, remaker}},
+  {"graph launches + executables destroyed and remade + synchronize of their stream", {launcher, remaker, syncer}},
+  {"graph launches + executables destroyed and remade + event synchronize on their stream", {launcher, remaker, event_syncer}},
+  {"graph launches + query of their stream", {launcher, u_querier}},
+  {"graph launches + executables destroyed and remade + query of their stream", {launcher, remaker, u_querier}},
+  {"graph launches + host functions launched on their stream", {launcher, u_host_launcher}},
 };
 #define NCASES (int)(sizeof cases / sizeof cases[0])
 
@@ -147,11 +207,14 @@ static void run(int which, int seconds) {
   cuStreamCreate(&O, CU_STREAM_NON_BLOCKING); cuStreamCreate(&t, CU_STREAM_NON_BLOCKING);
   cuStreamCreate(&u, CU_STREAM_NON_BLOCKING); cuStreamCreate(&t2, CU_STREAM_NON_BLOCKING);
   cuEventCreate(&e, CU_EVENT_DISABLE_TIMING); cuEventCreate(&f, CU_EVENT_DISABLE_TIMING); cuEventCreate(&fence, CU_EVENT_DISABLE_TIMING);
+  if (getenv("NO_HOST_NODE")) keep_host_node = 0;
+  if (getenv("NO_USER_OBJECT")) keep_user_object = 0;
+  exec = make_exec();
   pthread_t th[3]; int n = 0;
   for (int i = 0; i < 3 && cases[which].w[i]; i++, n++) pthread_create(&th[i], NULL, cases[which].w[i], (void *)(long)i);
   sleep(seconds); stop = 1;
   for (int i = 0; i < n; i++) pthread_join(th[i], NULL);
-  for (int i = 0; i < n; i++) printf("  thread %d: %ld calls, %ld failed\n", i, calls[i], fails[i]);
+  for (int i = 0; i < n; i++) printf("  thread %d: %ld calls, %ld failed (last %d)\n", i, calls[i], fails[i], last[i]);
   fflush(stdout);
   exit(0);
 }

@@ -3,6 +3,7 @@ package streams
 import (
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -31,11 +32,16 @@ import (
 //     lockChange: captureMu and every stripe, so that no call is in flight when a capture
 //     begins or ends, and the count a call reads cannot change under it;
 //   - calls on a graph or an executable graph (instantiate, node count, launch, upload,
-//     destroy), whose objects CUDA does not synchronize at all, take captureMu whole;
+//     destroy), whose objects CUDA does not synchronize at all, take captureMu whole; a
+//     launch or an upload takes its stream's stripe alone too (lockLaunch): the driver
+//     did not survive a query or a synchronize of a stream beside a launch on it of a
+//     graph a user object kept, and every captured host function is kept by one;
 //   - a wait (Synchronize) is the driver's where its lock would be a stripe shared, taken
 //     and given back before it: a wait holding a lock would hold up every capture for as
 //     long as it waits, and a host function a capture's end waits for could never run.
-//     Otherwise it is polled, a query at a time under captureMu whole (Driver.wait).
+//     Otherwise it is polled, a query at a time under captureMu whole (Driver.wait). A
+//     stream's synchronize in the driver and a graph's launch on that stream are kept
+//     apart by counts in the gate (apart; driver.CaptureGate's Waits and Launches).
 //
 // The Python package's C core takes the same lock for its own driver calls, through its
 // face in this memory (Driver.gate, driver.CaptureGate): counts by stripe that takeWhole
@@ -54,7 +60,7 @@ const captureStripes = 64
 // shared, or captureMu whole where a capture of ours is counted or the call's event is
 // linked to one (Event.linked). unlockOp gives it back.
 func (d *Driver) lockOp(h uintptr, linked bool) *sync.RWMutex {
-	stripe := &d.stripes[(h>>6)%captureStripes]
+	stripe := d.stripe(h)
 	stripe.RLock()
 	if d.capturing.Load() == 0 && !linked {
 		return stripe
@@ -70,6 +76,30 @@ func (d *Driver) lockOp(h uintptr, linked bool) *sync.RWMutex {
 func (d *Driver) lockWhole() *sync.RWMutex {
 	d.takeWhole()
 	return nil
+}
+
+// stripe is handle h's stripe of the lock.
+func (d *Driver) stripe(h uintptr) *sync.RWMutex { return &d.stripes[(h>>6)%captureStripes] }
+
+// lockLaunch takes the lock for a graph's launch or upload on stream h: captureMu whole, as
+// every call on a graph object, and h's stripe alone, so that no call of ours on the stream
+// runs beside it. The real driver did not survive a query or a synchronize of a stream at
+// once with a launch on it of a graph whose host node a user object keeps: SIGSEGV, or the
+// launch failing CUDA_ERROR_UNKNOWN (an H200, driver 580: bench/capture_races.c,
+// cases 22, 24, 26 and 27; the same graph without the user object ran clean), and every
+// host function captured through streambridge is kept by one (Stream.LaunchHostFunc). The
+// synchronizes, which hold no lock while they wait, are kept apart from it by apart. The
+// C core's calls stay out while the lock is held whole. unlockLaunch gives it back.
+func (d *Driver) lockLaunch(h uintptr) *sync.RWMutex {
+	d.takeWhole()
+	stripe := d.stripe(h)
+	stripe.Lock()
+	return stripe
+}
+
+func (d *Driver) unlockLaunch(stripe *sync.RWMutex) {
+	stripe.Unlock()
+	d.giveWhole()
 }
 
 // takeWhole takes captureMu and the gate's Owner, and waits until no call of the C core's
@@ -102,6 +132,17 @@ func backOff(try int) {
 		return
 	}
 	time.Sleep(min(time.Microsecond<<min(try-64, 7), 100*time.Microsecond))
+}
+
+// apart keeps a call on stream h apart from the other kind's (driver.CaptureGate's Waits
+// and Launches): it takes mine's stripe for h once other's is 0, and returns what gives it
+// back. A stream's synchronize, which waits holding no lock, and a graph's launch on it
+// (see lockLaunch): a launch waits for the synchronize to return, and a synchronize for the
+// launch, holding nothing else meanwhile.
+func (d *Driver) apart(mine, other *[driver.GateStreams]atomic.Int32, h uintptr) (giveBack func()) {
+	i := driver.GateStream(h)
+	driver.KeepApart(&mine[i], &other[i], backOff)
+	return func() { mine[i].Add(-1) }
 }
 
 // CaptureGate is the address of the capture lock's face to code in another language in

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/streambridge/streambridge/internal/driver"
 	"github.com/streambridge/streambridge/internal/sim"
@@ -453,5 +454,52 @@ func TestStreamClosedUnderFailingRecordsIsDestroyed(t *testing.T) {
 			_, _, r := d.api.StreamCheck(s.handle)
 			require.NotEqual(t, driver.Success, r, "round %d: the stream was never destroyed", round)
 		}
+	})
+}
+
+// Graph launches on a stream while other goroutines synchronize it: the real driver did
+// not survive the two at once where the graph keeps a user object, as a captured host
+// function's does (SIGSEGV, or the launch failing CUDA_ERROR_UNKNOWN: bench/capture_races.c,
+// cases 22 and 24), and the software driver ends the process there as it does. Streambridge keeps them apart
+// (driver.CaptureGate's Waits and Launches); every call succeeds.
+func TestGraphLaunchesBesideSynchronizesOfTheirStream(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		c := primary(t, d, 0)
+		s := newStream(t, c, StreamOptions{NonBlocking: true})
+		capturer := newStream(t, c, StreamOptions{NonBlocking: true})
+		require.NoError(t, capturer.BeginCapture(CaptureRelaxed))
+		var ran atomic.Int64
+		require.NoError(t, capturer.LaunchHostFunc(func() { ran.Add(1) }))
+		g, err := capturer.EndCapture()
+		require.NoError(t, err)
+		exec, err := g.Instantiate()
+		require.NoError(t, err)
+		require.NoError(t, g.Close())
+		t.Cleanup(func() { assert.NoError(t, exec.Close()) })
+		deadline := time.Now().Add(300 * time.Millisecond)
+		var launches, syncs atomic.Int64
+		var work errgroup.Group
+		for i := range 4 {
+			work.Go(func() error {
+				for time.Now().Before(deadline) {
+					if i%2 == 0 {
+						launches.Add(1)
+						if err := exec.Launch(s); err != nil {
+							return err
+						}
+					} else {
+						syncs.Add(1)
+						if err := s.Synchronize(); err != nil {
+							return err
+						}
+					}
+				}
+				return nil
+			})
+		}
+		require.NoError(t, work.Wait())
+		require.NoError(t, s.Synchronize())
+		assert.Equal(t, launches.Load(), ran.Load(), "every launch ran its host node once")
+		t.Logf("%d launches, %d synchronizes", launches.Load(), syncs.Load())
 	})
 }

@@ -607,7 +607,10 @@ func (s *Stream) Synchronize() error {
 	}
 	d := s.ctx.drv
 	return d.check("cuStreamSynchronize", d.wait(uintptr(s.handle), nil,
-		func() driver.Result { return s.api.StreamSynchronize(s.callCtx(), s.handle) },
+		func() driver.Result {
+			defer d.apart(&d.gate.Waits, &d.gate.Launches, uintptr(s.handle))()
+			return s.api.StreamSynchronize(s.callCtx(), s.handle)
+		},
 		func() driver.Result { return s.api.StreamQuery(s.callCtx(), s.handle) }))
 }
 

@@ -186,6 +186,14 @@ func (d *Driver) GraphLaunch(h driver.GraphExec, sh driver.Stream) driver.Result
 		// capture is invalidated (H100, driver 580)
 		return uncapturable(s)
 	}
+	if s.waits > 0 && len(e.owns) > 0 {
+		// the real driver crashed (SIGSEGV), or failed the launch CUDA_ERROR_UNKNOWN, where
+		// another thread synchronized the stream and the graph kept a user object (an H200,
+		// driver 580: bench/capture_races.c, cases 22 and 24); the same graph
+		// without the user object was launched safely. A query at once did the same (cases
+		// 26 and 27), which this driver, whose calls take no time, cannot meet.
+		crash("launched a graph that keeps a user object on a stream another thread is synchronizing (cuStreamSynchronize)")
+	}
 	nodes := e.nodes
 	e.inFlight++
 	run := func() {

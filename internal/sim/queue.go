@@ -261,10 +261,14 @@ func (d *Driver) streamSynchronize(ch driver.Context, h driver.Stream, relaxed b
 		return r
 	}
 	tail := s.tail
+	s.waits++
 	d.mu.Unlock()
 	if tail != nil {
 		<-tail
 	}
+	d.mu.Lock()
+	s.waits--
+	d.mu.Unlock()
 	return driver.Success
 }
 

@@ -113,6 +113,7 @@ type stream struct {
 	tail     chan struct{} // completion of the last operation enqueued
 	capture  *capture
 	frontier []*node // during capture: the nodes the next captured operation depends on
+	waits    int     // synchronizes of the stream in the driver (see GraphLaunch)
 }
 
 type record struct {
@@ -277,6 +278,12 @@ func live[T any](d *Driver, h uintptr) T {
 // gone ends the process, as the real driver would, naming the entry point that was given
 // handle h, which names no live object of the kind it takes, and the stack that called it.
 func gone(h uintptr) {
+	crash(fmt.Sprintf("was given %#x, which is no live object of the kind it takes (destroyed, never made, or another kind)", h))
+}
+
+// crash ends the process where the real driver would crash, naming the entry point that
+// called it, what it met, and the stack.
+func crash(met string) {
 	call := "a driver call"
 	pcs := make([]uintptr, 16)
 	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs)])
@@ -291,9 +298,8 @@ func gone(h uintptr) {
 			break
 		}
 	}
-	fmt.Fprintf(os.Stderr, "streambridge software driver: %s was given %#x, which is no live object of the kind it "+
-		"takes (destroyed, never made, or another kind): the real driver would crash here. The process ends.\n%s",
-		call, h, debug.Stack())
+	fmt.Fprintf(os.Stderr, "streambridge software driver: %s %s: the real driver would crash here. The process ends.\n%s",
+		call, met, debug.Stack())
 	os.Exit(GoneExitCode)
 }
 

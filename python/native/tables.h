@@ -131,9 +131,10 @@ enum {
 #define SB_MAX_SPECIAL_STREAM 2ULL
 #define SB_VOUCHED_EVENT_ID 0xffffffffffffffffULL
 
-/* What a destroyed borrowed stream's or event's use says (see boundary.StreamGoneMessage). */
 /* The capture lock's face to the C core (driver.CaptureGate, Go's memory; capturelock.inc). */
 #define SB_GATE_STRIPES 8
+#define SB_GATE_STREAMS 64
+#define SB_GATE_STREAM_SHIFT 6
 typedef struct {
     _Atomic long long closed; /* offset 0 */
     _Atomic long long owner; /* offset 8 */
@@ -142,9 +143,14 @@ typedef struct {
         _Atomic long long n;
         char pad[56];
     } busy[SB_GATE_STRIPES]; /* offset 64 */
+    _Atomic int waits[SB_GATE_STREAMS]; /* offset 576 */
+    _Atomic int launches[SB_GATE_STREAMS]; /* offset 832 */
 } sb_capture_gate;
-_Static_assert(sizeof(sb_capture_gate) == 576, "driver.CaptureGate's layout");
+_Static_assert(sizeof(sb_capture_gate) == 1088, "driver.CaptureGate's layout");
+/* The stripe of waits and launches of a stream (driver.GateStream). */
+#define SB_GATE_STREAM(h) ((int)(((uintptr_t)(h) >> SB_GATE_STREAM_SHIFT) % SB_GATE_STREAMS))
 
+/* What a destroyed borrowed stream's or event's use says (see boundary.StreamGoneMessage). */
 #define SB_STREAM_GONE_MESSAGE "stream %#llx was destroyed (it is no longer a live stream); it was not passed to the driver"
 #define SB_STREAM_REUSED_MESSAGE "stream %#llx was destroyed: its address now names another stream (id %llu, not %llu); it was not passed to the driver"
 #define SB_EVENT_GONE_MESSAGE "event %#llx was destroyed (it is no longer a live event); it was not passed to the driver"
