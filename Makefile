@@ -12,7 +12,7 @@ GO_MODULES ?=
 export STREAMBRIDGE_GO_PACKAGES = $(GO_PACKAGES)
 export STREAMBRIDGE_GO_MODULES = $(GO_MODULES)
 
-.PHONY: test check deps go-test typecheck pytest pytest-ft fuzz wheel wheel-cp312 demo gpu-build bench docs
+.PHONY: test check deps go-test typecheck pytest ft-module pytest-ft gpu-build-ft fuzz wheel wheel-cp312 demo gpu-build bench docs
 
 # Everything CI runs: formatting, vet, the core built without cgo, the Go tests with the
 # race detector, mypy --strict on the package and a user's script, then the wheel built,
@@ -43,19 +43,27 @@ pytest: wheel
 	cd build && STREAMBRIDGE_LAYOUT=unlearnable STREAMBRIDGE_SIM_DEVICES=1 STREAMBRIDGE_DRIVER=$${STREAMBRIDGE_DRIVER:-sim} \
 	  venv/bin/python -m pytest -q ../python/tests
 
-# The suite on a free-threaded CPython 3.13 (scripts/free-threaded-python.sh builds it once,
-# outside the clone): as imported, which turns the GIL back on, then with PYTHON_GIL=0. The
-# module is built for it into build/ft. Not part of `make test` yet: the module does not yet
-# declare itself free of the GIL (issue 49; python/native/gate.inc, "The core lock").
-pytest-ft:
-	py=$$(bash scripts/free-threaded-python.sh) && \
+# The native module built for a free-threaded CPython 3.13 (scripts/free-threaded-python.sh
+# builds one once, outside the clone), with the package, into build/ft.
+FT_PY = $$(bash scripts/free-threaded-python.sh)
+ft-module:
+	py=$(FT_PY) && \
 	inc=$$($$py -c 'import sysconfig; print(sysconfig.get_paths()["include"])') && \
 	suffix=$$($$py -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))') && \
 	STREAMBRIDGE_GO_PACKAGES="$(GO_PACKAGES)" bash scripts/build-native.sh "$$inc" "$$suffix" && \
-	rm -rf build/ft && mkdir -p build/ft && cp -r python/streambridge build/ft/ && rm -f python/streambridge/_native/*$$suffix && \
-	cd build && PYTHONPATH=$(CURDIR)/build/ft STREAMBRIDGE_DRIVER=sim $$py -m pytest -q -p no:cacheprovider ../python/tests && \
+	rm -rf build/ft && mkdir -p build/ft && cp -r python/streambridge build/ft/ && rm -f python/streambridge/_native/*$$suffix
+
+# The suite on the free-threaded CPython, on the software driver: as imported (the module
+# does not yet declare itself free of the GIL, so importing it turns the GIL back on:
+# docs/lifetimes.md says what is left), then with PYTHON_GIL=0, then the chaos soak with
+# the GIL off, three seeds of 5 s. CI runs it after `make test` (.ci/run).
+pytest-ft: ft-module
+	py=$(FT_PY) && cd build && \
+	PYTHONPATH=$(CURDIR)/build/ft STREAMBRIDGE_DRIVER=sim $$py -m pytest -q -p no:cacheprovider ../python/tests && \
 	echo "== the same with PYTHON_GIL=0" && \
-	PYTHON_GIL=0 PYTHONPATH=$(CURDIR)/build/ft STREAMBRIDGE_DRIVER=sim $$py -m pytest -q -p no:cacheprovider ../python/tests
+	PYTHON_GIL=0 PYTHONPATH=$(CURDIR)/build/ft STREAMBRIDGE_DRIVER=sim $$py -m pytest -q -p no:cacheprovider ../python/tests && \
+	echo "== the chaos soak, GIL off, 3 seeds of 5 s" && \
+	for seed in 1 2 3; do PYTHON_GIL=0 PYTHONPATH=$(CURDIR)/build/ft STREAMBRIDGE_DRIVER=sim $$py ../python/tests/test_chaos.py --soak 5 $$seed || exit 1; done
 
 # The fuzzer of what streambridge reads from objects it is handed (python/fuzz), on the
 # software driver: atheris from PyPI (pinned) into its own virtual environment, then
@@ -146,6 +154,16 @@ gpu-build: wheel-cp312
 	CGO_ENABLED=0 $(GO) build -o .device/benchstat golang.org/x/perf/cmd/benchstat
 	build/tools-venv/bin/pip install -q py-spy==0.4.3 # bench/profile.sh's sampler (a static binary, from PyPI)
 	gzip -9 -c build/tools-venv/bin/py-spy >.device/py-spy.gz
+
+# For the GPU machine, which has only CPython 3.12: the free-threaded CPython (its
+# interpreter, standard library and the test tools, without what builds or edits) with the
+# package built for it, in .device-ft/ (carry it; scripts/gpu-ft.sh runs it there).
+gpu-build-ft: ft-module
+	py=$(FT_PY) && prefix=$$(dirname $$(dirname $$py)) && rm -rf .device-ft && mkdir -p .device-ft && \
+	tar -cJf .device-ft/python3.13t.tar.xz --exclude=__pycache__ --exclude='config-3.13t-*' \
+	  --exclude=idlelib --exclude=ensurepip --exclude=tkinter --exclude=pydoc_data --exclude='site-packages/pip' \
+	  -C $$prefix bin/python3.13t lib/python3.13t -C $(CURDIR)/build/ft streambridge
+	@ls -la .device-ft
 
 # Go beside C on this machine's GPU; prints the ratios.
 bench:

@@ -9,8 +9,14 @@ set -euo pipefail
 prefix=${STREAMBRIDGE_FT_PREFIX:-$HOME/.cache/streambridge/python3.13t}
 if [ -x "$prefix/bin/python3.13t" ]; then echo "$prefix/bin/python3.13t"; exit 0; fi
 work=$(mktemp -d)
+# What the build needs (dpkg-source, and the headers of the modules pip and the tests use).
+need=()
+for pkg in dpkg-dev libssl-dev zlib1g-dev libffi-dev libbz2-dev liblzma-dev libsqlite3-dev; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+done
 echo "deb-src http://deb.debian.org/debian trixie main" >/etc/apt/sources.list.d/streambridge-trixie-src.list
 apt-get update -qq >&2
+[ ${#need[@]} -eq 0 ] || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >&2
 (cd "$work" && apt-get source -qq --download-only python3.13 >&2 && dpkg-source -x --skip-patches python3.13_*.dsc src >&2)
 rm -f /etc/apt/sources.list.d/streambridge-trixie-src.list
 cd "$work/src"

@@ -214,6 +214,7 @@ def test_chaos_soak_in_a_child_process():
 
 if __name__ == "__main__":
     if len(sys.argv) in (3, 4) and sys.argv[1] == "--soak":
+        faulthandler.enable()  # a crash prints every thread's Python stack
         seed = int(sys.argv[3]) if len(sys.argv) == 4 else int(time.time())
         made, refused = soak(float(sys.argv[2]), seed)
         print(f"chaos soak: {made} calls, {refused} refused with streambridge's errors, 8 threads, seed {seed}, driver {sb.driver()}")

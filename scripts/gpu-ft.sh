@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# On a GPU machine without a free-threaded CPython: the one `make gpu-build-ft` packed into
+# .device-ft/ (its interpreter and the package built for it), unpacked to a temporary
+# folder, then, with the GIL off (the module declares it needs none; PYTHON_GIL=0 says so
+# again): the Python suite on the real driver, and the chaos soak for DURATION per seed,
+# the seeds at once. Logs under $OUT (or a temporary folder); a line each.
+#   bash scripts/gpu-ft.sh DURATION SEED...
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${OUT:-$(mktemp -d)}
+duration=$1
+shift
+ft=$(mktemp -d)
+tar -xJf "$root/.device-ft/python3.13t.tar.xz" -C "$ft" || exit 1
+py=$ft/bin/python3.13t
+export PYTHONPATH=$ft PYTHON_GIL=0
+status=0
+(cd "$out" && $py -W error::RuntimeWarning -c 'import sys, streambridge as sb
+print(sys.version.split()[0], "GIL enabled:", sys._is_gil_enabled(), "driver:", sb.driver())') || status=1
+(cd "$out" && STREAMBRIDGE_REQUIRE_GPU=1 timeout 400 $py -m pytest -q -rfEs -p no:cacheprovider "$root/python/tests" \
+  >"$out/pytest-ft.log" 2>&1)
+rc=$?
+[ $rc -eq 0 ] || status=1
+echo "== pytest python/tests, real driver, free-threaded, GIL off: exit $rc: $(tail -1 "$out/pytest-ft.log")"
+grep -E "^(FAILED|ERROR)" "$out/pytest-ft.log" | head -20
+pids=()
+for seed in "$@"; do
+  (timeout "$(( ${duration%.*} + 90 ))" $py "$root/python/tests/test_chaos.py" --soak "$duration" "$seed" \
+    >"$out/chaos-ft-$seed.log" 2>&1; echo $? >"$out/chaos-ft-$seed.rc") &
+  pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p"; done
+for seed in "$@"; do
+  rc=$(cat "$out/chaos-ft-$seed.rc")
+  [ "$rc" -eq 0 ] || status=1
+  echo "chaos soak, free-threaded, GIL off, seed $seed: exit $rc; $(grep -m1 -E 'chaos soak:|Fatal|Error|hang' "$out/chaos-ft-$seed.log")"
+done
+exit $status
