@@ -7,7 +7,8 @@
 #   python=$(bash scripts/free-threaded-python.sh)
 set -euo pipefail
 prefix=${STREAMBRIDGE_FT_PREFIX:-$HOME/.cache/streambridge/python3.13t}
-if [ -x "$prefix/bin/python3.13t" ]; then echo "$prefix/bin/python3.13t"; exit 0; fi
+# Ready once the last step below has run (a build cut short is built again).
+if [ -f "$prefix/.ready" ]; then echo "$prefix/bin/python3.13t"; exit 0; fi
 work=$(mktemp -d)
 # What the build needs (dpkg-source, and the headers of the modules pip and the tests use).
 need=()
@@ -23,6 +24,8 @@ cd "$work/src"
 ./configure -q --disable-gil --prefix="$prefix" --with-ensurepip=install >&2
 make -s -j"$(nproc)" >&2
 make -s altinstall >&2
+cd /
 rm -rf "$prefix/lib/python3.13t/test" "$work"
 "$prefix/bin/python3.13t" -m pip install -q --root-user-action=ignore --only-binary :all: pytest hypothesis numpy >&2
+touch "$prefix/.ready"
 echo "$prefix/bin/python3.13t"

@@ -128,8 +128,9 @@ _c.constructs(Event)  # Event(...) goes straight to the core's constructor (read
 
 def _read_options(options: Any) -> tuple[Any, Any, Any]:
     """A cuda.core ``EventOptions`` (or an object or dict with its fields) as
-    (timing_enabled, blocking_sync or None, ipc_enabled or None), for the core's Event
-    initializer, which checks the values' types."""
+    (timing_enabled, blocking_sync, ipc_enabled), each None where not given, for the core's
+    Event initializer, which checks the values' types and that they agree with the same
+    arguments given by keyword."""
     if isinstance(options, dict):
         opts = options
     elif any(hasattr(options, name) for name in _OPTION_NAMES):
@@ -139,8 +140,8 @@ def _read_options(options: Any) -> tuple[Any, Any, Any]:
                         f"{', '.join(_OPTION_NAMES)}), not {type(options).__name__}")
     unknown = set(opts) - set(_OPTION_NAMES)
     if unknown:
-        raise TypeError(f"unknown event options {sorted(unknown)}")
-    return opts.get("timing_enabled", False), opts.get("blocking_sync"), opts.get("ipc_enabled")
+        raise TypeError(f"unknown event options {sorted(unknown)} (the options are {', '.join(_OPTION_NAMES)})")
+    return opts.get("timing_enabled"), opts.get("blocking_sync"), opts.get("ipc_enabled")
 
 
 

@@ -18,7 +18,8 @@ from ._provenance import frameworks_own
 
 def callback_errors() -> List[BaseException]:
     """The exceptions raised in host callbacks (``launch_host_func``, ``add_callback``)
-    since the last call, oldest first; each was also printed by ``sys.unraisablehook``.
+    since the last call, oldest first: reading them empties the list, so each is returned
+    once. Each was also printed by ``sys.unraisablehook``.
     The newest ``CALLBACK_ERRORS_KEPT`` (1000) are kept: older ones are dropped, and
     counted by :func:`callback_errors_dropped`."""
     return _c.callback_errors()
@@ -263,7 +264,7 @@ class ExternalStream(_c.ExternalCore, _BaseStream):
     proven to be a live stream before the driver sees it: a garbage or freed handle raises
     :class:`InvalidHandleError`. Its device is read from the handle; a stated device that
     disagrees raises :class:`DeviceMismatchError`. 0, 1 and 2 are the CUDA runtime's default
-    streams of the stated device (device 0 if none).
+    streams of the stated device (the calling thread's current device if none).
 
     On a driver whose stream layout cannot be learned nothing can be proven, and a bare
     handle raises :class:`CUDAError` (``CUDA_ERROR_NOT_SUPPORTED``) saying so; ``vouched=True`` is your word that

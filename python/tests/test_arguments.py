@@ -132,6 +132,41 @@ def test_consistent_event_arguments_are_taken():
     e.close()
 
 
+@pytest.mark.parametrize("keyword, option", [("enable_timing", "timing_enabled"), ("blocking", "blocking_sync"),
+                                             ("interprocess", "ipc_enabled")])
+def test_an_event_option_given_twice_must_agree(keyword, option):
+    """A keyword and the same option in ``options`` (a dict, or cuda.core's EventOptions'
+    shape): contradicting each other is a ValueError naming both, never one silently kept."""
+    with pytest.raises(ValueError, match=rf"{keyword}=True and options' {option}=False contradict each other"):
+        sb.Event(**{keyword: True}, options={option: False})
+
+    class Options:  # cuda.core's EventOptions' fields
+        timing_enabled, blocking_sync, ipc_enabled = None, None, None
+
+    shaped = Options()
+    setattr(shaped, option, True)
+    with pytest.raises(ValueError, match=rf"{keyword}=False and options' {option}=True contradict each other"):
+        sb.Event(**{keyword: False}, options=shaped)
+
+
+def test_event_options_fill_what_the_keywords_leave():
+    e = sb.Event(enable_timing=True, options={"blocking_sync": True})  # timing from the keyword, not the options' default
+    assert "timing=True" in repr(e)
+    e.close()
+    e = sb.Event(options={"blocking_sync": True})  # cuda.core's default: timing off
+    assert "timing=False" in repr(e)
+    e.close()
+    e = sb.Event(enable_timing=True, options={"timing_enabled": True})
+    assert "timing=True" in repr(e)
+    e.close()
+
+
+def test_an_unknown_event_option_names_the_options():
+    with pytest.raises(TypeError, match=r"unknown event options \['bad'\] \(the options are timing_enabled, "
+                                        r"blocking_sync, ipc_enabled\)"):
+        sb.Event(options={"bad": 1})
+
+
 def test_a_device_the_driver_does_not_have_is_a_value_error_with_the_count():
     n = _core.device_count()
     with pytest.raises(ValueError, match=rf"device {n}\b.*has {n}"):

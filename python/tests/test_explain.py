@@ -127,6 +127,15 @@ def test_python_m_streambridge_prints_the_driver_devices_and_current_streams(dri
     assert "; event handles likewise: an event handle leads to the object" in proof[0], proof
 
 
+def test_python_m_streambridge_help_says_what_it_prints():
+    p = subprocess.run([sys.executable, "-m", "streambridge", "--help"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith("usage: python -m streambridge") and "current stream of each framework" in p.stdout
+    assert "driver: " not in p.stdout  # the report is not printed
+    p = subprocess.run([sys.executable, "-m", "streambridge", "--bogus"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and "unrecognized arguments: --bogus" in p.stderr
+
+
 def test_python_m_streambridge_says_when_handles_cannot_be_proven():
     p = run_module(STREAMBRIDGE_LAYOUT="unlearnable")
     assert p.returncode == 0, p.stderr
