@@ -178,7 +178,7 @@ func (b *Bridge) Stream(handle uintptr, opts Options) (*streams.Stream, error) {
 		if err != nil {
 			return nil, err
 		}
-		return s, stated(handle, opts, s.Device())
+		return s, b.stated(handle, opts, s.Device())
 	}
 	c, err := b.special(handle, opts)
 	if err != nil {
@@ -200,7 +200,7 @@ func (b *Bridge) Identity(handle uintptr, opts Options) (*streams.Device, uint64
 		if err != nil {
 			return nil, 0, err
 		}
-		return dev, id, stated(handle, opts, dev)
+		return dev, id, b.stated(handle, opts, dev)
 	}
 	c, err := b.special(handle, opts)
 	if err != nil {
@@ -209,12 +209,19 @@ func (b *Bridge) Identity(handle uintptr, opts Options) (*streams.Device, uint64
 	return c.Device(), 0, nil
 }
 
-// stated checks a stream object's device against the one the caller stated, if any.
-func stated(handle uintptr, opts Options, dev *streams.Device) error {
-	if want, ok := opts.Device.Ordinal(); ok && want != dev.Ordinal() {
-		return &DeviceMismatchError{Handle: handle, Stated: want, Actual: dev.Ordinal()}
+// stated checks a stream object's device against the one the caller stated, if any: a
+// device the driver does not have is [streams.ErrNoSuchDevice], another one a
+// [DeviceMismatchError].
+func (b *Bridge) stated(handle uintptr, opts Options, dev *streams.Device) error {
+	want, ok := opts.Device.Ordinal()
+	if !ok || want == dev.Ordinal() {
+		return nil
 	}
-	return nil
+	if n, err := b.drv.DeviceCount(); err == nil && want >= n {
+		return fmt.Errorf("%w: device %d was stated for stream %#x, where the driver has %d (ordinals 0 to %d); the stream is on device %d",
+			streams.ErrNoSuchDevice, want, handle, n, n-1, dev.Ordinal())
+	}
+	return &DeviceMismatchError{Handle: handle, Stated: want, Actual: dev.Ordinal()}
 }
 
 // special is the context whose default stream a special handle names under opts.

@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"errors"
+	"fmt"
 	"runtime"
 	"sync"
 	"testing"
@@ -46,6 +47,26 @@ func TestStreamFindsItsDeviceFromTheHandle(t *testing.T) {
 				assert.Equal(t, wrong, mismatch.Stated)
 			}
 			require.NoError(t, s.Synchronize())
+		}
+	})
+}
+
+// A stated device the driver does not have is said to be one, not taken for a mismatch.
+func TestAStatedDeviceTheDriverDoesNotHaveIsNoSuchDevice(t *testing.T) {
+	needsLearnedLayout(t)
+	testdrivers.Each(t, func(t *testing.T, d *streams.Driver) {
+		b := newBridge(t, d)
+		n, err := d.DeviceCount()
+		require.NoError(t, err)
+		theirs := testdrivers.Stream(t, testdrivers.Primary(t, d, 0), streams.StreamOptions{NonBlocking: true})
+		for _, want := range []int{n, n + 3} {
+			_, err = b.Stream(theirs.Handle(), Options{Device: OnDevice(want)})
+			require.ErrorIs(t, err, streams.ErrNoSuchDevice)
+			assert.Contains(t, err.Error(), fmt.Sprintf("device %d was stated for stream %#x, where the driver has %d", want, theirs.Handle(), n))
+			var mismatch *DeviceMismatchError
+			assert.False(t, errors.As(err, &mismatch), "%v", err)
+			_, _, err = b.Identity(theirs.Handle(), Options{Device: OnDevice(want)})
+			require.ErrorIs(t, err, streams.ErrNoSuchDevice)
 		}
 	})
 }

@@ -3,7 +3,6 @@ device arguments every constructor takes."""
 
 from __future__ import annotations
 
-import operator
 from typing import Any, Optional
 
 from . import _core
@@ -54,9 +53,12 @@ def as_index(value: Any) -> Optional[int]:
     if isinstance(value, bool) or numpy_bool or not hasattr(type(value), "__index__"):
         return None
     try:
-        return operator.index(value)
+        index = type(value).__index__(value)  # as operator.index, which takes a bool answer as 0 or 1
     except TypeError:
         return None
+    if isinstance(index, bool) or not isinstance(index, int):  # an __index__ that answers True is no ordinal
+        return None
+    return int(index)
 
 
 def device_count() -> int:

@@ -116,7 +116,8 @@ def _explain_stream(obj: Any) -> str:
     if as_index(obj) is not None and not special:
         refusals.append("once its owner destroys it, every use raises InvalidHandleError, also if the "
                         "driver gives its address to a new stream")
-    refusals.append(f"a stated device other than {s.device_id} raises DeviceMismatchError")
+    refusals.append(f"a stated device other than {s.device_id} raises DeviceMismatchError (ValueError where the "
+                    "driver has no such device)")
     row("refuses", "; ".join(refusals))
     return "\n".join(lines)
 

@@ -63,6 +63,18 @@ def foreign_stream(driver_name):
 
 
 @pytest.fixture
+def stated_elsewhere(foreign_stream):
+    """Another device to state for foreign_stream, and how stating it is refused: (ordinal,
+    error type, message pattern): a DeviceMismatchError naming the stream's device where the
+    driver has that device, a ValueError saying there is no such device where it has one."""
+    _, device = foreign_stream
+    other = 1 - device
+    if other < streambridge.device_count():
+        return other, streambridge.DeviceMismatchError, f"is on device {device}"
+    return other, ValueError, f"no such device: device {other} was stated"
+
+
+@pytest.fixture
 def two_devices(driver_name) -> None:
     """Skips, saying so, where there is no device 1 (one GPU); the software driver has two."""
     try:

@@ -167,6 +167,29 @@ def test_an_unknown_event_option_names_the_options():
         sb.Event(options={"bad": 1})
 
 
+def test_an_index_that_answers_a_bool_is_no_device():
+    class Index:
+        def __index__(self):
+            return True  # operator.index warns and takes it as 1; a device is an ordinal
+
+    s = sb.Stream()
+    for make in (lambda: sb.Stream(device=Index()), lambda: sb.Event(device=Index()),
+                 lambda: sb.ExternalStream(s.ptr, Index())):
+        with pytest.raises(TypeError, match="device must be"):
+            make()
+    s.close()
+
+
+@pytest.mark.learned_layout
+def test_a_stated_device_the_driver_does_not_have_is_said_to_be_none():
+    n = _core.device_count()
+    s = sb.Stream()
+    with pytest.raises(ValueError, match=rf"no such device: device {n} was stated for stream {s.ptr:#x}, where "
+                                         rf"the driver has {n}"):
+        sb.ExternalStream(s.ptr, n)
+    s.close()
+
+
 def test_a_device_the_driver_does_not_have_is_a_value_error_with_the_count():
     n = _core.device_count()
     with pytest.raises(ValueError, match=rf"device {n}\b.*has {n}"):

@@ -279,13 +279,14 @@ def test_a_bad_setting_is_a_value_error_naming_it(env, match):
     assert rc == 0 and "refused:" in out and match in out, out
 
 
-def test_errors_from_go_arrive_typed_with_code_and_name(foreign_stream):
+def test_errors_from_go_arrive_typed_with_code_and_name(foreign_stream, stated_elsewhere):
     handle, _ = foreign_stream
     with pytest.raises(streambridge.InvalidHandleError) as info:
         streambridge.ExternalStream(handle + 8)  # not a stream: refused in Go, before the driver
     assert info.value.code == 400 and info.value.name == "CUDA_ERROR_INVALID_HANDLE"
-    with pytest.raises(streambridge.DeviceMismatchError, match="device"):
-        streambridge.ExternalStream(handle, 1 - foreign_stream[1])
+    other, error, match = stated_elsewhere
+    with pytest.raises(error, match=match):
+        streambridge.ExternalStream(handle, other)
 
 
 def test_a_borrowed_stream_is_refused_after_its_address_is_reused(driver_name):
