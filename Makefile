@@ -18,8 +18,10 @@ export STREAMBRIDGE_GO_MODULES = $(GO_MODULES)
 # race detector, mypy --strict on the package and a user's script, then the wheel built,
 # installed into a fresh venv and tested with pytest (on the software driver here; on the
 # real one too where libcuda loads), and the documentation site built with warnings as
-# errors.
-test: deps check go-test typecheck pytest docs
+# errors; each stage run even where one before failed, then one summary of what ran, its
+# counts and the verdict (scripts/make-test.sh).
+test:
+	@MAKE="$(MAKE)" bash scripts/make-test.sh
 
 deps:
 	bash scripts/deps.sh
@@ -36,12 +38,12 @@ typecheck:
 pytest: wheel
 	rm -rf build/venv && $(PY) -m venv --system-site-packages build/venv
 	build/venv/bin/pip install -q --no-index --no-deps --force-reinstall dist/streambridge-*-$(PYTAG)-$(PYTAG)-manylinux_*.whl
-	cd build && STREAMBRIDGE_DRIVER=$${STREAMBRIDGE_DRIVER:-sim} venv/bin/python -m pytest -q ../python/tests
+	cd build && STREAMBRIDGE_DRIVER=$${STREAMBRIDGE_DRIVER:-sim} venv/bin/python -m pytest -q --junitxml=pytest-sim.xml ../python/tests
 	@echo "== the same suite where the driver's stream layout cannot be learned (STREAMBRIDGE_LAYOUT=unlearnable):" \
 	  "bare handles refused as designed (xfailed), learned-layout tests skipped; one software device," \
 	  "as on a one-GPU machine: the two-device tests skip, saying so"
 	cd build && STREAMBRIDGE_LAYOUT=unlearnable STREAMBRIDGE_SIM_DEVICES=1 STREAMBRIDGE_DRIVER=$${STREAMBRIDGE_DRIVER:-sim} \
-	  venv/bin/python -m pytest -q ../python/tests
+	  venv/bin/python -m pytest -q --junitxml=pytest-unlearnable.xml ../python/tests
 
 # The native module built for a free-threaded CPython 3.13 (scripts/free-threaded-python.sh
 # builds one once, outside the clone), with the package, into build/ft.
