@@ -44,9 +44,9 @@ def go_counts(path="build/test.json"):
                 skipped.append(key)
     reasons = collections.Counter()
     for key in skipped:
-        said = [m.group(1).strip() for text in output[key] if (m := re.search(r"\bSKIP: (.*)", text))]
+        said = re.findall(r"\bSKIP: (.*)", "".join(output[key]))  # an output line may come in pieces
         if said or "/" not in key[1]:
-            reasons[said[0] if said else "(no reason given)"] += 1
+            reasons[said[0].strip() if said else "(no reason given)"] += 1
     return counts["pass"], counts["fail"], counts["skip"], reasons
 
 
