@@ -145,7 +145,7 @@ def _calls(w):
 
 def soak(seconds, seed, threads=8):
     """Runs the soak; returns the number of calls and of typed errors. A hang ends the
-    process (status 3) with every thread's stack; an untyped error ends the soak with it;
+    process (status 1) with every thread's stack; an untyped error ends the soak with it;
     streams or events the core made and did not destroy once all is closed fail it."""
     streams_before, events_before = _core.live_streams(), _core.live_events()
     sys.unraisablehook = lambda unraisable: None  # the soak's callbacks raise by design: callback_errors() keeps them
@@ -176,7 +176,11 @@ def soak(seconds, seed, threads=8):
         t.join(timeout=max(0.0, deadline - time.monotonic()) + 30)
         if t.is_alive():
             print(f"hang: a thread was still in a call 30 s after the deadline (seed {seed})", file=sys.stderr)
-            faulthandler.dump_traceback(all_threads=True)
+            # every thread's stack from faulthandler's own thread, which ends the process: a
+            # dump from here stops the world first on a free-threaded CPython, and waits for
+            # the hung thread too
+            faulthandler.dump_traceback_later(0.01, exit=True)
+            time.sleep(60)
             os._exit(3)
     if untyped:
         raise untyped[0]
