@@ -155,9 +155,12 @@ func TestDefaultRefusesBadSettings(t *testing.T) {
 	}
 	t.Setenv("STREAMBRIDGE_DRIVER", "")
 	if _, cudaErr := CUDA(); cudaErr != nil { // no driver here: the error says how to go on without one
+		require.ErrorIs(t, cudaErr, ErrNoDriver)
+		assert.Contains(t, cudaErr.Error(), "streams.Sim() is the software driver")
 		_, err := Default()
 		require.ErrorIs(t, err, ErrNoDriver)
-		assert.Contains(t, err.Error(), "STREAMBRIDGE_DRIVER=sim")
+		assert.Contains(t, err.Error(), "STREAMBRIDGE_DRIVER=sim selects the software driver")
+		assert.NotContains(t, err.Error(), "streams.Sim()", "a Python user meets this one")
 	} else {
 		d, err := Default()
 		require.NoError(t, err)

@@ -88,8 +88,18 @@ var (
 )
 
 // CUDA returns the real driver, loading libcuda.so.1 on first use. Without a usable
-// driver the error matches [ErrNoDriver].
+// driver the error matches [ErrNoDriver] and says how to go on without one.
 func CUDA() (*Driver, error) {
+	d, err := loadCUDA()
+	if err != nil {
+		return nil, fmt.Errorf("%w (no GPU here? streams.Sim() is the software driver: streams, events, callbacks "+
+			"and graphs on the CPU, no kernels; Default() takes it where STREAMBRIDGE_DRIVER=sim)", err)
+	}
+	return d, nil
+}
+
+// loadCUDA is CUDA, its error without the hint, which Default gives its own.
+func loadCUDA() (*Driver, error) {
 	cudaOnce.Do(func() {
 		api, err := cuda.Load()
 		if err != nil {
@@ -126,7 +136,7 @@ func Default() (*Driver, error) {
 	}
 	switch v := os.Getenv("STREAMBRIDGE_DRIVER"); v {
 	case "", "cuda":
-		d, err := CUDA()
+		d, err := loadCUDA()
 		if err != nil {
 			return nil, fmt.Errorf("%w (STREAMBRIDGE_DRIVER=sim selects the software driver: streams, events, "+
 				"callbacks and graphs on the CPU, no kernels)", err)

@@ -67,7 +67,7 @@ func leavesNoRetain(t *testing.T, d *Driver) {
 // realDriver returns the CUDA driver or skips (fails under STREAMBRIDGE_REQUIRE_GPU=1).
 func realDriver(t testing.TB) *Driver {
 	t.Helper()
-	d, err := CUDA()
+	d, err := loadCUDA() // the error without the hint for a user with no GPU
 	if err != nil {
 		if requireGPU {
 			t.Fatalf("STREAMBRIDGE_REQUIRE_GPU=1 but the real driver is unusable: %v", err)

@@ -29,7 +29,8 @@ func main() {
 func run() error {
 	d, err := streams.Default()
 	if errors.Is(err, streams.ErrNoDriver) {
-		_, why := streams.CUDA() // the reason alone, without Default's advice to set what the demo falls back to itself
+		_, why := streams.CUDA()
+		why = errors.Unwrap(why) // the reason alone, without CUDA's advice to use what the demo falls back to itself
 		fmt.Printf("No CUDA driver here: %s.\n", strings.TrimPrefix(why.Error(), streams.ErrNoDriver.Error()+": "))
 		fmt.Println("Running on the software driver: stream ordering, events, host callbacks and graph")
 		fmt.Println("replay are real; no kernel runs, and none is pretended.")
