@@ -135,14 +135,14 @@ func backOff(try int) {
 }
 
 // apart keeps a call on stream h apart from the other kind's (driver.CaptureGate's Waits
-// and Launches): it takes mine's stripe for h once other's is 0, and returns what gives it
-// back. A stream's synchronize, which waits holding no lock, and a graph's launch on it
-// (see lockLaunch): a launch waits for the synchronize to return, and a synchronize for the
-// launch, holding nothing else meanwhile.
-func (d *Driver) apart(mine, other *[driver.GateStreams]atomic.Int32, h uintptr) (giveBack func()) {
+// and Launches): it takes mine's stripe for h once other's is 0 and returns that count,
+// which the caller gives back with Add(-1) when its call returns. A stream's synchronize,
+// which waits holding no lock, and a graph's launch on it (see lockLaunch): a launch waits
+// for the synchronize to return, and a synchronize for the launch, holding nothing else.
+func (d *Driver) apart(mine, other *[driver.GateStreams]atomic.Int32, h uintptr) (taken *atomic.Int32) {
 	i := driver.GateStream(h)
 	driver.KeepApart(&mine[i], &other[i], backOff)
-	return func() { mine[i].Add(-1) }
+	return &mine[i]
 }
 
 // CaptureGate is the address of the capture lock's face to code in another language in

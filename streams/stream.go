@@ -608,7 +608,7 @@ func (s *Stream) Synchronize() error {
 	d := s.ctx.drv
 	return d.check("cuStreamSynchronize", d.wait(uintptr(s.handle), nil,
 		func() driver.Result {
-			defer d.apart(&d.gate.Waits, &d.gate.Launches, uintptr(s.handle))()
+			defer d.apart(&d.gate.Waits, &d.gate.Launches, uintptr(s.handle)).Add(-1)
 			return s.api.StreamSynchronize(s.callCtx(), s.handle)
 		},
 		func() driver.Result { return s.api.StreamQuery(s.callCtx(), s.handle) }))
