@@ -237,3 +237,42 @@ def test_a_stream_joined_to_a_capture_and_closed_leaves_that_capture_alone(mode)
     assert ran == ["the joined stream's work"]
     graph.close()
     origin.close()
+
+
+def test_a_capture_lost_with_its_stream_ends_apart_from_callbacks_launched_on_a_stream_joined_to_it():
+    """One thread begins a capture on a stream, joins a second stream to it and closes the
+    first, which ends the capture lost with it and destroys its graph; another thread
+    launches callbacks on the joined stream meanwhile, each captured into that graph while
+    the join lasts. The end and the launches run one at a time: the end once counted only
+    the lock's owner, and a launch went on beside it into the graph the end destroyed (the
+    software driver's destroyed-handle end, one run of the chaos soak in thirty with the
+    GIL off). Every error is streambridge's; the callbacks captured are freed with the
+    graph, none runs (no graph is ever launched)."""
+    joined = sb.Stream(non_blocking=True)
+    ran, deadline, stop = [], time.monotonic() + 2, threading.Event()
+    errors = (sb.CUDAError, sb.ClosedError)
+
+    def launches():
+        while not stop.is_set():
+            try:
+                joined.launch_host_func(ran.append, "a launch on the joined stream")
+            except errors:
+                pass
+
+    t = threading.Thread(target=launches)
+    t.start()
+    try:
+        while time.monotonic() < deadline:
+            origin = sb.Stream(non_blocking=True)
+            try:
+                origin.begin_capture("relaxed")
+                joined.wait_event(origin.record())
+            except errors:
+                pass
+            origin.close()
+    finally:
+        stop.set()
+        t.join()
+    joined.synchronize()
+    joined.close()
+    assert all(r == "a launch on the joined stream" for r in ran)
