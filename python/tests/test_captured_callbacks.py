@@ -276,3 +276,36 @@ def test_a_capture_lost_with_its_stream_ends_apart_from_callbacks_launched_on_a_
     joined.synchronize()
     joined.close()
     assert all(r == "a launch on the joined stream" for r in ran)
+
+
+def test_a_capturing_stream_closed_inside_a_callback_is_released_in_one_step_by_the_next_close():
+    """A stream closed inside a host callback while it captures waits for the next close
+    outside one, on any thread: its release, the capture lost with it ended, its Go key
+    released, the stream destroyed, is one step, whichever thread takes it. As three steps
+    queued apart, one thread's end of the capture let the GIL go and another's next steps
+    destroyed the stream under it (the software driver's destroyed-handle end, the chaos soak
+    with the GIL off). Four threads close at once after each callback's close."""
+    from streambridge import _core
+
+    streams = _core.live_streams()
+    deadline = time.monotonic() + 2
+    side = sb.Stream(non_blocking=True)
+    while time.monotonic() < deadline:
+        capturing = sb.Stream(non_blocking=True)
+        capturing.begin_capture("relaxed")
+        capturing.launch_host_func(lambda _: None, None)  # captured: the graph the end destroys keeps it
+        side.launch_host_func(lambda _: capturing.close(), None)
+        side.synchronize()
+        start = threading.Barrier(4)
+
+        def close_one():
+            start.wait()
+            sb.Stream().close()
+
+        threads = [threading.Thread(target=close_one) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    side.close()
+    assert _core.live_streams() == streams
