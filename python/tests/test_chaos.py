@@ -202,7 +202,10 @@ def soak(seconds, seed, threads=8):
     s.close()  # a close outside a callback gives back what closes inside callbacks deferred
     left = (_core.live_streams() - streams_before, _core.live_events() - events_before)
     if left != (0, 0):
-        raise AssertionError(f"left alive after the soak: {left[0]} streams, {left[1]} events the core made (seed {seed})")
+        alive = [f"{o!r} busy={o._busy} closing={o._closing} held by {sorted({type(r).__name__ for r in gc.get_referrers(o)})}"
+                 for o in gc.get_objects() if isinstance(o, sb.Stream) and o._owned and (o._open or o._busy or o._closing)]
+        raise AssertionError(f"left alive after the soak: {left[0]} streams, {left[1]} events the core made (seed {seed}); "
+                             f"streams made here and not released: {alive}")
     return made[0], refused[0]
 
 
