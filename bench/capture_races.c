@@ -167,6 +167,26 @@ static void *event_syncer(void *p) { // records f on u and waits for it
   return NULL;
 }
 
+// Host functions as the Python package's C core launches them: the stream's capture status
+// asked first (under the capture lock shared, which a synchronize does not take), then the
+// launch; slow_host_launcher's host function takes 20 us, as one into Python waiting for
+// the GIL does.
+static void napping(void *p) { (void)p; usleep(20); }
+static void *info_host_launcher_of(long i, void (*fn)(void *)) {
+  cuCtxSetCurrent(ctx);
+  CUstreamCaptureStatus st; unsigned long long id; CUgraph g;
+  while (!stop) { COUNT(i, cuStreamGetCaptureInfo(u, &st, &id, &g, NULL, NULL, NULL)); COUNT(i, cuLaunchHostFunc(u, fn, NULL)); }
+  return NULL;
+}
+static void *info_host_launcher(void *p) { return info_host_launcher_of((long)p, nothing); }
+static void *slow_host_launcher(void *p) { return info_host_launcher_of((long)p, napping); }
+static void *u_info_asker(void *p) {
+  long i = (long)p; cuCtxSetCurrent(ctx);
+  CUstreamCaptureStatus st; unsigned long long id; CUgraph g;
+  while (!stop) COUNT(i, cuStreamGetCaptureInfo(u, &st, &id, &g, NULL, NULL, NULL));
+  return NULL;
+}
+
 typedef void *(*worker)(void *);
 static const struct { const char *name; worker w[3]; } cases[] = {
   {"capture + wait on its event (join) from another thread", {capturer, waiter}},
@@ -198,6 +218,10 @@ static const struct { const char *name; worker w[3]; } cases[] = {
   {"graph launches + query of their stream", {launcher, u_querier}},
   {"graph launches + executables destroyed and remade + query of their stream", {launcher, remaker, u_querier}},
   {"graph launches + host functions launched on their stream", {launcher, u_host_launcher}},
+  {"no graph: host functions, capture status asked first, + synchronize of their stream", {info_host_launcher, syncer}},
+  {"no graph: host functions, capture status asked first, + synchronize + query of their stream", {info_host_launcher, syncer, u_querier}},
+  {"no graph: slow host functions, capture status asked first, + synchronize + query of their stream", {slow_host_launcher, syncer, u_querier}},
+  {"no graph: host functions + capture status asked on another thread + synchronize of their stream", {u_host_launcher, u_info_asker, syncer}},
 };
 #define NCASES (int)(sizeof cases / sizeof cases[0])
 
