@@ -106,7 +106,8 @@ def test_an_object_released_inside_a_callback_is_closed_later_not_lost():
     assert _core.stream_handle(stream_key), "kept for later, not lost"
     assert _core.live_events() == events - 1, "the event is counted closed; its destroy waits"
     assert _core.live_streams() == streams - 1, "the stream too"
-    assert streambridge.ExternalStream(handle).query(), "not destroyed yet"
+    with pytest.raises(streambridge.InvalidHandleError, match="being destroyed"):
+        streambridge.ExternalStream(handle)  # not destroyed yet, and refused: its object is gone
     streambridge.Stream().close()  # the next release outside a callback releases them too
     with pytest.raises(streambridge.InvalidHandleError):
         streambridge.ExternalStream(handle)
@@ -325,3 +326,48 @@ def test_a_borrowed_stream_is_refused_after_its_address_is_reused(driver_name):
             call()
             pytest.fail(f"{name} used a destroyed stream (address reused: {reused})")
     kept[-1].query()  # the new stream at that address is untouched
+
+
+def test_a_handle_wrapped_while_its_stream_is_dropped_on_another_thread_is_refused_or_tied_never_revived():
+    """One thread drops streams it made, each capturing (its dealloc closes it, and the close
+    ends the capture, letting the GIL go), while another wraps their handles by number and
+    queries the wrapper. A wrap finds the stream alive and holds it, or gone and is refused
+    or proven by identity; it never takes a reference to a stream whose last one is gone (the
+    registry kept its address, and a wrap during its dealloc revived it, then outlived the
+    free). Any streambridge error is accepted; the test fails on a crash, a hang or another
+    error, or a stream left alive."""
+    streams = _core.live_streams()
+    handles, stop = [], threading.Event()
+    errors = (streambridge.CUDAError, streambridge.ClosedError)
+
+    def wraps():
+        while not stop.is_set():
+            if not handles:
+                continue
+            try:
+                x = streambridge.ExternalStream(handles[-1])
+                x.query()
+                x.close()
+            except errors:
+                pass
+
+    t = threading.Thread(target=wraps)
+    t.start()
+    try:
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline:
+            s = streambridge.Stream(non_blocking=True)
+            s.begin_capture("relaxed")
+            handles.append(s.ptr)
+            del s  # no close: the dealloc's
+    finally:
+        stop.set()
+        t.join()
+    # A reference dropped on another thread than the stream's own (a wrapper's, to its
+    # origin) is merged, and the stream freed, on its own thread, later, where the GIL is
+    # off (biased reference counting, PEP 703).
+    deadline = time.monotonic() + 10
+    while _core.live_streams() != streams and time.monotonic() < deadline:
+        gc.collect()
+        time.sleep(0.001)
+    assert _core.live_streams() == streams
