@@ -8,15 +8,32 @@ running the build or, cross-built from another CPython's headers, for that one:
 """
 
 import os
+import re
 import subprocess
+import sys
 import sysconfig
 
-from setuptools import setup
-from setuptools.command.build_py import build_py
-from setuptools.dist import Distribution
-from wheel.bdist_wheel import bdist_wheel
-
 CROSS_TAG = os.environ.get("STREAMBRIDGE_PY_TAG")  # e.g. cp312
+
+
+def oldest_python():
+    """The oldest CPython pyproject.toml's requires-python allows, as (major, minor): read here
+    before anything else, in words an older Python's setuptools (which ignores [project] and
+    names the package UNKNOWN) cannot garble."""
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "pyproject.toml")) as f:
+        m = re.search(r'^requires-python\s*=\s*">=(\d+)\.(\d+)"', f.read(), re.M)
+    return int(m.group(1)), int(m.group(2))
+
+
+building_for = (int(CROSS_TAG[2]), int(CROSS_TAG[3:])) if CROSS_TAG else sys.version_info[:2]
+if building_for < oldest_python():
+    sys.exit("streambridge needs CPython %d.%d or newer (requires-python in pyproject.toml); this build is for %d.%d"
+             % (oldest_python() + building_for))
+
+from setuptools import setup  # noqa: E402 (after the check: an older Python's setuptools fails first otherwise)
+from setuptools.command.build_py import build_py  # noqa: E402
+from setuptools.dist import Distribution  # noqa: E402
+from wheel.bdist_wheel import bdist_wheel  # noqa: E402
 
 
 def target():

@@ -1,0 +1,23 @@
+"""The build's own word to a Python it does not support: one line, before any C compiler or
+setuptools of that Python can say something else."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_a_build_for_a_python_older_than_requires_python_says_so_in_one_line():
+    floor = re.search(r'^requires-python\s*=\s*">=(\d+)\.(\d+)"', (ROOT / "pyproject.toml").read_text(), re.M)
+    major, minor = int(floor.group(1)), int(floor.group(2))
+    older = f"cp{major}{minor - 1}"  # the cross-build's tag names the Python the wheel is for
+    env = dict(os.environ, STREAMBRIDGE_PY_TAG=older, STREAMBRIDGE_PY_INCLUDE="/nonexistent")
+    r = subprocess.run([sys.executable, "setup.py", "--version"], cwd=ROOT, env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 1
+    assert r.stdout == ""
+    assert r.stderr.strip() == (f"streambridge needs CPython {major}.{minor} or newer (requires-python in "
+                                f"pyproject.toml); this build is for {major}.{minor - 1}")
