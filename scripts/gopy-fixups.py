@@ -1,4 +1,4 @@
-"""Three fixes to gopy v0.5.0's generated code, applied after `gopy build` generates it.
+"""Four fixes to gopy v0.5.0's generated code, applied after `gopy build` generates it.
 Each one checks that it found the code it expects and stops the build if not, so a new
 gopy whose output changed fails here, loudly, rather than building something else.
 
@@ -17,6 +17,9 @@ gopy whose output changed fails here, loudly, rather than building something els
    into the generated package), which classifies the error (bridge.DescribeForPython) and
    hands (kind, code, name, message, log) to the C core's sb_raise (python/native/core.c).
    Nothing on the Python side parses a message.
+
+4. Gives each package's Python module a __dir__ that names what the Go package exports, not
+   the modules and paths gopy's loader leaves at its top (os, sys, inspect, cwd, go...).
 
     python3 scripts/gopy-fixups.py GENERATED_DIR PKG_DIR
 """
@@ -88,6 +91,24 @@ if len(freed) != error_only:
              "the known shape)")
 c_src = leaky.sub(lambda m: m.group(1) + "        free(retval);\n" + m.group(3) + "    free(retval);\n" + m.group(4), c_src)
 open(c_file, "w").write(c_src)
+# Each package module: what its loader defined is noted where the Go package's part begins.
+DIR_FN = """
+
+def __dir__():
+    \"\"\"What the Go package exports (written by scripts/gopy-fixups.py).\"\"\"
+    return sorted(n for n in globals() if n not in _gopy_loader_names and not n.startswith("_"))
+"""
+loader_end = "\n# ---- Types ---\n"
+packages = [p for p in sorted(glob.glob(f"{gen}/*.py")) if p.rsplit("/", 1)[1] not in ("__init__.py", "build.py", "go.py")]
+for path in packages:
+    py = open(path).read()
+    if py.count(loader_end) != 1:
+        sys.exit(f"gopy-fixups: gopy's package module {path} changed (no one '# ---- Types ---' line)")
+    py = py.replace(loader_end, "\n_gopy_loader_names = set(globals()) | {'_gopy_loader_names'}  # gopy-fixups: see __dir__" +
+                    loader_end)
+    py += DIR_FN
+    open(path, "w").write(py)
 print(f"gopy-fixups: {len(marked)} calls keep the GIL: {', '.join(sorted(marked))}")
 print(f"gopy-fixups: {len(freed)} error-only calls free their result: {', '.join(freed) or '-'}")
 print(f"gopy-fixups: {errors} error paths raise the typed exception of their kind")
+print(f"gopy-fixups: {len(packages)} package modules name only their Go exports in dir()")

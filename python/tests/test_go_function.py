@@ -28,6 +28,12 @@ def test_ext_lists_the_packages_built_in():
         streambridge.ext.nothere
 
 
+def test_a_go_package_lists_its_go_functions_not_gopys_loader():
+    """dir() of a package module names what the Go package exports (examples/gokernels:
+    Describe and Saxpy), not the modules and paths gopy's loader leaves at its top."""
+    assert dir(gokernels) == ["Describe", "Saxpy"]
+
+
 def test_pointer_dtype_shape_and_strides_reach_go():
     s = streambridge.Stream()
     got = describe(s, Array(0x7000, (2, 3), "<f8"))  # no strides: C-contiguous ones filled in
