@@ -3,6 +3,7 @@ package bridge
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -76,7 +77,8 @@ func ParseArray(text string) (Array, error) {
 		return Array{}, fmt.Errorf("bridge: array %q has %d strides for %d dimensions", text, len(a.Strides), len(a.Shape))
 	}
 	if a.ItemSize() == 0 {
-		return Array{}, fmt.Errorf("bridge: array %q: dtype %q has no item size", text, a.DType)
+		return Array{}, fmt.Errorf("%w: array %q: dtype %q is not the NumPy type string of a GPU scalar "+
+			"(b1; i or u 1, 2, 4, 8; f2, f4, f8; c8, c16; bfloat16)", ErrValue, text, a.DType)
 	}
 	if a.Device < -1 {
 		return Array{}, fmt.Errorf("%w: array %q: device %d is neither -1 (unsaid) nor an ordinal", ErrValue, text, a.Device)
@@ -132,7 +134,8 @@ func (a Array) Len() int {
 	return n
 }
 
-// ItemSize is the size of one element in bytes, from DType; 0 for a DType it cannot read.
+// ItemSize is the size of one element in bytes, from DType; 0 for a DType that names no GPU
+// scalar (itemSizes).
 func (a Array) ItemSize() int {
 	if a.DType == "bfloat16" {
 		return 2
@@ -141,11 +144,14 @@ func (a Array) ItemSize() int {
 		return 0
 	}
 	n, err := strconv.Atoi(a.DType[2:])
-	if err != nil || n <= 0 {
+	if err != nil || !slices.Contains(itemSizes[a.DType[1]], n) {
 		return 0
 	}
 	return n
 }
+
+// itemSizes are the sizes a GPU scalar of each NumPy kind comes in.
+var itemSizes = map[byte][]int{'b': {1}, 'i': {1, 2, 4, 8}, 'u': {1, 2, 4, 8}, 'f': {2, 4, 8}, 'c': {8, 16}}
 
 // Contiguous reports whether the elements lie in C order with no gaps.
 func (a Array) Contiguous() bool {

@@ -40,7 +40,9 @@ func TestParseArrayRefusesMalformedText(t *testing.T) {
 		{"bad pointer", "array device=0 ptr=xyz dtype=<f4 shape=1 strides=4", `"ptr=xyz"`},
 		{"bad shape", "array device=0 ptr=1 dtype=<f4 shape=1,x strides=4", `"shape=1,x"`},
 		{"strides disagree", "array device=0 ptr=1 dtype=<f4 shape=1,2 strides=4", "2 dimensions"},
-		{"bad dtype", "array device=0 ptr=1 dtype=float shape=1 strides=4", "no item size"},
+		{"bad dtype", "array device=0 ptr=1 dtype=float shape=1 strides=4", "not the NumPy type string of a GPU scalar"},
+		{"no such float", "array device=0 ptr=1 dtype=<f99999 shape=1 strides=4", `dtype "<f99999" is not`},
+		{"no such kind", "array device=0 ptr=1 dtype=<x4 shape=1 strides=4", `dtype "<x4" is not`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseArray(tc.text)

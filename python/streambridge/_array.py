@@ -94,22 +94,35 @@ def _version(cai: Any) -> int:
     return version
 
 
+def _ints(field: str, values: Any, low: int, high: int) -> None:
+    """Each of values an int (not a bool: a TypeError) in [low, high) (a ValueError), which
+    the Go side reads as a word; field names them in the error."""
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise TypeError(f"__cuda_array_interface__ {field} must be ints, not {type(v).__name__} ({v!r})")
+        if not low <= v < high:
+            raise ValueError(f"__cuda_array_interface__ {field} {v} is out of range ({low} to {high - 1})")
+
+
 def _from_interface(cai: Any, device: int) -> ArrayInfo:
     version = _version(cai)
     data = cai.get("data")
-    if not isinstance(data, tuple) or len(data) != 2 or not isinstance(data[0], int):
+    if not isinstance(data, tuple) or len(data) != 2:
         raise ValueError(f"__cuda_array_interface__ data must be (pointer, read_only), not {data!r}")
+    _ints("data pointer", data[:1], 0, 2**64)
     shape = cai.get("shape")
-    if not isinstance(shape, tuple) or not all(isinstance(d, int) and d >= 0 for d in shape):
-        raise ValueError(f"__cuda_array_interface__ shape must be a tuple of sizes, not {shape!r}")
+    if not isinstance(shape, tuple):
+        raise TypeError(f"__cuda_array_interface__ shape must be a tuple, not {type(shape).__name__}")
+    _ints("shape", shape, 0, 2**63)
     typestr = cai.get("typestr")
     if not isinstance(typestr, str):
-        raise ValueError(f"__cuda_array_interface__ typestr must be a str, not {typestr!r}")
+        raise TypeError(f"__cuda_array_interface__ typestr must be a str, not {typestr!r}")
     strides = cai.get("strides")
     if strides is None:
         strides = _contiguous(shape, _itemsize(typestr))
     elif not isinstance(strides, tuple) or len(strides) != len(shape):
         raise ValueError(f"__cuda_array_interface__ strides must be None or one per dimension, not {strides!r}")
+    _ints("strides", strides, -2**63, 2**63)
     stream = cai.get("stream") if version >= 3 else None
     if stream == 0:
         raise ValueError("__cuda_array_interface__ stream 0 is not allowed (v3: use 1 for the legacy "
@@ -166,6 +179,8 @@ def _from_dlpack(obj: Any, consumer: Optional[int], said: Any) -> ArrayInfo:
     ownership (released with the capsule), and ``obj`` must outlive the use of the data.
     Every pointer in it is read through the Go core's fault-protected reader, so a broken
     producer gets a ValueError, not a crash. ``said`` is what its ``__dlpack_device__`` said."""
+    if not isinstance(said, tuple) or len(said) != 2:
+        raise TypeError(f"__dlpack_device__ must return (device_type, device_id), not {said!r}")
     dev_type, dev_id = said
     if dev_type != _KDL_CUDA:
         raise ValueError(f"a DLPack array must be on a CUDA device, not device type {dev_type}")

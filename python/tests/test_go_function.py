@@ -3,6 +3,7 @@ through go_function: streams validated and passed as handles, arrays described t
 producers' streams waited for, Go's errors typed. Nothing here launches a kernel on made-up
 pointers; the launches on real data are in interop_test/test_go_kernels.py."""
 
+import re
 import threading
 
 import pytest
@@ -41,6 +42,38 @@ def test_pointer_dtype_shape_and_strides_reach_go():
                   "shape [2 3], strides [24 8]"
     got = describe(s, Array(0x7000, (3, 2), "<i4", strides=(4, 12)))
     assert got.endswith("6 elements of <i4 at 0x7000 on device -1, shape [3 2], strides [4 12]")
+    s.close()
+
+
+@pytest.mark.parametrize("array, error, says", [
+    (Array(ptr=-5), ValueError, "data pointer -5 is out of range"),
+    (Array(ptr=2**64), ValueError, "data pointer 18446744073709551616 is out of range"),
+    (Array(ptr=True), TypeError, "data pointer must be ints, not bool"),
+    (Array(shape=(True,)), TypeError, "shape must be ints, not bool"),
+    (Array(shape=(2**63,)), ValueError, "shape 9223372036854775808 is out of range"),
+    (Array(strides=("a",)), TypeError, "strides must be ints, not str"),
+    (Array(strides=(2**63,)), ValueError, "strides 9223372036854775808 is out of range"),
+    (Array(typestr="<f99999"), ValueError, 'dtype "<f99999" is not the NumPy type string of a GPU scalar'),
+    (Array(typestr="<x4"), ValueError, 'dtype "<x4" is not the NumPy type string of a GPU scalar'),
+])
+def test_an_array_interface_field_that_is_no_array_is_a_typed_error_naming_it(array, error, says):
+    s = streambridge.Stream()
+    with pytest.raises(error, match=re.escape(says)):
+        describe(s, array)
+    s.close()
+
+
+def test_a_dlpack_device_that_is_no_pair_is_a_type_error():
+    class Broken:
+        def __dlpack__(self, stream=None):
+            raise AssertionError("not asked: its device was never said")
+
+        def __dlpack_device__(self):
+            return 2
+
+    s = streambridge.Stream()
+    with pytest.raises(TypeError, match=re.escape("__dlpack_device__ must return (device_type, device_id), not 2")):
+        describe(s, Broken())
     s.close()
 
 
