@@ -133,6 +133,113 @@ def _child(code, env=None, timeout=60):
     return p.returncode, p.stdout + p.stderr
 
 
+def test_a_stream_closed_by_freeing_an_earlier_callbacks_argument_is_refused_by_the_next_launch():
+    """A launch frees the calls that have run (their arguments' destructors run there); one
+    that closes the stream the launch is for is met before the launch's check, which then
+    refuses it (ClosedError), where it came after the check and the launch went on with the
+    destroyed handle (the software driver's destroyed-handle end, rc 86). The launches run on
+    a thread of their own, so that the main thread's pending call does not free the call
+    first."""
+    code = """
+        import threading, time, streambridge as sb
+        s = sb.Stream(non_blocking=True)
+
+        class ClosesTheStream:
+            def __del__(self):
+                s.close()
+
+        out = []
+
+        def run():
+            done = threading.Event()
+            s.launch_host_func(lambda _: None, ClosesTheStream())  # freed by the next launch
+            s.launch_host_func(lambda _: done.set(), None)  # the first has run, and is queued to be freed
+            assert done.wait(10)
+            time.sleep(0.05)
+            try:
+                s.launch_host_func(lambda _: None, None)
+                out.append("launched")
+            except sb.ClosedError:
+                out.append("ClosedError")
+
+        t = threading.Thread(target=run)
+        t.start()
+        t.join()
+        print(out, sb._core.live_streams())
+    """
+    rc, output = _child(code)
+    assert rc == 0, output
+    assert "['ClosedError'] 0" in output, output
+
+
+def test_a_stream_whose_dealloc_waits_for_the_core_lock_is_never_collected_as_cyclic_trash():
+    """Without the GIL, a stream's dealloc waits for the core lock (gate.inc), which another
+    thread holds (here: a __cuda_stream__ the core calls, looping). subtype_dealloc tracks
+    the object again before the core's dealloc; tracked through that wait, a collection took
+    it, its last reference gone, for cyclic trash, cleared it and freed it a second time
+    (SIGSEGV, or in a diagnostic build the double dealloc seen: the chaos soak with the GIL
+    off, every run on an H200). A collection during the wait must not find it. With the GIL
+    the dealloc never waits, and the test passes trivially."""
+    code = """
+        import gc, os, threading, time
+        import streambridge as sb
+
+        gc.disable()  # only the collections below
+
+
+        class HoldsTheCore:
+            # Its __cuda_stream__ runs inside the core (Stream.from_external), holding the
+            # core lock while it loops, attached, until told to stop.
+
+            def __init__(self, inside, go):
+                self.inside, self.go = inside, go
+
+            def __cuda_stream__(self):
+                self.inside.set()
+                while not self.go.is_set():
+                    pass
+                return (0, 0)
+
+
+        for round in range(20):
+            inside, go, made = threading.Event(), threading.Event(), threading.Event()
+            box = []
+
+            def hold():
+                try:
+                    sb.Stream.from_external(HoldsTheCore(inside, go))
+                except sb.CUDAError:
+                    pass
+
+            def make_and_drop():
+                box.append(sb.Stream(non_blocking=True))
+                made.set()
+                inside.wait()
+                box.pop()  # the last reference: its dealloc waits for the core lock
+
+            b = threading.Thread(target=make_and_drop)
+            b.start()
+            made.wait()
+            a = threading.Thread(target=hold)
+            a.start()
+            inside.wait()
+            time.sleep(0.05)
+            gc.set_debug(gc.DEBUG_SAVEALL)  # what a collection finds unreachable goes to gc.garbage
+            gc.collect()
+            gc.set_debug(0)
+            if any(isinstance(o, sb.Stream) for o in gc.garbage):
+                print(f"round {round}: a stream whose dealloc waited for the core lock was collected as cyclic trash", flush=True)
+                os._exit(1)
+            go.set()
+            a.join()
+            b.join()
+        print("no stream collected while its dealloc waited", sb._core.live_streams())
+    """
+    rc, output = _child(code)
+    assert rc == 0, output
+    assert "no stream collected while its dealloc waited 0" in output, output
+
+
 @pytest.mark.parametrize("used", [False, True], ids=["imported", "used"])
 def test_a_forked_child_gets_a_typed_error_naming_spawn_and_never_hangs(used):
     code = f"""
