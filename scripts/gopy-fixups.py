@@ -1,4 +1,4 @@
-"""Four fixes to gopy v0.5.0's generated code, applied after `gopy build` generates it.
+"""Five fixes to gopy v0.5.0's generated code, applied after `gopy build` generates it.
 Each one checks that it found the code it expects and stops the build if not, so a new
 gopy whose output changed fails here, loudly, rather than building something else.
 
@@ -20,6 +20,11 @@ gopy whose output changed fails here, loudly, rather than building something els
 
 4. Gives each package's Python module a __dir__ that names what the Go package exports, not
    the modules and paths gopy's loader leaves at its top (os, sys, inspect, cwd, go...).
+
+5. Declares the module free of the GIL on a free-threaded CPython (PyUnstable_Module_SetGIL,
+   Py_MOD_GIL_NOT_USED), so that importing it leaves the GIL off: its wrappers only convert
+   arguments, the Go side guards its own state, and the C core holds its own lock where it
+   relied on the GIL (python/native/gate.inc, "The core lock"). On other builds, nothing.
 
     python3 scripts/gopy-fixups.py GENERATED_DIR PKG_DIR
 """
@@ -90,6 +95,16 @@ if len(freed) != error_only:
     sys.exit(f"gopy-fixups: gopy's error-only functions changed ({error_only} in Go, {len(freed)} C wrappers of "
              "the known shape)")
 c_src = leaky.sub(lambda m: m.group(1) + "        free(retval);\n" + m.group(3) + "    free(retval);\n" + m.group(4), c_src)
+create = "    m = PyModule_Create(&_sbnative_moduledef);\n"
+if c_src.count(create) != 1:
+    sys.exit("gopy-fixups: gopy's module init changed (no one PyModule_Create of _sbnative_moduledef)")
+c_src = c_src.replace(create, create + """    #ifdef Py_GIL_DISABLED
+    if (m != NULL && PyUnstable_Module_SetGIL(m, Py_MOD_GIL_NOT_USED) < 0) {
+        Py_DECREF(m);
+        return MOD_ERROR;
+    }
+    #endif
+""")
 open(c_file, "w").write(c_src)
 # Each package module: what its loader defined is noted where the Go package's part begins.
 DIR_FN = """
@@ -112,3 +127,4 @@ print(f"gopy-fixups: {len(marked)} calls keep the GIL: {', '.join(sorted(marked)
 print(f"gopy-fixups: {len(freed)} error-only calls free their result: {', '.join(freed) or '-'}")
 print(f"gopy-fixups: {errors} error paths raise the typed exception of their kind")
 print(f"gopy-fixups: {len(packages)} package modules name only their Go exports in dir()")
+print("gopy-fixups: the module declares it needs no GIL (free-threaded builds)")

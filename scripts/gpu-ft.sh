@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # On a GPU machine without a free-threaded CPython: the one `make gpu-build-ft` packed into
 # .device-ft/ (its interpreter and the package built for it), unpacked to a temporary
-# folder, then, with the GIL off (the module declares it needs none; PYTHON_GIL=0 says so
-# again): the Python suite on the real driver, and the chaos soak for DURATION per seed,
-# the seeds at once. Logs under $OUT (or a temporary folder); a line each.
+# folder, then, with the GIL off as imported (the module declares it needs none; the import
+# fails if it turned the GIL on): the Python suite on the real driver, and the chaos soak
+# for DURATION per seed, the seeds at once. Logs under $OUT (or a temporary folder); a line each.
 #   bash scripts/gpu-ft.sh DURATION SEED...
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -13,9 +13,11 @@ shift
 ft=$(mktemp -d)
 tar -xJf "$root/.device-ft/python3.13t.tar.xz" -C "$ft" || exit 1
 py=$ft/bin/python3.13t
-export PYTHONPATH=$ft PYTHON_GIL=0
+export PYTHONPATH=$ft
+unset PYTHON_GIL
 status=0
 (cd "$out" && $py -W error::RuntimeWarning -c 'import sys, streambridge as sb
+assert not sys._is_gil_enabled(), "importing streambridge turned the GIL on"
 print(sys.version.split()[0], "GIL enabled:", sys._is_gil_enabled(), "driver:", sb.driver())') || status=1
 (cd "$out" && STREAMBRIDGE_REQUIRE_GPU=1 timeout 400 $py -m pytest -q -rfEs -p no:cacheprovider "$root/python/tests" \
   >"$out/pytest-ft.log" 2>&1)
