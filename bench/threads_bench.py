@@ -1,0 +1,77 @@
+"""Record+wait from 1, 2, 4, 8 and 16 threads at once, each with two streams and an event of
+its own: streambridge's Python threads beside as many C threads in this process, which make
+the same calls on the driver API alone (bench/inproc.c's throughput_ns). Only streambridge is
+imported, so it runs on every CPython streambridge is built for, the free-threaded one too,
+where no peer framework is at hand (python_bench.py has the peers' thread rows, with the GIL).
+
+    python3 bench/threads_bench.py [--n 200000] [--rounds 5]
+
+Each row: the median over rounds of ns a pair over all threads (the Python threads' own
+clocks, as python_bench.threads_ns reads them; C's from its barrier), the pairs a second that
+makes, and Python's throughput over C's (the bar with the GIL off: 0.8 at every count). Rounds
+take the two in turn. The first line says the Python and whether its GIL is on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import gc
+import os
+import statistics
+import sys
+import sysconfig
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from python_bench import inprocess_c, threads_ns  # noqa: E402 (the one implementation of each)
+
+COUNTS = (1, 2, 4, 8, 16)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=200000, help="pairs a measurement, over all threads")
+    ap.add_argument("--rounds", type=int, default=5)
+    args = ap.parse_args()
+
+    import streambridge as sb
+    from streambridge import _core
+
+    gil = getattr(sys, "_is_gil_enabled", lambda: True)()
+    built = " (free-threaded build)" if sysconfig.get_config_var("Py_GIL_DISABLED") else ""
+    print(f"Python {sys.version.split()[0]}{built}, GIL {'on' if gil else 'off'}, streambridge driver {sb.driver()}")
+    floor = inprocess_c()
+    if floor is None:
+        sys.exit("threads_bench: bench/inproc.c could not be built here, and C's rows are the point")
+    _core.core.enter_device(0)  # device 0's primary context, current here: C's threads use it
+    ctx = ctypes.c_void_p()
+    cuda = ctypes.CDLL("libcuda.so.1")
+    if cuda.cuCtxGetCurrent(ctypes.byref(ctx)) != 0 or not ctx.value:
+        sys.exit("threads_bench: no current context for C's threads")
+
+    def make():
+        return sb.Stream(non_blocking=True), sb.Stream(non_blocking=True), sb.Event(disable_timing=True)
+
+    def pair(a, b, e):
+        a.record(e)
+        b.wait_event(e)
+
+    py = {k: [] for k in COUNTS}
+    c = {k: [] for k in COUNTS}
+    gc.disable()  # no collection (a stop of every thread, without the GIL) inside a measurement
+    for _ in range(args.rounds):
+        for k in COUNTS:
+            py[k].append(threads_ns(make, pair, k, args.n, enter=lambda: _core.core.enter_device(0)))
+            ns = floor.throughput_ns(ctx.value, 0, k, args.n)
+            if ns < 0:
+                sys.exit(f"threads_bench: C's threads failed at {k} threads")
+            c[k].append(ns)
+    print("| threads | streambridge ns/pair | pairs/s | C ns/pair | C pairs/s | streambridge / C |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for k in COUNTS:
+        p, q = statistics.median(py[k]), statistics.median(c[k])
+        print(f"| {k} | {p:.0f} | {1e9 / p / 1e6:.2f} M | {q:.0f} | {1e9 / q / 1e6:.2f} M | {q / p:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
