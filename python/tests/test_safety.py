@@ -141,7 +141,7 @@ def test_a_stream_closed_by_freeing_an_earlier_callbacks_argument_is_refused_by_
     a thread of their own, so that the main thread's pending call does not free the call
     first."""
     code = """
-        import threading, time, streambridge as sb
+        import threading, streambridge as sb
         s = sb.Stream(non_blocking=True)
 
         class ClosesTheStream:
@@ -151,11 +151,8 @@ def test_a_stream_closed_by_freeing_an_earlier_callbacks_argument_is_refused_by_
         out = []
 
         def run():
-            done = threading.Event()
             s.launch_host_func(lambda _: None, ClosesTheStream())  # freed by the next launch
-            s.launch_host_func(lambda _: done.set(), None)  # the first has run, and is queued to be freed
-            assert done.wait(10)
-            time.sleep(0.05)
+            s.synchronize()  # it has run, and is queued to be freed
             try:
                 s.launch_host_func(lambda _: None, None)
                 out.append("launched")
