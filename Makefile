@@ -2,7 +2,10 @@
 GO ?= go
 # The Python that builds and tests the package: Debian's, which has pybindgen for gopy.
 PY ?= /usr/bin/python3
-PYTAG := $(shell $(PY) -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")' 2>/dev/null)
+# The wheel's ABI tag (cp313t on a free-threaded CPython), and its Python and ABI tags as they
+# stand in its name (cp313-cp313t).
+PYTAG := $(shell $(PY) -c 'import sys, sysconfig; print(f"cp{sys.version_info[0]}{sys.version_info[1]}" + ("t" if sysconfig.get_config_var("Py_GIL_DISABLED") else ""))' 2>/dev/null)
+WHEEL_TAGS := $(shell $(PY) -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")' 2>/dev/null)-$(PYTAG)
 # The GPU machine's Python 3.12 headers, for wheel-cp312.
 PY312_HEADERS ?= ../shared/device/python3.12-include.tgz
 # Go packages exported next to streambridge in its native module (streambridge.ext.<name>),
@@ -12,7 +15,7 @@ GO_MODULES ?=
 export STREAMBRIDGE_GO_PACKAGES = $(GO_PACKAGES)
 export STREAMBRIDGE_GO_MODULES = $(GO_MODULES)
 
-.PHONY: test check deps go-test typecheck pytest ft-module pytest-ft soak-ft gpu-build-ft fuzz wheel wheel-cp312 demo gpu-build bench docs
+.PHONY: test check deps go-test typecheck pytest ft-module pytest-ft soak-ft gpu-build-ft fuzz wheel wheels wheel-cp312 demo gpu-build bench docs
 
 # Everything CI runs: formatting, vet, the core built without cgo, the Go tests with the
 # race detector, mypy --strict on the package and a user's script, then the wheel built,
@@ -37,7 +40,7 @@ typecheck:
 # with pytest (on the software driver where STREAMBRIDGE_DRIVER does not say otherwise).
 pytest: wheel
 	rm -rf build/venv && $(PY) -m venv --system-site-packages build/venv
-	build/venv/bin/pip install -q --no-index --no-deps --force-reinstall dist/streambridge-*-$(PYTAG)-$(PYTAG)-manylinux_*.whl
+	build/venv/bin/pip install -q --no-index --no-deps --force-reinstall dist/streambridge-*-$(WHEEL_TAGS)-manylinux_*.whl
 	cd build && STREAMBRIDGE_DRIVER=$${STREAMBRIDGE_DRIVER:-sim} venv/bin/python -m pytest -q --junitxml=pytest-sim.xml ../python/tests
 	@echo "== the same suite where the driver's stream layout cannot be learned (STREAMBRIDGE_LAYOUT=unlearnable):" \
 	  "bare handles refused as designed (xfailed), learned-layout tests skipped; one software device," \
@@ -84,7 +87,7 @@ FUZZ_SECONDS ?= 60
 fuzz: wheel
 	rm -rf build/fuzz-venv && $(PY) -m venv --system-site-packages build/fuzz-venv
 	build/fuzz-venv/bin/pip install -q atheris==3.0.0
-	build/fuzz-venv/bin/pip install -q --no-index --no-deps --force-reinstall dist/streambridge-*-$(PYTAG)-$(PYTAG)-manylinux_*.whl
+	build/fuzz-venv/bin/pip install -q --no-index --no-deps --force-reinstall dist/streambridge-*-$(WHEEL_TAGS)-manylinux_*.whl
 	cd build && STREAMBRIDGE_DRIVER=sim fuzz-venv/bin/python ../python/fuzz/protocol_fuzz.py -max_total_time=$(FUZZ_SECONDS)
 
 # The wheel, built from pyproject.toml offline (setuptools and wheel from Debian's packages),
@@ -122,21 +125,33 @@ wheel: $(WHEEL_STAMP)
 
 $(WHEEL_STAMP): $(WHEEL_INPUTS) | $(AUDITWHEEL)
 	@echo "building the wheel for $(PYTAG): gopy, then the native module (about 30 s; log: build/wheel.log)"
-	rm -rf build/lib* build/bdist.* dist/streambridge-*-$(PYTAG)-*.whl $@ && mkdir -p build
+	rm -rf build/lib* build/bdist.* dist/streambridge-*-$(WHEEL_TAGS)-*.whl $@ && mkdir -p build
 	$(WHEEL_BUILD) >build/wheel.log 2>&1 || (cat build/wheel.log; exit 1)
 	$(MANYLINUX) dist/streambridge-*-$(PYTAG)-linux_x86_64.whl >>build/wheel.log 2>&1 || (cat build/wheel.log; exit 1)
 	rm dist/streambridge-*-$(PYTAG)-linux_x86_64.whl
 	touch $@
 
-# A wheel for the GPU machine's CPython 3.12, from its headers.
+# A wheel for every CPython from 3.10 on this machine (the system's, pyenv's, the free-threaded
+# build), each smoke-tested in a fresh virtual environment (scripts/wheels.sh); PYTHONS="..."
+# picks them.
+wheels:
+	bash scripts/wheels.sh $(PYTHONS)
+
+# A wheel for the GPU machine's CPython 3.12: from a tarball of its headers where one is
+# given (PY312_HEADERS), else built with this machine's CPython 3.12 (pyenv's: scripts/wheels.sh,
+# smoke-tested too), so that it needs nothing outside the repository.
 wheel-cp312: | $(AUDITWHEEL)
-	@test -f $(PY312_HEADERS) || { echo "wheel-cp312 needs CPython 3.12's headers: a .tgz of /usr/include/python3.12 and /usr/include/x86_64-linux-gnu/python3.12 (PY312_HEADERS=$(PY312_HEADERS) is missing; ../shared/device/README.md says how it was made)"; exit 1; }
-	@echo "building the wheel for cp312 from $(PY312_HEADERS) (about 30 s; log: build/wheel.log)"
-	rm -rf build/py312 build/lib* build/bdist.* dist/streambridge-*-cp312-*.whl && mkdir -p build/py312 && tar -xzf $(PY312_HEADERS) -C build/py312
-	STREAMBRIDGE_PY_TAG=cp312 STREAMBRIDGE_PY_INCLUDE="$(CURDIR)/build/py312/python3.12 $(CURDIR)/build/py312" \
-		$(WHEEL_BUILD) >build/wheel.log 2>&1 || (cat build/wheel.log; exit 1)
-	$(MANYLINUX) dist/streambridge-*-cp312-linux_x86_64.whl >>build/wheel.log 2>&1 || (cat build/wheel.log; exit 1)
-	rm dist/streambridge-*-cp312-linux_x86_64.whl
+	@py=$$(ls $$HOME/.pyenv/versions/3.12.*/bin/python3 2>/dev/null | tail -1); \
+	if [ -f "$(PY312_HEADERS)" ]; then \
+	  echo "building the wheel for cp312 from $(PY312_HEADERS) (about 30 s; log: build/wheel.log)" && \
+	  rm -rf build/py312 build/lib* build/bdist.* dist/streambridge-*-cp312-*.whl && mkdir -p build/py312 && \
+	  tar -xzf $(PY312_HEADERS) -C build/py312 && \
+	  { STREAMBRIDGE_PY_TAG=cp312 STREAMBRIDGE_PY_INCLUDE="$(CURDIR)/build/py312/python3.12 $(CURDIR)/build/py312" \
+	    $(WHEEL_BUILD) >build/wheel.log 2>&1 || { cat build/wheel.log; exit 1; }; } && \
+	  { $(MANYLINUX) dist/streambridge-*-cp312-linux_x86_64.whl >>build/wheel.log 2>&1 || { cat build/wheel.log; exit 1; }; } && \
+	  rm dist/streambridge-*-cp312-linux_x86_64.whl; \
+	elif [ -n "$$py" ]; then bash scripts/wheels.sh "$$py"; \
+	else echo "wheel-cp312 needs a CPython 3.12 (pyenv's), or a .tgz of its headers (PY312_HEADERS: ../shared/device/README.md says how it was made)"; exit 1; fi
 	@ls dist/*-cp312-manylinux_*.whl
 
 check:
@@ -149,7 +164,7 @@ check:
 demo: deps wheel
 	$(GO) run ./cmd/demo
 	rm -rf build/demo-venv && $(PY) -m venv --system-site-packages build/demo-venv
-	build/demo-venv/bin/pip install -q --no-index --no-deps dist/streambridge-*-$(PYTAG)-$(PYTAG)-manylinux_*.whl
+	build/demo-venv/bin/pip install -q --no-index --no-deps dist/streambridge-*-$(WHEEL_TAGS)-manylinux_*.whl
 	build/demo-venv/bin/python examples/pipeline.py
 
 # Binaries for a GPU machine without Go: the test suite, built with and without cgo,

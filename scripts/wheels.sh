@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# One wheel for each CPython given (by default every one on this machine from 3.10 on: the
+# system's, pyenv's, and the free-threaded 3.13 scripts/free-threaded-python.sh builds), each
+# installed in a fresh virtual environment and smoke-tested there (scripts/smoke.py: the
+# import, the README's first program, a host callback, a close race; on the software driver).
+# A Python older than 3.10 gets one line saying so. Ends with a line per wheel: its file (its
+# tags), and the smoke test's answer; exit 1 if any failed.
+#   bash scripts/wheels.sh [PYTHON...]
+# Each build runs `make wheel PY=...` with a virtual environment of that Python holding
+# setuptools and wheel (pinned, from PyPI), made once under build/wheels/.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+pythons=("$@")
+if [ ${#pythons[@]} -eq 0 ]; then
+  pythons=(/usr/bin/python3)
+  for py in "$HOME"/.pyenv/versions/3.*/bin/python3; do [ -x "$py" ] && pythons+=("$py"); done
+  pythons+=("$(bash scripts/free-threaded-python.sh)")
+fi
+mkdir -p build/wheels
+status=0
+summary=()
+for py in "${pythons[@]}"; do
+  read -r ver tag < <("$py" -c 'import sys, sysconfig
+t = "t" if sysconfig.get_config_var("Py_GIL_DISABLED") else ""
+print("%d.%d%s" % (sys.version_info[0], sys.version_info[1], t), "cp%d%d%s" % (sys.version_info[0], sys.version_info[1], t))')
+  if ! "$py" -c 'import sys; sys.exit(sys.version_info < (3, 10))'; then
+    summary+=("$py: Python $ver: streambridge needs CPython 3.10 or newer; skipped")
+    continue
+  fi
+  builder=build/wheels/$tag-build
+  if [ ! -x "$builder/bin/python" ]; then
+    "$py" -m venv "$builder" && "$builder/bin/pip" install -q setuptools==75.8.0 wheel==0.45.1 ||
+      { summary+=("$py: Python $ver: FAILED: no build environment"); status=1; continue; }
+  fi
+  if ! make --no-print-directory wheel PY="$root/$builder/bin/python" >"build/wheels/$tag.log" 2>&1; then
+    summary+=("$py: Python $ver: FAILED: the wheel did not build (build/wheels/$tag.log)")
+    status=1
+    continue
+  fi
+  wheel=$(ls dist/streambridge-*-"$tag"-manylinux_*.whl | head -1)
+  smoke=build/wheels/$tag-smoke
+  rm -rf "$smoke" && "$py" -m venv "$smoke" &&
+    "$smoke/bin/pip" install -q --no-index --no-deps "$wheel" >>"build/wheels/$tag.log" 2>&1
+  if answer=$(cd /tmp && STREAMBRIDGE_DRIVER=sim timeout 120 "$root/$smoke/bin/python" "$root/scripts/smoke.py" "$root/README.md" 2>&1); then
+    summary+=("$(basename "$wheel"): ${answer##*$'\n'}")
+  else
+    summary+=("$(basename "$wheel"): FAILED: ${answer: -600}")
+    status=1
+  fi
+done
+printf '%s\n' "${summary[@]}"
+exit $status
