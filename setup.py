@@ -25,6 +25,23 @@ def oldest_python():
     return int(m.group(1)), int(m.group(2))
 
 
+def readme_for_an_index():
+    """README.md as a package index shows it (the wheel's long description): its links to the
+    repository's own files made absolute, to them in the repository pyproject.toml names
+    ([project.urls] Source), where a relative one would break."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, "pyproject.toml")) as f:
+        source = re.search(r'^Source\s*=\s*"([^"]+)"', f.read(), re.M).group(1).rstrip("/")
+    with open(os.path.join(here, "README.md")) as f:
+        text = f.read()
+
+    def absolute(m):
+        path = m.group(1)
+        return f"]({source}/{'tree' if path.endswith('/') else 'blob'}/main/{path})"
+
+    return re.sub(r"\]\((?![a-z]+:|#)([^)\s]+)\)", absolute, text)
+
+
 building_for = (int(CROSS_TAG[2]), int(CROSS_TAG[3:])) if CROSS_TAG else sys.version_info[:2]
 if building_for < oldest_python():
     sys.exit("streambridge needs CPython %d.%d or newer (requires-python in pyproject.toml); this build is for %d.%d"
@@ -73,6 +90,8 @@ setup(
     package_dir={"": "python"},
     packages=["streambridge", "streambridge._native"],
     package_data={"streambridge": ["py.typed", "*.pyi"], "streambridge._native": ["*.so", "*.pyi"]},
+    long_description=readme_for_an_index(),
+    long_description_content_type="text/markdown",
     distclass=BinaryDistribution,
     cmdclass={"build_py": BuildNative, "bdist_wheel": Wheel},
 )

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -21,3 +23,19 @@ def test_a_build_for_a_python_older_than_requires_python_says_so_in_one_line():
     assert r.stdout == ""
     assert r.stderr.strip() == (f"streambridge needs CPython {major}.{minor} or newer (requires-python in "
                                 f"pyproject.toml); this build is for {major}.{minor - 1}")
+
+
+def test_the_description_an_index_shows_links_to_the_repository_not_to_relative_paths():
+    """The installed wheel's long description is the README with its links to the repository's
+    own files made absolute (setup.py, readme_for_an_index): a package index has no docs/."""
+    import importlib.metadata
+
+    try:
+        description = importlib.metadata.metadata("streambridge").json.get("description")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("streambridge is not installed from a wheel here (the package is on PYTHONPATH)")
+    assert description and "streambridge" in description
+    links = re.findall(r"\]\(([^)\s]+)\)", description)
+    assert links, "the README's links"
+    relative = [link for link in links if not re.match(r"[a-z]+:|#", link)]
+    assert not relative, relative
