@@ -19,8 +19,8 @@ import streambridge as sb
 free_threaded = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
 gil = getattr(sys, "_is_gil_enabled", lambda: True)()
 assert not (free_threaded and gil), "importing streambridge turned the GIL on"
-clone = os.path.dirname(os.path.abspath(sys.argv[1]))
-assert not os.path.abspath(sb.__file__).startswith(clone + os.sep), f"not the installed package: {sb.__file__}"
+source = os.path.join(os.path.dirname(os.path.abspath(sys.argv[1])), "python", "streambridge")
+assert not os.path.abspath(sb.__file__).startswith(source + os.sep), f"the clone's source, not the installed package: {sb.__file__}"
 
 # The README's first program, as test_readme.py runs it.
 first = re.findall(r"^```python\n(.*?)^```$", open(sys.argv[1]).read(), flags=re.S | re.M)[0]

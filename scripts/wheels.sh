@@ -45,7 +45,7 @@ print("%d.%d%s" % (sys.version_info[0], sys.version_info[1], t), "cp%d%d%s" % (s
   if answer=$(cd /tmp && STREAMBRIDGE_DRIVER=sim timeout 120 "$root/$smoke/bin/python" "$root/scripts/smoke.py" "$root/README.md" 2>&1); then
     summary+=("$(basename "$wheel"): ${answer##*$'\n'}")
   else
-    summary+=("$(basename "$wheel"): FAILED: ${answer: -600}")
+    summary+=("$(basename "$wheel"): FAILED: $(printf '%s' "$answer" | tail -c 600)")
     status=1
   fi
 done
