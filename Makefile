@@ -6,8 +6,6 @@ PY ?= /usr/bin/python3
 # stand in its name (cp313-cp313t).
 PYTAG := $(shell $(PY) -c 'import sys, sysconfig; print(f"cp{sys.version_info[0]}{sys.version_info[1]}" + ("t" if sysconfig.get_config_var("Py_GIL_DISABLED") else ""))' 2>/dev/null)
 WHEEL_TAGS := $(shell $(PY) -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")' 2>/dev/null)-$(PYTAG)
-# The GPU machine's Python 3.12 headers, for wheel-cp312.
-PY312_HEADERS ?= ../shared/device/python3.12-include.tgz
 # Go packages exported next to streambridge in its native module (streambridge.ext.<name>),
 # and the folders of their modules where not this one (docs/go-functions.md).
 GO_PACKAGES ?= ./examples/gokernels
@@ -59,13 +57,11 @@ ft-module:
 	rm -rf build/ft && mkdir -p build/ft && cp -r python/streambridge build/ft/ && rm -f python/streambridge/_native/*$$suffix
 
 # The suite on the free-threaded CPython, on the software driver: as imported (the module
-# declares it needs no GIL, so the GIL stays off; a RuntimeWarning that it turned the GIL
-# back on is an error), then with the GIL forced on (PYTHON_GIL=1). CI runs it after
+# declares it needs no GIL, so the GIL stays off: test_build.py holds it to that), then with
+# the GIL forced on (PYTHON_GIL=1). CI runs it after
 # `make test` (.ci/run).
 pytest-ft: ft-module
 	py=$(FT_PY) && cd build && \
-	PYTHONPATH=$(CURDIR)/build/ft STREAMBRIDGE_DRIVER=sim $$py -W error::RuntimeWarning -c \
-	  'import sys, streambridge; assert not sys._is_gil_enabled(), "importing streambridge turned the GIL on"' && \
 	PYTHONPATH=$(CURDIR)/build/ft STREAMBRIDGE_DRIVER=sim $$py -m pytest -q -p no:cacheprovider ../python/tests && \
 	echo "== the same with the GIL forced on (PYTHON_GIL=1)" && \
 	PYTHON_GIL=1 PYTHONPATH=$(CURDIR)/build/ft STREAMBRIDGE_DRIVER=sim $$py -m pytest -q -p no:cacheprovider ../python/tests
@@ -144,22 +140,12 @@ $(WHEEL_STAMP): $(WHEEL_INPUTS) | $(TOOLS)
 wheels:
 	bash scripts/wheels.sh $(PYTHONS)
 
-# A wheel for the GPU machine's CPython 3.12: from a tarball of its headers where one is
-# given (PY312_HEADERS), else built with this machine's CPython 3.12 (pyenv's: scripts/wheels.sh,
-# smoke-tested too), so that it needs nothing outside the repository.
-wheel-cp312: | $(TOOLS)
+# A wheel for the GPU machine's CPython 3.12, built like every other (scripts/wheels.sh), with
+# this machine's CPython 3.12 (pyenv's), and smoke-tested.
+wheel-cp312:
 	@py=$$(ls $$HOME/.pyenv/versions/3.12.*/bin/python3 2>/dev/null | tail -1); \
-	if [ -f "$(PY312_HEADERS)" ]; then \
-	  echo "building the wheel for cp312 from $(PY312_HEADERS) (about 30 s; log: build/wheel.log)" && \
-	  rm -rf build/py312 build/lib* build/bdist.* dist/streambridge-*-cp312-*.whl && mkdir -p build/py312 && \
-	  tar -xzf $(PY312_HEADERS) -C build/py312 && \
-	  { STREAMBRIDGE_PY_TAG=cp312 STREAMBRIDGE_PY_INCLUDE="$(CURDIR)/build/py312/python3.12 $(CURDIR)/build/py312" \
-	    $(WHEEL_BUILD) >build/wheel.log 2>&1 || { cat build/wheel.log; exit 1; }; } && \
-	  { $(MANYLINUX) dist/streambridge-*-cp312-linux_x86_64.whl >>build/wheel.log 2>&1 || { cat build/wheel.log; exit 1; }; } && \
-	  rm dist/streambridge-*-cp312-linux_x86_64.whl; \
-	elif [ -n "$$py" ]; then bash scripts/wheels.sh "$$py"; \
-	else echo "wheel-cp312 needs a CPython 3.12 (pyenv's), or a .tgz of its headers (PY312_HEADERS: ../shared/device/README.md says how it was made)"; exit 1; fi
-	@ls dist/*-cp312-manylinux*.whl
+	if [ -z "$$py" ]; then echo "wheel-cp312 needs a CPython 3.12 on this machine (pyenv's: pyenv install 3.12)"; exit 1; fi; \
+	bash scripts/wheels.sh "$$py"
 
 check:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

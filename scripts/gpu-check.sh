@@ -34,7 +34,7 @@ done
 (cd "$root/streams" && STREAMBRIDGE_REQUIRE_GPU=1 STREAMBRIDGE_LAYOUT=unlearnable timeout 300 "$root/.device/streams.test" \
   -test.run='^Test' -test.v -test.count=1 -test.shuffle=on >"$out/streams-unlearnable.log" 2>&1; echo $? >"$out/streams-unlearnable.rc") &
 go_unlearnable=$!
-# The wheel `make gpu-build` cross-built for this machine's CPython 3.12, installed with no
+# The wheel `make gpu-build` built for this machine's CPython 3.12 (make wheel-cp312), installed with no
 # network, then the Python tests and the cross-framework tests on the real driver.
 wheel=$(ls "$root"/.device/streambridge-*-cp312-*.whl 2>/dev/null | head -1)
 if [ -n "$wheel" ]; then

@@ -8,7 +8,6 @@ Prints one line; exits non-zero on the first thing that fails.
 """
 
 import os
-import re
 import subprocess
 import sys
 import sysconfig
@@ -22,10 +21,13 @@ assert not (free_threaded and gil), "importing streambridge turned the GIL on"
 source = os.path.join(os.path.dirname(os.path.abspath(sys.argv[1])), "python", "streambridge")
 assert not os.path.abspath(sb.__file__).startswith(source + os.sep), f"the clone's source, not the installed package: {sb.__file__}"
 
-# The README's first program, as test_readme.py runs it.
-first = re.findall(r"^```python\n(.*?)^```$", open(sys.argv[1]).read(), flags=re.S | re.M)[0]
+# The README's first program, as test_readme.py runs it (python/tests/readme_program.py).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(sys.argv[1])), "python", "tests"))
+import readme_program  # noqa: E402
+
+first = readme_program.python_blocks(open(sys.argv[1]).read())[0]
 ran = subprocess.run([sys.executable, "-c", first], capture_output=True, text=True, timeout=60)
-assert ran.returncode == 0 and ran.stdout == "the producer's work is done\nsim True True\n", ran.stdout + ran.stderr
+assert ran.returncode == 0 and ran.stdout == readme_program.FIRST_OUTPUT, ran.stdout + ran.stderr
 
 # One host callback.
 s = sb.Stream(non_blocking=True)

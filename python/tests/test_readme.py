@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+import readme_program
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 # The README, then the documentation's pages, in the order of the site (mkdocs.yml).
@@ -19,7 +20,7 @@ TEXT = "\n".join(page.read_text() for page in PAGES)
 
 def python_blocks():
     """The ```python blocks of the README and the documentation, in order."""
-    return re.findall(r"^```python\n(.*?)^```$", TEXT, flags=re.S | re.M)
+    return readme_program.python_blocks(TEXT)
 
 
 def test_every_page_of_the_documentation_is_on_the_site():
@@ -33,7 +34,7 @@ def test_the_first_program_runs_on_the_software_driver():
     env = dict(os.environ, STREAMBRIDGE_DRIVER="sim")
     p = subprocess.run([sys.executable, "-c", first], capture_output=True, text=True, timeout=60, env=env)
     assert p.returncode == 0, p.stderr
-    assert p.stdout == "the producer's work is done\nsim True True\n", p.stdout
+    assert p.stdout == readme_program.FIRST_OUTPUT, p.stdout
 
 
 @pytest.mark.learned_layout  # its example wraps a bare handle
