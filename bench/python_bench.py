@@ -139,28 +139,34 @@ def long_waits(launch, syncs, n=40):
 
 def threads_ns(make, pair, threads, n, enter=None):
     """ns a record+wait pair with ``threads`` Python threads at it at once, n pairs in all
-    (wall time over all of them, their setup left out): each thread has the objects
-    ``make()`` gives it (``pair(*objects)`` is one record and one wait), runs ``enter()``
-    first where given, and they start together. The workers read the clock themselves,
-    from the first one's start to the last one's end: a clock read by the main thread after
-    the start waited for the GIL while workers whose calls keep it ran (streambridge's
-    rows read 10 to 94 ns a pair that way, on an H200)."""
+    (wall time over all of them, their setup left out): each thread runs ``enter()`` first
+    where given, makes its own objects (``make()``; ``pair(*objects)`` is one record and one
+    wait), and they start together. The workers read the clock themselves, from the first
+    one's start to the last one's end: a clock read by the main thread after the start
+    waited for the GIL while workers whose calls keep it ran (streambridge's rows read 10 to
+    94 ns a pair that way, on an H200). Each makes its objects itself, as a worker makes its
+    streams, and calls its own copy of ``pair``: on a free-threaded CPython 3.13, threads
+    calling one function object (through one closure cell) at once spent 2,032 ns a pair of
+    two calls that do nothing at 16 threads, a copy each 20 ns (H200, threads_bench.py's last
+    column; docs/lifetimes.md, "Record and wait take no shared lock")."""
     import threading
+    import types
 
-    objects = [make() for _ in range(threads)]
     start = threading.Barrier(threads)
     starts, ends = [], []
 
-    def work(o, pairs):
+    def work(pairs):
         if enter is not None:
             enter()
+        o = make()
+        own = types.FunctionType(pair.__code__, pair.__globals__, pair.__name__, pair.__defaults__, pair.__closure__)
         start.wait()
         starts.append(time.perf_counter_ns())
         for _ in range(pairs):
-            pair(*o)
+            own(*o)
         ends.append(time.perf_counter_ns())
 
-    ts = [threading.Thread(target=work, args=(o, n // threads)) for o in objects]
+    ts = [threading.Thread(target=work, args=(n // threads,)) for _ in range(threads)]
     for t in ts:
         t.start()
     for t in ts:

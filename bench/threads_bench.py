@@ -4,12 +4,17 @@ the same calls on the driver API alone (bench/inproc.c's throughput_ns). Only st
 imported, so it runs on every CPython streambridge is built for, the free-threaded one too,
 where no peer framework is at hand (python_bench.py has the peers' thread rows, with the GIL).
 
-    python3 bench/threads_bench.py [--n 200000] [--rounds 5]
+    python3 bench/threads_bench.py [--n 200000] [--rounds 5] [--threads 1 2 4 8 16]
 
 Each row: the median over rounds of ns a pair over all threads (the Python threads' own
 clocks, as python_bench.threads_ns reads them; C's from its barrier), the pairs a second that
 makes, and Python's throughput over C's (the bar with the GIL off: 0.8 at every count). Rounds
 take the two in turn. The first line says the Python and whether its GIL is on.
+
+The last column is the interpreter's own part, measured the same way: the same loop with
+``list.count`` on empty lists of each thread's own in place of record and wait (two method
+calls of one argument on objects no other thread uses, which do no work): what the
+interpreter spends on the loop and the calls, which no extension can take back.
 """
 
 from __future__ import annotations
@@ -32,7 +37,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=200000, help="pairs a measurement, over all threads")
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--threads", type=int, nargs="+", default=list(COUNTS), help="the thread counts, a row each")
     args = ap.parse_args()
+    rows = args.threads
 
     import streambridge as sb
     from streambridge import _core
@@ -56,21 +63,31 @@ def main() -> None:
         a.record(e)
         b.wait_event(e)
 
-    py = {k: [] for k in COUNTS}
-    c = {k: [] for k in COUNTS}
+    def lists():
+        return [], [], object()
+
+    def idle_pair(a, b, e):  # the interpreter's part of pair: the same calls, doing nothing
+        a.count(e)
+        b.count(e)
+
+    py = {k: [] for k in rows}
+    c = {k: [] for k in rows}
+    loop = {k: [] for k in rows}
     gc.disable()  # no collection (a stop of every thread, without the GIL) inside a measurement
     for _ in range(args.rounds):
-        for k in COUNTS:
+        for k in rows:
             py[k].append(threads_ns(make, pair, k, args.n, enter=lambda: _core.core.enter_device(0)))
             ns = floor.throughput_ns(ctx.value, 0, k, args.n)
             if ns < 0:
                 sys.exit(f"threads_bench: C's threads failed at {k} threads")
             c[k].append(ns)
-    print("| threads | streambridge ns/pair | pairs/s | C ns/pair | C pairs/s | streambridge / C |")
-    print("|---:|---:|---:|---:|---:|---:|")
-    for k in COUNTS:
-        p, q = statistics.median(py[k]), statistics.median(c[k])
-        print(f"| {k} | {p:.0f} | {1e9 / p / 1e6:.2f} M | {q:.0f} | {1e9 / q / 1e6:.2f} M | {q / p:.2f} |")
+            loop[k].append(threads_ns(lists, idle_pair, k, args.n))
+    print("| threads | streambridge ns/pair | pairs/s | C ns/pair | C pairs/s | streambridge / C "
+          "| the interpreter's part, ns/pair |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for k in rows:
+        p, q, i = statistics.median(py[k]), statistics.median(c[k]), statistics.median(loop[k])
+        print(f"| {k} | {p:.0f} | {1e9 / p / 1e6:.2f} M | {q:.0f} | {1e9 / q / 1e6:.2f} M | {q / p:.2f} | {i:.0f} |")
 
 
 if __name__ == "__main__":

@@ -15,11 +15,13 @@ need=()
 for pkg in dpkg-dev libssl-dev zlib1g-dev libffi-dev libbz2-dev liblzma-dev libsqlite3-dev; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
-echo "deb-src http://deb.debian.org/debian trixie main" >/etc/apt/sources.list.d/streambridge-trixie-src.list
+src_list=/etc/apt/sources.list.d/streambridge-trixie-src.list
+trap 'rm -f "$src_list"' EXIT # also where a step fails: the line is never left behind
+echo "deb-src http://deb.debian.org/debian trixie main" >"$src_list"
 apt-get update -qq >&2
 [ ${#need[@]} -eq 0 ] || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >&2
 (cd "$work" && apt-get source -qq --download-only python3.13 >&2 && dpkg-source -x --skip-patches python3.13_*.dsc src >&2)
-rm -f /etc/apt/sources.list.d/streambridge-trixie-src.list
+rm -f "$src_list"
 cd "$work/src"
 ./configure -q --disable-gil --prefix="$prefix" --with-ensurepip=install >&2
 make -s -j"$(nproc)" >&2

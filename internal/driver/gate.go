@@ -2,8 +2,10 @@ package driver
 
 import "sync/atomic"
 
-// GateStripes is how many stripes CaptureGate counts the other code's calls in.
-const GateStripes = 8
+// GateStripes is how many stripes CaptureGate counts the other code's calls in: the C core
+// gives each thread one (round-robin), so that threads calling at once on streams of their
+// own share no counter up to this many threads.
+const GateStripes = 32
 
 // GateStreams is how many stripes CaptureGate keeps streams' synchronizes and graph
 // launches apart in, chosen by the stream's handle (GateStream); GateStreamShift is the

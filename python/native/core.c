@@ -88,6 +88,14 @@
 #pragma GCC diagnostic ignored "-Wunused-parameter"
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 
+/* A word the core lock guards (gate.inc), read without it: where a record looks whether it
+ * has anything to do under the lock (see Holds), and a lookup kept once (keep_once). */
+#ifdef Py_GIL_DISABLED
+#define SB_READ(word) __atomic_load_n(&(word), __ATOMIC_ACQUIRE)
+#else
+#define SB_READ(word) (word)
+#endif
+
 #include "python.inc"
 #include "errors.inc"
 #include "gate.inc"

@@ -132,7 +132,7 @@ enum {
 #define SB_VOUCHED_EVENT_ID 0xffffffffffffffffULL
 
 /* The capture lock's face to the C core (driver.CaptureGate, Go's memory; capturelock.inc). */
-#define SB_GATE_STRIPES 8
+#define SB_GATE_STRIPES 32
 #define SB_GATE_STREAMS 64
 #define SB_GATE_STREAM_SHIFT 6
 typedef struct {
@@ -143,10 +143,10 @@ typedef struct {
         _Atomic long long n;
         char pad[56];
     } busy[SB_GATE_STRIPES]; /* offset 64 */
-    _Atomic int waits[SB_GATE_STREAMS]; /* offset 576 */
-    _Atomic int launches[SB_GATE_STREAMS]; /* offset 832 */
+    _Atomic int waits[SB_GATE_STREAMS]; /* offset 2112 */
+    _Atomic int launches[SB_GATE_STREAMS]; /* offset 2368 */
 } sb_capture_gate;
-_Static_assert(sizeof(sb_capture_gate) == 1088, "driver.CaptureGate's layout");
+_Static_assert(sizeof(sb_capture_gate) == 2624, "driver.CaptureGate's layout");
 /* The stripe of waits and launches of a stream (driver.GateStream). */
 #define SB_GATE_STREAM(h) ((int)(((uintptr_t)(h) >> SB_GATE_STREAM_SHIFT) % SB_GATE_STREAMS))
 

@@ -43,6 +43,22 @@ def test_the_description_an_index_shows_links_to_the_repository_not_to_relative_
     assert not relative, relative
 
 
+def test_the_installed_wheel_declares_its_licence_and_carries_its_text():
+    """The metadata names the licence (pyproject.toml) and the wheel carries LICENSE, the
+    repository's, word for word."""
+    import importlib.metadata
+
+    try:
+        dist = importlib.metadata.distribution("streambridge")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("streambridge is not installed from a wheel here (the package is on PYTHONPATH)")
+    assert dist.metadata["License"] == "Apache-2.0"
+    assert "License :: OSI Approved :: Apache Software License" in dist.metadata.get_all("Classifier")
+    carried = [f for f in dist.files or [] if f.name == "LICENSE"]
+    assert carried, "LICENSE is not in the wheel"
+    assert carried[0].read_text() == (ROOT / "LICENSE").read_text()
+
+
 def test_importing_streambridge_on_a_free_threaded_python_leaves_the_gil_off():
     """The module declares it needs no GIL (module.inc, gopy-fixups' fifth fix): imported as a
     user imports it (no PYTHON_GIL in the environment), the GIL stays off and no

@@ -102,6 +102,52 @@ def test_close_racing_a_call_on_other_threads(closes, name, call, host_callback_
         _close_all(o)
 
 
+@pytest.mark.parametrize("closed_first", ["stream", "event"])
+def test_records_and_waits_racing_a_close_release_each_object_once(closed_first):
+    """Record and wait hold their objects without the core lock where there is no GIL
+    (python/native/holds.inc): a close among them leaves the release to the last call out,
+    exactly once. A second release would reach the software driver with a destroyed handle
+    (exit 86); none would leave the count of live objects above where it began."""
+    from streambridge import _core
+
+    before = (_core.live_streams(), _core.live_events())
+    for _ in range(20):
+        s, waiter = sb.Stream(non_blocking=True), sb.Stream(non_blocking=True)
+        e = sb.Event(disable_timing=True)
+        start = threading.Barrier(5)
+        errors = []
+
+        def use():
+            start.wait()
+            try:
+                while True:
+                    s.record(e)
+                    waiter.wait_event(e)
+                    e.record(s)
+                    e.wait(waiter)
+                    s.wait(e)
+            except sb.ClosedError:
+                pass
+            except BaseException as x:  # reported below, on the test's thread
+                errors.append(x)
+
+        threads = [threading.Thread(target=use) for _ in range(4)]
+        for t in threads:
+            t.start()
+        start.wait()
+        time.sleep(random.random() * 0.002)
+        first, second = (s, e) if closed_first == "stream" else (e, s)
+        first.close()
+        second.close()
+        for t in threads:
+            t.join(30)
+        assert not any(t.is_alive() for t in threads), "a record or a wait did not return after close"
+        assert errors == []
+        waiter.synchronize()
+        waiter.close()
+    assert (_core.live_streams(), _core.live_events()) == before, "streams, events the core made and still holds"
+
+
 def test_close_during_synchronize_returns_at_once_and_destroys_after():
     s = sb.Stream(non_blocking=True)
     gate = threading.Event()
