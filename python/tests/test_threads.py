@@ -71,32 +71,40 @@ def host_callback_waiting():
     s.close()
 
 
+def _race(call, close, threads=3):
+    """call() on `threads` threads started together, each until it raises ClosedError, while
+    this thread runs close() at a random moment: the other errors they raised, and whether
+    any of them did not return."""
+    errors = []
+    start = threading.Barrier(threads + 1)
+
+    def use():
+        start.wait()
+        try:
+            while True:
+                call()
+        except CLOSED_OR_OK:
+            pass
+        except BaseException as e:  # reported by the caller, on the test's thread
+            errors.append(e)
+
+    workers = [threading.Thread(target=use) for _ in range(threads)]
+    for t in workers:
+        t.start()
+    start.wait()
+    time.sleep(random.random() * 0.002)
+    close()
+    for t in workers:
+        t.join(30)
+    return errors, any(t.is_alive() for t in workers)
+
+
 @pytest.mark.parametrize("closes,name,call", CALLS, ids=[c[1] for c in CALLS])
 def test_close_racing_a_call_on_other_threads(closes, name, call, host_callback_waiting):
     for _ in range(10):
         o = _objects()
-        errors = []
-        start = threading.Barrier(4)
-
-        def use():
-            start.wait()
-            try:
-                while True:
-                    call(o)
-            except CLOSED_OR_OK:
-                pass
-            except BaseException as e:  # reported below, on the test's thread
-                errors.append(e)
-
-        threads = [threading.Thread(target=use) for _ in range(3)]
-        for t in threads:
-            t.start()
-        start.wait()
-        time.sleep(random.random() * 0.002)
-        o[closes].close()
-        for t in threads:
-            t.join(30)
-        assert not any(t.is_alive() for t in threads), f"{name}: a call did not return after close"
+        errors, hung = _race(lambda: call(o), o[closes].close)
+        assert not hung, f"{name}: a call did not return after close"
         assert errors == []
         o["other"].synchronize()
         _close_all(o)
@@ -114,34 +122,17 @@ def test_records_and_waits_racing_a_close_release_each_object_once(closed_first)
     for _ in range(20):
         s, waiter = sb.Stream(non_blocking=True), sb.Stream(non_blocking=True)
         e = sb.Event(disable_timing=True)
-        start = threading.Barrier(5)
-        errors = []
 
-        def use():
-            start.wait()
-            try:
-                while True:
-                    s.record(e)
-                    waiter.wait_event(e)
-                    e.record(s)
-                    e.wait(waiter)
-                    s.wait(e)
-            except sb.ClosedError:
-                pass
-            except BaseException as x:  # reported below, on the test's thread
-                errors.append(x)
+        def calls():
+            s.record(e)
+            waiter.wait_event(e)
+            e.record(s)
+            e.wait(waiter)
+            s.wait(e)
 
-        threads = [threading.Thread(target=use) for _ in range(4)]
-        for t in threads:
-            t.start()
-        start.wait()
-        time.sleep(random.random() * 0.002)
         first, second = (s, e) if closed_first == "stream" else (e, s)
-        first.close()
-        second.close()
-        for t in threads:
-            t.join(30)
-        assert not any(t.is_alive() for t in threads), "a record or a wait did not return after close"
+        errors, hung = _race(calls, lambda: (first.close(), second.close()), threads=4)
+        assert not hung, "a record or a wait did not return after close"
         assert errors == []
         waiter.synchronize()
         waiter.close()
