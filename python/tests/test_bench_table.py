@@ -153,9 +153,10 @@ def test_threads_ns_runs_every_pair_on_the_threads_own_objects():
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     import threading
-    made, seen, entered = [], [], []
+    made, seen, entered, made_on = [], [], [], []
 
-    def make():
+    def make():  # on each worker, after its enter(): its objects are its own (docs/lifetimes.md)
+        made_on.append((threading.get_ident(), threading.get_ident() in entered))
         made.append(object())
         return (made[-1],)
 
@@ -164,6 +165,8 @@ def test_threads_ns_runs_every_pair_on_the_threads_own_objects():
 
     ns = bench.threads_ns(make, pair, 4, 1000, enter=lambda: entered.append(threading.get_ident()))
     assert ns > 0 and len(seen) == 1000 and len(made) == 4 and len(set(entered)) == 4
+    assert sorted(ident for ident, _ in made_on) == sorted(entered) and all(after for _, after in made_on)
+    assert {ident for ident, _ in seen} == set(entered)
     by_thread = {}
     for ident, o in seen:
         by_thread.setdefault(ident, set()).add(id(o))
