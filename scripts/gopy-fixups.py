@@ -1,4 +1,4 @@
-"""Five fixes to gopy v0.5.0's generated code, applied after `gopy build` generates it.
+"""Six fixes to gopy v0.5.0's generated code, applied after `gopy build` generates it.
 Each one checks that it found the code it expects and stops the build if not, so a new
 gopy whose output changed fails here, loudly, rather than building something else.
 
@@ -25,6 +25,12 @@ gopy whose output changed fails here, loudly, rather than building something els
    Py_MOD_GIL_NOT_USED), so that importing it leaves the GIL off: its wrappers only convert
    arguments, the Go side guards its own state, and the C core holds its own lock where it
    relied on the GIL (python/native/gate.inc, "The core lock"). On other builds, nothing.
+
+6. Leaves the process's working directory alone. gopy's loader (go.py, each package's module)
+   changes it to the package's folder for the import and back (os.getcwd, os.chdir): another
+   thread's relative paths meanwhile go there, an import that fails leaves it changed, and
+   from a directory since removed the import fails. The import is package-relative
+   (`from . import _sbnative`), so nothing needs the change.
 
     python3 scripts/gopy-fixups.py GENERATED_DIR PKG_DIR
 """
@@ -123,8 +129,25 @@ for path in packages:
                     loader_end)
     py += DIR_FN
     open(path, "w").write(py)
+# The loader's changes of the working directory, in every generated Python module that has them.
+CHDIRS = ("cwd = os.getcwd()\n", "os.chdir(currentdir)\n", "os.chdir(cwd)\n")
+loaders = []
+for path in sorted(glob.glob(f"{gen}/*.py")):
+    py = open(path).read()
+    found = [py.count(line) for line in CHDIRS]
+    if found == [0, 0, 0]:
+        continue
+    if found != [1, 1, 1] or "from . import _sbnative\n" not in py:
+        sys.exit(f"gopy-fixups: gopy's loader in {path} changed (its os.chdir lines: {found})")
+    for line in CHDIRS:
+        py = py.replace(line, "")
+    open(path, "w").write(py)
+    loaders.append(path.rsplit("/", 1)[1])
+if "go.py" not in loaders:
+    sys.exit("gopy-fixups: gopy's loader changed (go.py has no os.chdir lines)")
 print(f"gopy-fixups: {len(marked)} calls keep the GIL: {', '.join(sorted(marked))}")
 print(f"gopy-fixups: {len(freed)} error-only calls free their result: {', '.join(freed) or '-'}")
 print(f"gopy-fixups: {errors} error paths raise the typed exception of their kind")
 print(f"gopy-fixups: {len(packages)} package modules name only their Go exports in dir()")
 print("gopy-fixups: the module declares it needs no GIL (free-threaded builds)")
+print(f"gopy-fixups: {len(loaders)} loaders leave the working directory alone: {', '.join(loaders)}")

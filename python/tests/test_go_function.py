@@ -3,7 +3,10 @@ through go_function: streams validated and passed as handles, arrays described t
 producers' streams waited for, Go's errors typed. Nothing here launches a kernel on made-up
 pointers; the launches on real data are in interop_test/test_go_kernels.py."""
 
+import os
 import re
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -33,6 +36,27 @@ def test_a_go_package_lists_its_go_functions_not_gopys_loader():
     """dir() of a package module names what the Go package exports (examples/gokernels:
     Describe and Saxpy), not the modules and paths gopy's loader leaves at its top."""
     assert dir(gokernels) == ["Describe", "Saxpy"]
+
+
+def test_importing_a_go_package_leaves_the_working_directory_alone():
+    """gopy's loader changed the process's working directory for the import and back
+    (os.chdir): another thread's relative paths meanwhile went to the package's folder, and
+    from a directory since removed the import failed (FileNotFoundError from os.getcwd).
+    scripts/gopy-fixups.py's sixth fix takes the changes out."""
+    program = """if True:
+        import os, sys, tempfile
+        gone = tempfile.mkdtemp()
+        os.chdir(gone)
+        os.rmdir(gone)
+        changes = []
+        sys.addaudithook(lambda event, args: changes.append(args) if event == "os.chdir" else None)
+        from streambridge.ext import gokernels
+        print(sorted(dir(gokernels)), changes)
+    """
+    r = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)})
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout == "['Describe', 'Saxpy'] []\n", r.stdout + r.stderr[-2000:]
 
 
 def test_pointer_dtype_shape_and_strides_reach_go():
