@@ -71,10 +71,10 @@ def host_callback_waiting():
     s.close()
 
 
-def _race(call, close, threads=3):
-    """call() on `threads` threads started together, each until it raises ClosedError, while
-    this thread runs close() at a random moment: the other errors they raised, and whether
-    any of them did not return."""
+def _race(call, close, threads=3, ends=CLOSED_OR_OK):
+    """call() on `threads` threads started together, each until it raises one of ends
+    (ClosedError), while this thread runs close() at a random moment: the other errors they
+    raised, and whether any of them did not return."""
     errors = []
     start = threading.Barrier(threads + 1)
 
@@ -83,7 +83,7 @@ def _race(call, close, threads=3):
         try:
             while True:
                 call()
-        except CLOSED_OR_OK:
+        except ends:
             pass
         except BaseException as e:  # reported by the caller, on the test's thread
             errors.append(e)
@@ -136,6 +136,33 @@ def test_records_and_waits_racing_a_close_release_each_object_once(closed_first)
         assert errors == []
         waiter.synchronize()
         waiter.close()
+    assert (_core.live_streams(), _core.live_events()) == before, "streams, events the core made and still holds"
+
+
+def test_records_and_waits_on_wrappers_racing_their_origins_close_release_each_origin_once():
+    """The same through wrappers of the core's own handles (ExternalStream of a Stream's ptr,
+    Event.from_handle of an Event's): a record or a wait holds the origin too, so the
+    origins' closes on the test's thread leave their destroys to the last wrapper call out.
+    The wrappers' calls then raise InvalidHandleError (their origin is gone)."""
+    from streambridge import _core
+
+    before = (_core.live_streams(), _core.live_events())
+    for _ in range(20):
+        origin_stream, origin_event, waiter = sb.Stream(non_blocking=True), sb.Event(), sb.Stream(non_blocking=True)
+        s, e = sb.ExternalStream(origin_stream.ptr), sb.Event.from_handle(origin_event.ptr)
+
+        def calls():
+            s.record(e)
+            waiter.wait_event(e)
+            e.wait(s)
+
+        errors, hung = _race(calls, lambda: (origin_stream.close(), origin_event.close()), threads=4,
+                             ends=(sb.ClosedError, sb.InvalidHandleError))
+        assert not hung, "a record or a wait on a wrapper did not return after its origin's close"
+        assert errors == []
+        waiter.synchronize()
+        for o in (s, e, waiter):
+            o.close()
     assert (_core.live_streams(), _core.live_events()) == before, "streams, events the core made and still holds"
 
 
