@@ -13,7 +13,11 @@ GO_MODULES ?=
 export STREAMBRIDGE_GO_PACKAGES = $(GO_PACKAGES)
 export STREAMBRIDGE_GO_MODULES = $(GO_MODULES)
 
-.PHONY: test check deps go-test typecheck pytest ft-module pytest-ft soak-ft gpu-build-ft fuzz wheel wheels wheel-cp312 demo gpu-build bench docs
+.PHONY: test check deps go-test typecheck pytest ft-module pytest-ft soak-ft gpu-build-ft fuzz wheel wheels wheel-cp312 pytag demo gpu-build bench docs
+
+# The wheel's ABI tag for $(PY): what scripts/wheels.sh names its wheel and logs by.
+pytag:
+	@echo $(PYTAG)
 
 # Everything CI runs: formatting, vet, the core built without cgo, the Go tests with the
 # race detector, mypy --strict on the package and a user's script, then the wheel built,

@@ -21,20 +21,19 @@ mkdir -p build/wheels
 status=0
 summary=()
 for py in "${pythons[@]}"; do
-  read -r ver tag < <("$py" -c 'import sys, sysconfig
-t = "t" if sysconfig.get_config_var("Py_GIL_DISABLED") else ""
-print("%d.%d%s" % (sys.version_info[0], sys.version_info[1], t), "cp%d%d%s" % (sys.version_info[0], sys.version_info[1], t))')
+  ver=$("$py" -V 2>&1)
   if ! "$py" -c 'import sys; sys.exit(sys.version_info < (3, 10))'; then
-    summary+=("$py: Python $ver: streambridge needs CPython 3.10 or newer; skipped")
+    summary+=("$py: $ver: streambridge needs CPython 3.10 or newer; skipped")
     continue
   fi
+  tag=$(make -s --no-print-directory pytag PY="$py") # the wheel's ABI tag, as the Makefile names it (cp313t)
   builder=build/wheels/$tag-build
   if [ ! -x "$builder/bin/python" ]; then
     "$py" -m venv "$builder" && "$builder/bin/pip" install -q setuptools==75.8.0 wheel==0.45.1 ||
-      { summary+=("$py: Python $ver: FAILED: no build environment"); status=1; continue; }
+      { summary+=("$py: $ver: FAILED: no build environment"); status=1; continue; }
   fi
   if ! make --no-print-directory wheel PY="$root/$builder/bin/python" >"build/wheels/$tag.log" 2>&1; then
-    summary+=("$py: Python $ver: FAILED: the wheel did not build (build/wheels/$tag.log)")
+    summary+=("$py: $ver: FAILED: the wheel did not build (build/wheels/$tag.log)")
     status=1
     continue
   fi
