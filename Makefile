@@ -13,7 +13,7 @@ GO_MODULES ?=
 export STREAMBRIDGE_GO_PACKAGES = $(GO_PACKAGES)
 export STREAMBRIDGE_GO_MODULES = $(GO_MODULES)
 
-.PHONY: test check deps go-test typecheck pytest ft-module pytest-ft soak-ft gpu-build-ft fuzz wheel wheels wheel-cp312 pytag demo gpu-build bench docs
+.PHONY: test check deps go-test typecheck pytest pytest-jax ft-module pytest-ft soak-ft gpu-build-ft fuzz wheel wheels wheel-cp312 pytag demo gpu-build bench docs
 
 # The wheel's ABI tag for $(PY): what scripts/wheels.sh names its wheel and logs by.
 pytag:
@@ -49,6 +49,16 @@ pytest: wheel
 	  "as on a one-GPU machine: the two-device tests skip, saying so"
 	cd build && STREAMBRIDGE_LAYOUT=unlearnable STREAMBRIDGE_SIM_DEVICES=1 STREAMBRIDGE_DRIVER=$${STREAMBRIDGE_DRIVER:-sim} \
 	  venv/bin/python -m pytest -q --junitxml=pytest-unlearnable.xml ../python/tests
+
+# streambridge.jax's tests with JAX installed (python/tests/jax-requirements.txt, pinned, from
+# PyPI, into a venv of its own): the handler through JAX's CPU backend, and what it reads of
+# XLA held to the header jaxlib ships. The GPU half is interop_test/test_jax_gpu.py.
+pytest-jax: wheel
+	rm -rf build/jax-venv && $(PY) -m venv build/jax-venv
+	build/jax-venv/bin/pip install -q -r python/tests/jax-requirements.txt
+	build/jax-venv/bin/pip install -q --no-index --no-deps dist/streambridge-*-$(WHEEL_TAGS)-manylinux*.whl
+	cd build && STREAMBRIDGE_DRIVER=sim jax-venv/bin/python -m pytest -q -p no:cacheprovider --junitxml=pytest-jax.xml \
+	  ../python/tests/test_jax.py
 
 # The native module built for a free-threaded CPython 3.13 (scripts/free-threaded-python.sh
 # builds one once, outside the clone), with the package, into build/ft.

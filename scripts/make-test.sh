@@ -7,8 +7,8 @@ cd "$(dirname "$0")/.."
 make=${MAKE:-make}
 results=()
 status=0
-rm -f build/test.json build/go-more.txt build/pytest-sim.xml build/pytest-unlearnable.xml
-for stage in deps check go-test typecheck pytest docs; do
+rm -f build/test.json build/go-more.txt build/pytest-sim.xml build/pytest-unlearnable.xml build/pytest-jax.xml
+for stage in deps check go-test typecheck pytest pytest-jax docs; do
   start=$SECONDS
   $make --no-print-directory "$stage"
   rc=$?

@@ -19,6 +19,7 @@ WHAT = {
     "go-test": "the Go tests",
     "typecheck": "mypy --strict",
     "pytest": "the wheel built and installed in a fresh venv, the Python tests",
+    "pytest-jax": "streambridge.jax with JAX installed (its CPU backend)",
     "docs": "the documentation site, warnings as errors",
 }
 
@@ -90,6 +91,13 @@ def main():
                 lines += reasons_lines(reasons)
             if os.path.exists("build/go-more.txt"):
                 lines += [f"      {line.strip()}" for line in open("build/go-more.txt") if "every package" not in line]
+        if name == "pytest-jax":
+            counts = pytest_counts("build/pytest-jax.xml")
+            if counts:
+                passed, fails, skips, xfails, reasons = counts
+                lines.append(f"      python/tests/test_jax.py, JAX's CPU backend: {passed} passed, {fails} failed, "
+                             f"{skips} skipped")
+                lines += reasons_lines(reasons)
         if name == "pytest":
             for path, label in (("build/pytest-sim.xml", "python/tests, software driver"),
                                 ("build/pytest-unlearnable.xml", "python/tests, a layout that cannot be learned, one device")):

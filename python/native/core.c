@@ -53,6 +53,8 @@
  *   stream.inc        the life of a stream the core owns
  *   external.inc      foreign streams wrapped: ExternalStream, from_external
  *   kernel.inc        kernels and modules: arguments and launches
+ *   xla.inc           JAX's stream as a party: the handler of XLA's FFI (xla_ffi.h) that
+ *                     streambridge.jax places in jitted code
  *   module.inc        the module, and closing the objects kept under Go keys
  */
 #include <Python.h>
@@ -115,4 +117,5 @@
 #include "stream.inc"
 #include "external.inc"
 #include "kernel.inc"
+#include "xla.inc"
 #include "module.inc"
