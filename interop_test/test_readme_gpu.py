@@ -12,7 +12,9 @@ from _interop import framework
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TEXT = "\n".join(p.read_text() for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))])
 # The programs of the README and the documentation that need a GPU: those that use torch.
-BLOCKS = [b for b in re.findall(r"^```python\n(.*?)^```$", TEXT, flags=re.S | re.M) if "torch" in b]
+ALL = re.findall(r"^```python\n(.*?)^```$", TEXT, flags=re.S | re.M)
+BLOCKS = [b for b in ALL if "torch" in b and "import jax" not in b]
+JAX_BLOCKS = [b for b in ALL if "import jax" in b]  # the README's and docs/jax.md's
 
 
 def test_the_readme_has_its_two_gpu_programs():
@@ -24,3 +26,11 @@ def test_a_readme_gpu_program_runs(index):
     framework("torch"), framework("cupy")
     p = subprocess.run([sys.executable, "-c", BLOCKS[index]], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_the_jax_programs_run():
+    framework("torch"), framework("jax")
+    assert len(JAX_BLOCKS) == 2
+    for block in JAX_BLOCKS:
+        p = subprocess.run([sys.executable, "-c", block], capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stdout + p.stderr

@@ -13,7 +13,7 @@
  * SBX_API_MAJOR/MINOR is the version the handler states when XLA asks (the metadata
  * extension, at registration): XLA refuses a handler of another major version, or of a
  * newer minor than its own, with a clear error, so a JAX this was not written for fails
- * at streambridge.jax's import, never in a call.
+ * at streambridge.jax's import (a RuntimeError saying so), never in a call.
  */
 #ifndef STREAMBRIDGE_XLA_FFI_H
 #define STREAMBRIDGE_XLA_FFI_H

@@ -141,3 +141,6 @@ def launch_host_func(x: T, fn: Callable[[Any], Any], arg: Optional[Any] = None) 
     for the process; each placement is its own call (tracing the function again compiles it
     again)."""
     return _place(_xla.CALLBACK, _xla.callback_token(fn, arg), x, after=True)
+
+
+_register()  # at import: a JAX whose XLA does not take the handler's API version fails here
