@@ -53,8 +53,8 @@ def test_the_verdict_fails_on_any_stage_and_names_what_did_not_run(tmp_path):
     def run(*stages):
         return subprocess.run([sys.executable, str(SCRIPT), *stages], capture_output=True, text=True, cwd=tmp_path,
                               check=True).stdout
-    every = ["deps:0:1", "check:0:1", "go-test:0:1", "typecheck:0:1", "pytest:0:1", "docs:0:1"]
-    assert run(*every).rstrip().endswith("verdict: PASSED, in 0 min 6 s")
+    every = ["deps:0:1", "check:0:1", "go-test:0:1", "typecheck:0:1", "pytest:0:1", "pytest-jax:0:1", "docs:0:1"]
+    assert run(*every).rstrip().endswith("verdict: PASSED, in 0 min 7 s")
     out = run(*every[:2], "go-test:1:1", *every[3:])
     assert "go-test    FAILED" in out and "verdict: FAILED (go-test)" in out
     out = run("deps:2:1")
