@@ -268,3 +268,53 @@ def test_the_example_pipeline_matches_numpy():
     code, out, err = run_child(example.read_text())
     assert code == 0, out + err[-3000:]
     assert "all equal" in out and "still waiting then: True" in out, out
+
+
+def test_gradients_go_through_the_calls_and_the_calls_run():
+    _jax_gpu()
+    ev, seen = sb.Event(), []
+
+    def f(x):
+        y = sbjax.record(x ** 2, ev)
+        return sbjax.launch_host_func(y, seen.append, "forward").sum()
+
+    x = jnp.arange(4.0)
+    value, g = jax.jit(jax.value_and_grad(f))(x)
+    ev.synchronize()
+    np.testing.assert_array_equal(np.asarray(g), 2 * np.arange(4.0))
+    assert float(value) == 14.0
+    torch.cuda.synchronize()
+    assert seen == ["forward"]
+
+
+SCALE = r"""
+extern "C" __global__ void scale_add(float *y, const float *x, float a, long long n) {
+    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i] + y[i];
+}
+"""
+
+
+def test_a_kernel_streambridge_compiled_runs_on_jaxs_stream_on_jax_arrays():
+    """y = a*x + y by a kernel compiled through the Go core, launched on JAX's stream inside a
+    jitted function, on x computed just before (JAX's slow work first): in order, checked
+    against NumPy; y given in is left as it was (XLA copied it: an argument)."""
+    _jax_gpu()
+    kernel = sb.Module(SCALE).get_kernel("scale_add")
+    n = N
+
+    @jax.jit
+    def f(x, y):
+        x = _slow(x)  # x + K, after the matrix products
+        return sbjax.launch(kernel, (n + 255) // 256, 256, (y, x, np.float32(3.0), n), outputs=0)
+
+    x, y = jnp.full(n, 1.0, jnp.float32), jnp.arange(n, dtype=jnp.float32)
+    out = f(x, y)
+    np.testing.assert_array_equal(np.asarray(out), 3.0 * (1.0 + K) + np.arange(n, dtype=np.float32))
+    np.testing.assert_array_equal(np.asarray(y), np.arange(n, dtype=np.float32))
+    closed = sb.Module(SCALE)
+    k2 = closed.get_kernel("scale_add")
+    g = jax.jit(lambda v: sbjax.launch(k2, 1, 1, (v, v, np.float32(1), 0), outputs=0))
+    closed.close()
+    with pytest.raises(Exception, match="streambridge.ClosedError: "):
+        jax.block_until_ready(g(jnp.ones(4)))

@@ -30,6 +30,7 @@
     C(SBX_STAGE_INSTANTIATE, XLA_FFI_ExecutionStage_INSTANTIATE, 0)                        \
     C(SBX_STAGE_EXECUTE, XLA_FFI_ExecutionStage_EXECUTE, 3)                                \
     C(SBX_ATTR_SCALAR, XLA_FFI_AttrType_SCALAR, 3)                                         \
+    C(SBX_ARG_BUFFER, XLA_FFI_ArgType_BUFFER, 1)                                           \
     C(SBX_S64, XLA_FFI_DataType_S64, 5)                                                    \
     C(SBX_INVALID_ARGUMENT, XLA_FFI_Error_Code_INVALID_ARGUMENT, 3)                        \
     C(SBX_FAILED_PRECONDITION, XLA_FFI_Error_Code_FAILED_PRECONDITION, 9)                  \
@@ -58,6 +59,7 @@ typedef struct sbx_Error *sbx_Stream_Get(struct sbx_Stream_Get_Args *);
     S(Stream_Get_Args, SBX_STREAM_GET_ARGS)                                                \
     S(ByteSpan, SBX_BYTESPAN)                                                              \
     S(Scalar, SBX_SCALAR)                                                                  \
+    S(Buffer, SBX_BUFFER)                                                                  \
     S(Args, SBX_ARGS)                                                                      \
     S(Rets, SBX_RETS)                                                                      \
     S(Attrs, SBX_ATTRS)                                                                    \
@@ -84,6 +86,9 @@ typedef struct sbx_Error *sbx_Stream_Get(struct sbx_Stream_Get_Args *);
     F(s, struct sbx_ExecutionContext *, ctx) F(s, void *, stream)
 #define SBX_BYTESPAN(F, s) F(s, const char *, ptr) F(s, size_t, len)
 #define SBX_SCALAR(F, s) F(s, int, dtype) F(s, void *, value)
+#define SBX_BUFFER(F, s)                                                                   \
+    F(s, size_t, struct_size) F(s, struct sbx_Extension_Base *, extension_start)           \
+    F(s, int, dtype) F(s, void *, data) F(s, int64_t, rank) F(s, int64_t *, dims)
 #define SBX_ARGS(F, s)                                                                     \
     F(s, size_t, struct_size) F(s, struct sbx_Extension_Base *, extension_start)           \
     F(s, int64_t, size) F(s, int *, types) F(s, void **, args)

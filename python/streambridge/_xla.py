@@ -19,14 +19,23 @@ import functools
 import itertools
 import threading
 import weakref
-from typing import Any, Callable, Dict
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from ._errors import ClosedError
 from ._event import Event, as_event
 from ._stream import ExternalStream, _BaseStream, as_stream
 
 #: The ops (the ``op`` attribute).
-RECORD, WAIT, CALLBACK = 1, 2, 3
+RECORD, WAIT, CALLBACK, LAUNCH = 1, 2, 3, 4
+
+
+class Operand:
+    """In a launch's arguments: the address of the call's operand ``index``."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: int) -> None:
+        self.index = index
 
 # token -> a weak reference to a streambridge object, (a wrapper made here,), or (callback, arg)
 _parties: Dict[int, Any] = {}
@@ -77,9 +86,18 @@ def callback_token(fn: Callable[[Any], Any], arg: Any) -> int:
     return t
 
 
-def run(op: int, token: int, handle: int) -> None:
+def launch_token(kernel: Any, grid: Any, block: Any, shared_mem: int, args: Tuple[Any, ...]) -> int:
+    """A new token for a kernel launch on the call's operands: ``args`` as the kernel takes
+    them, an :class:`Operand` where an operand's address goes. Kept for the process."""
+    t = next(_next)
+    _parties[t] = (kernel, grid, block, shared_mem, args)
+    return t
+
+
+def run(op: int, token: int, handle: int, buffers: Tuple[Optional[int], ...] = ()) -> None:
     """The call op of token, on the stream handle (JAX's, from XLA's call frame, vouched
-    for by XLA: proven as any where the layout is known). Raises as the one path raises."""
+    for by XLA: proven as any where the layout is known), with the addresses of the call's
+    operands. Raises as the one path raises."""
     party = _parties.get(token)
     if party is None:
         raise ClosedError(f"the event or stream this jitted call was given (token {token}) was collected: keep a "
@@ -89,6 +107,11 @@ def run(op: int, token: int, handle: int) -> None:
         if op == CALLBACK:
             fn, arg = party
             stream.launch_host_func(fn, arg)
+            return
+        if op == LAUNCH:
+            kernel, grid, block, shared_mem, args = party
+            kernel(grid, block, tuple(buffers[a.index] if isinstance(a, Operand) else a for a in args),
+                   shared_mem=shared_mem, stream=stream)
             return
         obj: Any = party() if isinstance(party, weakref.ref) else party[0]
         if obj is None:

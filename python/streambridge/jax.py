@@ -24,7 +24,9 @@ JAX's stream when it reaches it (through XLA's FFI: python/native/xla.inc)::
   framework, or Go, then orders after it (``wait_event``, ``Stream.wait``, ``to_torch()``).
 - :func:`wait` makes JAX's stream wait for an event, or for a stream's work so far, before
   what it returns is used: JAX consumes what torch, CuPy or a Go kernel produced.
-- :func:`launch_host_func` runs a host callback, Python or Go, in JAX's stream order.
+- :func:`launch_host_func` runs a host callback in JAX's stream order.
+- :func:`launch` launches a kernel streambridge compiled on JAX's stream, with JAX arrays as
+  its arguments, and gives back those it writes.
 
 The event or stream is fixed when the function is traced (it is part of the compiled
 program): make it once and give the same one each call, as CUDA programs reuse events; a
@@ -39,7 +41,7 @@ compatible): where XLA runs the work around them as graphs, they run between (do
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Optional, TypeVar
+from typing import Any, Callable, Optional, Sequence, TypeVar, Union
 
 import jax
 import jax.numpy as jnp
@@ -48,7 +50,7 @@ import numpy as np
 from . import _xla
 from ._core import core as _c
 
-__all__ = ["launch_host_func", "record", "wait", "TARGET"]
+__all__ = ["launch", "launch_host_func", "record", "wait", "TARGET"]
 
 #: The name of streambridge's FFI target, registered for JAX's CUDA and CPU platforms.
 TARGET = "streambridge"
@@ -92,7 +94,16 @@ def _place(op: int, token: int, x: T, after: bool) -> T:
         # it must keep the original, a function's argument or a value used again).
         call = jax.ffi.ffi_call(TARGET, [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in leaves],
                                 input_output_aliases={i: i for i in range(len(leaves))}, vmap_method="broadcast_all")
-        leaves = call(*leaves, **attrs)
+
+        def values(*vs: Any) -> Any:
+            return tuple(call(*vs, **attrs))
+
+        def tangents(primals: Any, tangents: Any) -> Any:  # the values pass unchanged: so do tangents
+            return through(*primals), tuple(tangents)
+
+        through: Any = jax.custom_jvp(values)
+        through.defjvp(tangents)
+        leaves = list(through(*leaves))
     else:
         # A wait cannot take the arrays through it: XLA would copy an argument before the call,
         # reading it before the wait. The call gives back -0.0 (its operand, aliased), and
@@ -134,10 +145,54 @@ def wait(x: T, event_or_stream: Any) -> T:
     return _place(_xla.WAIT, _xla.token(event_or_stream, "event" if is_event else "stream"), x, after=False)
 
 
+def launch(kernel: Any, grid: Any, block: Any, args: Sequence[Any], *, outputs: Union[int, Sequence[int]],
+           shared_mem: int = 0) -> Any:
+    """Launch ``kernel`` (a streambridge :class:`Kernel`, compiled by the Go core) on JAX's
+    stream, in the dataflow: after the JAX arrays among ``args`` are computed, each passed
+    as its device address; the other arguments as :meth:`Kernel.__call__` takes them (ints,
+    floats, NumPy scalars). ``outputs`` names, by position in ``args``, the arrays the
+    kernel writes: they are given back (one array for an int, else a tuple), written in
+    place of the arrays given (XLA copies one first where it must keep the original). The
+    kernel must write no other argument. Not under ``jax.vmap`` or ``jax.grad``."""
+    from ._kernel import Kernel, _dim3
+
+    if not isinstance(kernel, Kernel):
+        raise TypeError(f"launch takes a streambridge Kernel, not {type(kernel).__name__}")
+    g, b = _dim3(grid, "grid"), _dim3(block, "block")
+    if type(shared_mem) is not int or not 0 <= shared_mem < 2**32:
+        raise ValueError(f"shared_mem must be a byte count, not {shared_mem!r}")
+    if isinstance(args, (str, bytes)) or not isinstance(args, (tuple, list)):
+        raise TypeError(f"kernel arguments must be a tuple or list, not {type(args).__name__}")
+    one = isinstance(outputs, int)
+    written = [outputs] if isinstance(outputs, int) else list(outputs)
+    operands: list[Any] = []
+    plan: list[Any] = []
+    for a in args:
+        if isinstance(a, jax.Array):
+            plan.append(_xla.Operand(len(operands)))
+            operands.append(a)
+        elif isinstance(a, np.ndarray) and a.ndim > 0:
+            raise TypeError("a NumPy array is no kernel argument here: pass a JAX array (jnp.asarray)")
+        else:
+            plan.append(a)
+    outs = []
+    for i in written:
+        if type(i) is not int or not 0 <= i < len(args) or not isinstance(plan[i], _xla.Operand):
+            raise ValueError(f"outputs names arguments by position, each a JAX array; {i!r} is not one")
+        outs.append(plan[i].index)
+    if len(set(outs)) != len(outs):
+        raise ValueError("outputs names an argument twice")
+    _register()
+    call = jax.ffi.ffi_call(TARGET, [jax.ShapeDtypeStruct(operands[k].shape, operands[k].dtype) for k in outs],
+                            input_output_aliases={k: j for j, k in enumerate(outs)})
+    token = _xla.launch_token(kernel, g, b, shared_mem, tuple(plan))
+    results = call(*operands, op=np.int64(_xla.LAUNCH), token=np.int64(token))
+    return results[0] if one else tuple(results)
+
+
 def launch_host_func(x: T, fn: Callable[[Any], Any], arg: Optional[Any] = None) -> T:
     """``x``, with ``fn(arg)`` called on the driver's thread after ``x`` is computed on JAX's
-    stream, as :meth:`Stream.launch_host_func` calls it (a Python callable, or a Go function
-    exported to Python: ``streambridge.ext.<package>.<Function>``). ``fn`` and ``arg`` are kept
+    stream, as :meth:`Stream.launch_host_func` calls it (any Python callable). ``fn`` and ``arg`` are kept
     for the process; each placement is its own call (tracing the function again compiles it
     again)."""
     return _place(_xla.CALLBACK, _xla.callback_token(fn, arg), x, after=True)

@@ -47,10 +47,11 @@ def frames(tmp_path_factory):
     get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
     handler = ctypes.c_void_p(get(_c.xla_handler(), None))
 
-    def call(op=_xla.RECORD, token=0, stream=None, *, stage=EXECUTE, op_kind=INT64, token_kind=INT64):
+    def call(op=_xla.RECORD, token=0, stream=None, *, stage=EXECUTE, op_kind=INT64, token_kind=INT64, buffers=()):
         message = ctypes.create_string_buffer(1024)
+        addresses = (ctypes.c_void_p * max(len(buffers), 1))(*buffers)
         code = lib.frames_call(handler, stage, ctypes.c_longlong(op), op_kind, ctypes.c_longlong(token), token_kind,
-                               ctypes.c_void_p(stream), message, ctypes.c_size_t(1024))
+                               ctypes.c_void_p(stream), addresses, len(buffers), message, ctypes.c_size_t(1024))
         return code, message.value.decode()
 
     def metadata():
@@ -90,6 +91,21 @@ def test_a_call_records_waits_and_calls_back_on_the_stream_xla_hands_over(frames
     assert frames(_xla.CALLBACK, _xla.callback_token(order.append, "after"), o.ptr) == (0, "")
     o.synchronize()
     assert order[2:] == ["second", "after"]
+
+
+def test_a_launch_gets_the_operands_addresses_in_its_arguments_places(frames):
+    """The handler hands run the operands' addresses; run puts each where the launch's plan
+    has an Operand, on the stream XLA gave. (A stand-in for the kernel: the software driver
+    runs no device code; interop_test/test_jax_gpu.py launches a real one.)"""
+    launched, s = [], sb.Stream()
+
+    def kernel(grid, block, args, *, shared_mem, stream):
+        launched.append((grid, block, args, shared_mem, stream == s))
+
+    plan = (_xla.Operand(1), 2.5, _xla.Operand(0), 7)
+    token = _xla.launch_token(kernel, (4, 1, 1), (256, 1, 1), 0, plan)
+    assert frames(_xla.LAUNCH, token, s.ptr, buffers=(0x1000, 0x2000)) == (0, "")
+    assert launched == [((4, 1, 1), (256, 1, 1), (0x2000, 2.5, 0x1000, 7), 0, True)]
 
 
 def test_the_stages_before_execute_do_nothing(frames):
@@ -275,6 +291,24 @@ def test_the_calls_go_in_the_dataflow_and_give_back_what_they_took(jax, sbjax):
     assert "custom_call @streambridge" in jax.jit(jax.vmap(lambda v: sbjax.record(v, ev))).lower(x["a"][None]).as_text()
 
 
+def test_gradients_go_through_the_calls(jax, sbjax):
+    import jax.numpy as jnp
+
+    ev, s = sb.Event(), sb.Stream()
+
+    def f(x):
+        y = sbjax.record(sbjax.wait(x, s) ** 2, ev)
+        return sbjax.launch_host_func(y, print, None).sum()
+
+    x = jnp.arange(3.0)
+    assert jax.eval_shape(jax.grad(f), x).shape == (3,)
+    # with the value returned, the forward pass's three calls are kept; jax.grad returns no
+    # value, and what no result depends on is dropped, the record and the callback with it
+    assert jax.jit(jax.value_and_grad(f)).lower(x).as_text().count("custom_call @streambridge") == 3
+    assert jax.jit(jax.grad(f)).lower(x).as_text().count("custom_call @streambridge") == 1  # the wait
+    # (their values: interop_test/test_jax_gpu.py, where the calls run)
+
+
 def test_on_jaxs_cpu_backend_a_call_fails_with_streambridges_error(jax, sbjax):
     import jax.numpy as jnp
 
@@ -303,6 +337,31 @@ def test_a_bad_event_or_stream_is_refused_when_traced(jax, sbjax):
 
 
 @pytest.mark.learned_layout
+def test_a_launch_is_refused_when_traced_where_its_arguments_are_wrong(jax, sbjax):
+    import jax.numpy as jnp
+    import numpy as np
+
+    x = jnp.arange(4.0)
+    with pytest.raises(TypeError, match="streambridge Kernel"):
+        sbjax.launch(print, 1, 1, (x,), outputs=0)
+
+    class NotCompiled(sb.Kernel):  # a Kernel in type only: the software driver compiles nothing
+        def __init__(self):
+            pass
+
+    k = NotCompiled()
+    with pytest.raises(ValueError, match="each a JAX array"):
+        sbjax.launch(k, 1, 1, (x, 3), outputs=1)
+    with pytest.raises(ValueError, match="twice"):
+        sbjax.launch(k, 1, 1, (x,), outputs=(0, 0))
+    with pytest.raises(TypeError, match="NumPy array"):
+        sbjax.launch(k, 1, 1, (x, np.ones(3)), outputs=0)
+    with pytest.raises(TypeError, match="grid"):
+        sbjax.launch(k, "1", 1, (x,), outputs=0)
+    text = jax.jit(lambda v: sbjax.launch(k, 1, 4, (v, np.float32(2), 4), outputs=0)).lower(x).as_text()
+    assert "custom_call @streambridge" in text and "output_operand_aliases" in text
+
+
 def test_a_garbage_handle_is_refused_when_traced(jax, sbjax):
     import jax.numpy as jnp
 

@@ -57,10 +57,21 @@ int frames_metadata(handler_fn *handler, int *major, int *minor, unsigned *trait
 }
 
 /* One call at stage, with the attributes op and token (each int64 where its kind is 0,
- * int32 where 1, left out where 2), on stream (NULL: XLA has none, as on the CPU). 0 if the
- * handler succeeded, else the error's code, its message in message. */
+ * int32 where 1, left out where 2), on stream (NULL: XLA has none, as on the CPU), with
+ * nbuffers operands at the addresses in buffers (4 floats each). 0 if the handler
+ * succeeded, else the error's code, its message in message. */
 int frames_call(handler_fn *handler, int stage, long long op, int op_kind, long long token, int token_kind,
-                void *stream, char *message, size_t size) {
+                void *stream, void **buffers, int nbuffers, char *message, size_t size) {
+    enum { MOST = 8 };
+    int64_t dims[1] = {4};
+    struct sbx_Buffer operands[MOST];
+    void *operand_ptrs[MOST];
+    int operand_types[MOST];
+    for (int i = 0; i < nbuffers && i < MOST; i++) {
+        operands[i] = (struct sbx_Buffer){SBX_STRUCT_SIZE(Buffer, dims), NULL, 11 /* F32 */, buffers[i], 1, dims};
+        operand_ptrs[i] = &operands[i];
+        operand_types[i] = SBX_ARG_BUFFER;
+    }
     long long op64 = op, token64 = token;
     int op32 = (int)op, token32 = (int)token;
     struct sbx_Scalar op_scalar = {op_kind == 1 ? 4 : SBX_S64, op_kind == 1 ? (void *)&op32 : (void *)&op64};
@@ -76,6 +87,8 @@ int frames_call(handler_fn *handler, int stage, long long op, int op_kind, long 
         names[n] = &token_name, attrs[n] = &token_scalar, types[n++] = SBX_ATTR_SCALAR;
     }
     struct sbx_CallFrame frame = {SBX_STRUCT_SIZE(CallFrame, attrs), NULL, &api, NULL, stage};
+    frame.args = (struct sbx_Args){SBX_STRUCT_SIZE(Args, args), NULL, nbuffers < MOST ? nbuffers : MOST, operand_types,
+                                   operand_ptrs};
     frame.attrs = (struct sbx_Attrs){SBX_STRUCT_SIZE(Attrs, attrs), NULL, n, types, names, attrs};
     given_stream = stream;
     struct sbx_Error *e = handler(&frame);
