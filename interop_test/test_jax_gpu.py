@@ -147,6 +147,19 @@ def test_a_host_callback_runs_in_jaxs_stream_order():
     np.testing.assert_array_equal(np.asarray(y), K)
 
 
+def test_a_go_host_function_runs_in_jaxs_stream_order():
+    from streambridge.ext import gokernels
+
+    _jax_gpu()
+    label, after = f"jax {random.random()}", sb.Event()
+    f = jax.jit(lambda x: sbjax.record(sbjax.launch_host_func(_slow(x), gokernels.Tally, label), after))
+    y = f(jnp.zeros(N, jnp.float32))
+    assert gokernels.Tallies(label) == 0  # JAX's work is still running
+    after.synchronize()
+    assert gokernels.Tallies(label) == 1
+    np.testing.assert_array_equal(np.asarray(y), K)
+
+
 def test_threads_each_ordering_their_own_jax_and_torch_work():
     _jax_gpu()
     errors = []

@@ -129,3 +129,25 @@ func kernel(b *bridge.Bridge, device int) (*streams.Function, error) {
 	kernels[device] = f
 	return f, nil
 }
+
+// Tally counts one call under label: a Go host function, for streambridge's
+// launch_host_func (and streambridge.jax.launch_host_func, in JAX's stream order), which
+// calls fn(arg) on the driver's thread when the stream reaches it. It makes no CUDA call,
+// as no host function may.
+func Tally(label string) {
+	talliesMu.Lock()
+	defer talliesMu.Unlock()
+	tallies[label]++
+}
+
+// Tallies says how many times Tally(label) has run.
+func Tallies(label string) int {
+	talliesMu.Lock()
+	defer talliesMu.Unlock()
+	return tallies[label]
+}
+
+var (
+	talliesMu sync.Mutex
+	tallies   = map[string]int{}
+)

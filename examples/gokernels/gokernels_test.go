@@ -94,3 +94,12 @@ func TestSaxpyRefusesBadArguments(t *testing.T) {
 		}
 	})
 }
+
+func TestTallyCountsEachCallByLabel(t *testing.T) {
+	before := Tallies("a")
+	Tally("a")
+	Tally("a")
+	Tally("b")
+	require.Equal(t, before+2, Tallies("a"))
+	require.GreaterOrEqual(t, Tallies("b"), 1)
+}

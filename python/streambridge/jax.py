@@ -24,7 +24,7 @@ JAX's stream when it reaches it (through XLA's FFI: python/native/xla.inc)::
   framework, or Go, then orders after it (``wait_event``, ``Stream.wait``, ``to_torch()``).
 - :func:`wait` makes JAX's stream wait for an event, or for a stream's work so far, before
   what it returns is used: JAX consumes what torch, CuPy or a Go kernel produced.
-- :func:`launch_host_func` runs a host callback in JAX's stream order.
+- :func:`launch_host_func` runs a host callback, Python or Go, in JAX's stream order.
 - :func:`launch` launches a kernel streambridge compiled on JAX's stream, with JAX arrays as
   its arguments, and gives back those it writes.
 
@@ -192,7 +192,8 @@ def launch(kernel: Any, grid: Any, block: Any, args: Sequence[Any], *, outputs: 
 
 def launch_host_func(x: T, fn: Callable[[Any], Any], arg: Optional[Any] = None) -> T:
     """``x``, with ``fn(arg)`` called on the driver's thread after ``x`` is computed on JAX's
-    stream, as :meth:`Stream.launch_host_func` calls it (any Python callable). ``fn`` and ``arg`` are kept
+    stream, as :meth:`Stream.launch_host_func` calls it: any Python callable, or a Go function
+    exported with streambridge (``streambridge.ext.gokernels.Tally`` is one). ``fn`` and ``arg`` are kept
     for the process; each placement is its own call (tracing the function again compiles it
     again)."""
     return _place(_xla.CALLBACK, _xla.callback_token(fn, arg), x, after=True)

@@ -34,8 +34,8 @@ def test_ext_lists_the_packages_built_in():
 
 def test_a_go_package_lists_its_go_functions_not_gopys_loader():
     """dir() of a package module names what the Go package exports (examples/gokernels:
-    Describe and Saxpy), not the modules and paths gopy's loader leaves at its top."""
-    assert dir(gokernels) == ["Describe", "Saxpy"]
+    Describe, Saxpy, Tallies and Tally), not the modules and paths gopy's loader leaves at its top."""
+    assert dir(gokernels) == ["Describe", "Saxpy", "Tallies", "Tally"]
 
 
 def test_importing_a_go_package_leaves_the_working_directory_alone():
@@ -56,7 +56,7 @@ def test_importing_a_go_package_leaves_the_working_directory_alone():
     r = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120,
                        env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)})
     assert r.returncode == 0, r.stderr[-2000:]
-    assert r.stdout == "['Describe', 'Saxpy'] []\n", r.stdout + r.stderr[-2000:]
+    assert r.stdout == "['Describe', 'Saxpy', 'Tallies', 'Tally'] []\n", r.stdout + r.stderr[-2000:]
 
 
 def test_pointer_dtype_shape_and_strides_reach_go():

@@ -108,6 +108,18 @@ def test_a_launch_gets_the_operands_addresses_in_its_arguments_places(frames):
     assert launched == [((4, 1, 1), (256, 1, 1), (0x2000, 2.5, 0x1000, 7), 0, True)]
 
 
+def test_a_go_function_is_a_host_callback_in_the_streams_order(frames):
+    from streambridge.ext import gokernels
+
+    s, label = sb.Stream(), f"test_jax {time.monotonic_ns()}"
+    s.launch_host_func(lambda _: time.sleep(0.1), None)
+    assert frames(_xla.CALLBACK, _xla.callback_token(gokernels.Tally, label), s.ptr) == (0, "")
+    assert gokernels.Tallies(label) == 0  # behind the sleeping callback
+    s.synchronize()
+    assert gokernels.Tallies(label) == 1
+    assert sb.callback_errors() == []
+
+
 def test_the_stages_before_execute_do_nothing(frames):
     s, order = sb.Stream(), []
     for stage in (0, 1, 2):  # instantiate, prepare, initialize
