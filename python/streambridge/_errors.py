@@ -82,3 +82,11 @@ class NotStreamLikeError(TypeError, ValueError, AttributeError):
     ``Stream.from_external`` of an object without ``__cuda_stream__`` (CuPy raises
     ``AttributeError``, cuda.core ``TypeError``), ``wait`` of something neither an event nor
     a stream (cuda.core raises ``ValueError``)."""
+
+
+# Each class by its public name (streambridge.ClosedError), where Python and JAX's errors
+# (streambridge.jax) print it, and where pickle finds it.
+for _cls in (CUDAError, InvalidHandleError, NoDriverError, CompileError, CaptureError, DeviceMismatchError,
+             ClosedError, ForkedProcessError, CallbackReentryError, ProtocolError, NotStreamLikeError):
+    _cls.__module__ = "streambridge"
+del _cls

@@ -105,9 +105,7 @@ class Kernel(_c.KernelCore):
         """What the C core does not read itself: stream-likes of every kind, arrays (whose
         producers are waited for) and NumPy scalars as arguments, dim3 tuples; then the
         core's launch."""
-        g, b = _dim3(grid, "grid"), _dim3(block, "block")
-        if type(shared_mem) is not int or not 0 <= shared_mem < 2**32:
-            raise ValueError(f"shared_mem must be a byte count, not {shared_mem!r}")
+        g, b = launch_shape(grid, block, shared_mem)
         s = stream if isinstance(stream, _BaseStream) else resolve(stream, self._device)
         values, waits = marshal(args, dlpack_stream(s), self._device)
         if waits:
@@ -116,6 +114,19 @@ class Kernel(_c.KernelCore):
 
     def __repr__(self) -> str:
         return f"<streambridge.Kernel {self.name!r}>"
+
+
+def launch_shape(grid: Dim, block: Dim, shared_mem: int) -> Tuple[Tuple[int, int, int], Tuple[int, int, int]]:
+    """A launch's grid and block as dim3 triples, its shared memory checked a byte count."""
+    if type(shared_mem) is not int or not 0 <= shared_mem < 2**32:
+        raise ValueError(f"shared_mem must be a byte count, not {shared_mem!r}")
+    return _dim3(grid, "grid"), _dim3(block, "block")
+
+
+def argument_list(args: Any) -> None:
+    """Kernel arguments come as a tuple or a list (a str is no list of arguments)."""
+    if isinstance(args, (str, bytes)) or not isinstance(args, (tuple, list)):
+        raise TypeError(f"kernel arguments must be a tuple or list, not {type(args).__name__}")
 
 
 def _dim3(d: Dim, what: str) -> Tuple[int, int, int]:
@@ -168,8 +179,7 @@ def marshal(args: Sequence[Any], consumer: Optional[int] = None,
     """
     if type(args) is tuple and not args:
         return (), []
-    if isinstance(args, (str, bytes)) or not isinstance(args, (tuple, list)):
-        raise TypeError(f"kernel arguments must be a tuple or list, not {type(args).__name__}")
+    argument_list(args)
     values, waits = [], []
     for i, a in enumerate(args):
         if isinstance(a, bool):

@@ -40,7 +40,6 @@ compatible): where XLA runs the work around them as graphs, they run between (do
 
 from __future__ import annotations
 
-import threading
 from typing import Any, Callable, Optional, Sequence, TypeVar, Union
 
 import jax
@@ -49,6 +48,8 @@ import numpy as np
 
 from . import _xla
 from ._core import core as _c
+from ._event import Event, _event_handle
+from ._kernel import Kernel, argument_list, launch_shape
 
 __all__ = ["launch", "launch_host_func", "record", "wait", "TARGET"]
 
@@ -56,31 +57,24 @@ __all__ = ["launch", "launch_host_func", "record", "wait", "TARGET"]
 TARGET = "streambridge"
 
 T = TypeVar("T")
-_registered = False
-_registering = threading.Lock()
 
 
 def _register() -> None:
-    """Registers the core's handler with XLA, once; XLA asks its API version then, and
-    refuses a version it does not take (raised here as RuntimeError, saying which)."""
-    global _registered
-    with _registering:
-        if _registered:
-            return
-        handler = _c.xla_handler()
-        for platform in ("CUDA", "cpu"):
-            try:
-                jax.ffi.register_ffi_target(TARGET, {"instantiate": handler, "execute": handler}, platform=platform)
-            except Exception as e:  # XLA's own error type, which jaxlib does not export the same way in every version
-                raise RuntimeError(f"streambridge.jax cannot register its handler with this JAX ({jax.__version__}) "
-                                   f"for {platform}: {e}") from e
-        _registered = True
+    """Registers the core's handler with XLA (at import: Python imports a module once); XLA
+    asks its API version then, and refuses a version it does not take (raised here as
+    RuntimeError, saying which)."""
+    handler = _c.xla_handler()
+    for platform in ("CUDA", "cpu"):
+        try:
+            jax.ffi.register_ffi_target(TARGET, {"instantiate": handler, "execute": handler}, platform=platform)
+        except Exception as e:  # XLA's own error type, which jaxlib does not export the same way in every version
+            raise RuntimeError(f"streambridge.jax cannot register its handler with this JAX ({jax.__version__}) "
+                               f"for {platform}: {e}") from e
 
 
 def _place(op: int, token: int, x: T, after: bool) -> T:
     """One call of op in the dataflow of x's arrays: after them (a record, a callback), or
     before what is returned is used (a wait)."""
-    _register()
     leaves, tree = jax.tree_util.tree_flatten(x)
     if not leaves:
         raise TypeError("streambridge.jax's calls take an array, or a pytree of arrays, to place the call after "
@@ -139,8 +133,6 @@ def wait(x: T, event_or_stream: Any) -> T:
     :meth:`Stream.wait_event`), or a stream (as :meth:`Stream.wait_stream`: its work enqueued
     before the jitted call runs), either streambridge's or anything :func:`as_event` or
     :func:`as_stream` takes. Use what it returns: work on the ``x`` given is not ordered."""
-    from ._event import Event, _event_handle
-
     is_event = isinstance(event_or_stream, Event) or _event_handle(event_or_stream) is not None
     return _place(_xla.WAIT, _xla.token(event_or_stream, "event" if is_event else "stream"), x, after=False)
 
@@ -154,15 +146,10 @@ def launch(kernel: Any, grid: Any, block: Any, args: Sequence[Any], *, outputs: 
     kernel writes: they are given back (one array for an int, else a tuple), written in
     place of the arrays given (XLA copies one first where it must keep the original). The
     kernel must write no other argument. Not under ``jax.vmap`` or ``jax.grad``."""
-    from ._kernel import Kernel, _dim3
-
     if not isinstance(kernel, Kernel):
         raise TypeError(f"launch takes a streambridge Kernel, not {type(kernel).__name__}")
-    g, b = _dim3(grid, "grid"), _dim3(block, "block")
-    if type(shared_mem) is not int or not 0 <= shared_mem < 2**32:
-        raise ValueError(f"shared_mem must be a byte count, not {shared_mem!r}")
-    if isinstance(args, (str, bytes)) or not isinstance(args, (tuple, list)):
-        raise TypeError(f"kernel arguments must be a tuple or list, not {type(args).__name__}")
+    g, b = launch_shape(grid, block, shared_mem)
+    argument_list(args)
     one = isinstance(outputs, int)
     written = [outputs] if isinstance(outputs, int) else list(outputs)
     operands: list[Any] = []
@@ -182,7 +169,6 @@ def launch(kernel: Any, grid: Any, block: Any, args: Sequence[Any], *, outputs: 
         outs.append(plan[i].index)
     if len(set(outs)) != len(outs):
         raise ValueError("outputs names an argument twice")
-    _register()
     call = jax.ffi.ffi_call(TARGET, [jax.ShapeDtypeStruct(operands[k].shape, operands[k].dtype) for k in outs],
                             input_output_aliases={k: j for j, k in enumerate(outs)})
     token = _xla.launch_token(kernel, g, b, shared_mem, tuple(plan))

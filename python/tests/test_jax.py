@@ -28,9 +28,19 @@ from streambridge._core import core as _c
 
 NATIVE = Path(__file__).resolve().parents[1] / "native"
 HEADER = NATIVE / "xla_ffi.h"
-EXECUTE, INSTANTIATE = 3, 0
-INVALID_ARGUMENT, FAILED_PRECONDITION, UNIMPLEMENTED = 3, 9, 12
-INT64, INT32, ABSENT = 0, 1, 2
+INT64, INT32, ABSENT = 0, 1, 2  # how xla_frames.c passes an attribute
+
+
+def _declared(name: str) -> int:
+    """A number xla_ffi.h declares: a #define, or one of SBX_CONSTANTS (held to XLA's)."""
+    text = HEADER.read_text()
+    found = re.search(rf"#define {name} (\d+)", text) or re.search(rf"C\({name}, \w+, (\d+)\)", text)
+    return int(found.group(1))
+
+
+EXECUTE, INSTANTIATE = _declared("SBX_STAGE_EXECUTE"), _declared("SBX_STAGE_INSTANTIATE")
+INVALID_ARGUMENT, FAILED_PRECONDITION = _declared("SBX_INVALID_ARGUMENT"), _declared("SBX_FAILED_PRECONDITION")
+UNIMPLEMENTED = _declared("SBX_UNIMPLEMENTED")
 
 
 def _compile(tmp_path: Path, source: str, name: str) -> ctypes.CDLL:
@@ -61,10 +71,6 @@ def frames(tmp_path_factory):
 
     call.metadata = metadata
     return call
-
-
-def _declared(name: str) -> int:
-    return int(re.search(rf"#define {name} (\d+)", HEADER.read_text()).group(1))
 
 
 def test_the_handler_states_its_api_version_and_that_xla_must_never_capture_it(frames):
@@ -122,7 +128,7 @@ def test_a_go_function_is_a_host_callback_in_the_streams_order(frames):
 
 def test_the_stages_before_execute_do_nothing(frames):
     s, order = sb.Stream(), []
-    for stage in (0, 1, 2):  # instantiate, prepare, initialize
+    for stage in range(EXECUTE):  # instantiate, prepare, initialize
         assert frames(_xla.CALLBACK, _xla.callback_token(order.append, stage), s.ptr, stage=stage) == (0, "")
     s.synchronize()
     assert order == []

@@ -68,13 +68,13 @@ int frames_call(handler_fn *handler, int stage, long long op, int op_kind, long 
     void *operand_ptrs[MOST];
     int operand_types[MOST];
     for (int i = 0; i < nbuffers && i < MOST; i++) {
-        operands[i] = (struct sbx_Buffer){SBX_STRUCT_SIZE(Buffer, dims), NULL, 11 /* F32 */, buffers[i], 1, dims};
+        operands[i] = (struct sbx_Buffer){SBX_STRUCT_SIZE(Buffer, dims), NULL, 11 /* F32: the handler reads no dtype */, buffers[i], 1, dims};
         operand_ptrs[i] = &operands[i];
         operand_types[i] = SBX_ARG_BUFFER;
     }
     long long op64 = op, token64 = token;
     int op32 = (int)op, token32 = (int)token;
-    struct sbx_Scalar op_scalar = {op_kind == 1 ? 4 : SBX_S64, op_kind == 1 ? (void *)&op32 : (void *)&op64};
+    struct sbx_Scalar op_scalar = {op_kind == 1 ? 4 /* S32 */ : SBX_S64, op_kind == 1 ? (void *)&op32 : (void *)&op64};
     struct sbx_Scalar token_scalar = {token_kind == 1 ? 4 : SBX_S64, token_kind == 1 ? (void *)&token32 : (void *)&token64};
     struct sbx_ByteSpan op_name = {"op", 2}, token_name = {"token", 5};
     struct sbx_ByteSpan *names[2];
