@@ -1,11 +1,12 @@
 """The chaos soak, Python's: eight threads make random calls, every public call of streams,
-events, graphs and wrappers, on shared objects, with captures in every mode begun on any
-thread, ended there or abandoned (one in five), joins through waits on events recorded in
-captures, host callbacks that raise, query their stream or close it, and a close and remake
-of some object in one call of ten. Any error of streambridge's is accepted; the soak fails
-only on a crash (a destroyed handle reaching either driver ends the process), a hang (a
-watchdog ends the process with every thread's stack), or an error that is none of
-streambridge's. As streams/chaos_test.go does for Go.
+events, graphs and wrappers, and streambridge.jax's as XLA's handler makes them, on shared
+objects, with captures in every mode begun on any thread, ended there or abandoned (one in
+five), joins through waits on events recorded in captures, host callbacks that raise, query
+their stream or close it, and a close and remake of some object in one call of ten. Any
+error of streambridge's is accepted; the soak fails only on a crash (a destroyed handle
+reaching either driver ends the process), a hang (a watchdog ends the process with every
+thread's stack), or an error that is none of streambridge's. As streams/chaos_test.go does
+for Go.
 
 A command of its own, for the GPU machine or a free-threaded Python:
 ``python3 python/tests/test_chaos.py --soak SECONDS [SEED]``; STREAMBRIDGE_CHAOS_CALLS, a
@@ -22,7 +23,7 @@ import threading
 import time
 
 import streambridge as sb
-from streambridge import _core
+from streambridge import _core, _xla
 
 # What a call may raise: streambridge's errors, and the ValueError of a closed object.
 TYPED = (sb.CUDAError, sb.ClosedError, sb.CallbackReentryError, sb.DeviceMismatchError, sb.ForkedProcessError)
@@ -115,6 +116,22 @@ def _calls(w):
             old, w.events[i] = w.events[i], sb.Event()
         old.close()
 
+    # streambridge.jax's calls as XLA's handler makes them (_xla.run: python/native/xla.inc
+    # hands it JAX's stream), on the shared objects' tokens; one token per kind of callback,
+    # as a compiled function holds its own (each placement keeps one for the process)
+    callback_tokens = [_xla.callback_token(_callback(random.Random(k), w.streams[0]), None) for k in range(12)]
+
+    def xla_run(rng, mine):
+        s = w.stream(rng)
+        op = rng.choice((_xla.RECORD, _xla.WAIT, _xla.CALLBACK))
+        if op == _xla.CALLBACK:
+            token = rng.choice(callback_tokens)
+        elif op == _xla.WAIT and rng.randrange(2):
+            token = _xla.token(w.stream(rng), "stream")
+        else:
+            token = _xla.token(w.event(rng), "event")
+        _xla.run(op, token, s.ptr)
+
     def close_graph(rng, mine):
         g = w.graphs[rng.randrange(len(w.graphs))]
         if g is not None:
@@ -135,6 +152,7 @@ def _calls(w):
         ("Graph.launch", graph_launch),
         ("ExternalStream", wrap),
         ("Event.from_handle", wrap_event),
+        ("streambridge.jax's calls", xla_run),
     ]
     closes = [("Stream.close", remake_stream), ("Event.close", remake_event), ("Graph.close", close_graph)]
     only = re.compile(os.environ.get("STREAMBRIDGE_CHAOS_CALLS", ""))
