@@ -60,9 +60,11 @@ pytest-jax: wheel
 	cd build && STREAMBRIDGE_DRIVER=sim jax-venv/bin/python -m pytest -q -p no:cacheprovider --junitxml=pytest-jax.xml \
 	  ../python/tests/test_jax.py
 
-# The native module built for a free-threaded CPython 3.13 (scripts/free-threaded-python.sh
-# builds one once, outside the clone), with the package, into build/ft.
-FT_PY = $$(bash scripts/free-threaded-python.sh)
+# The native module built for a free-threaded CPython (FT_VERSION: 3.13, CI's, or 3.14;
+# scripts/free-threaded-python.sh builds one once, outside the clone), with the package, into
+# build/ft.
+FT_VERSION ?= 3.13
+FT_PY = $$(bash scripts/free-threaded-python.sh $(FT_VERSION))
 ft-module:
 	py=$(FT_PY) && \
 	inc=$$($$py -c 'import sysconfig; print(sysconfig.get_paths()["include"])') && \
@@ -194,9 +196,9 @@ gpu-build: wheel-cp312
 # package built for it, in .device-ft/ (carry it; scripts/gpu-ft.sh runs it there).
 gpu-build-ft: ft-module
 	py=$(FT_PY) && prefix=$$(dirname $$(dirname $$py)) && rm -rf .device-ft && mkdir -p .device-ft && \
-	tar -cJf .device-ft/python3.13t.tar.xz --exclude=__pycache__ --exclude='config-3.13t-*' \
+	tar -cJf .device-ft/python.tar.xz --exclude=__pycache__ --exclude='config-$(FT_VERSION)t-*' \
 	  --exclude=idlelib --exclude=ensurepip --exclude=tkinter --exclude=pydoc_data --exclude='site-packages/pip' \
-	  -C $$prefix bin/python3.13t lib/python3.13t -C $(CURDIR)/build/ft streambridge
+	  -C $$prefix bin/python$(FT_VERSION)t lib/python$(FT_VERSION)t -C $(CURDIR)/build/ft streambridge
 	@ls -la .device-ft
 
 # Go beside C on this machine's GPU; prints the ratios.

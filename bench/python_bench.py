@@ -295,6 +295,10 @@ def main() -> int:
         sb_borrowed.record(se)
         sb_borrowed_b.wait_event(se)
 
+    def sb_foreign_rw():  # torch's event, borrowed: each use checks its identity first
+        ss_a.record(sb_foreign)
+        ss_b.wait_event(sb_foreign)
+
     def t_rw():
         te.record(ts_a)
         ts_b.wait_event(te)
@@ -327,8 +331,7 @@ def main() -> int:
         },
         "record+wait": {
             "streambridge": loop(sb_rw),
-            "streambridge, a borrowed torch event (identity checked)": loop(
-                lambda: (ss_a.record(sb_foreign), ss_b.wait_event(sb_foreign))),
+            "streambridge, a borrowed torch event (identity checked)": loop(sb_foreign_rw),
             "streambridge.wait_stream": loop(lambda: ss_b.wait_stream(ss_a)),
             "streambridge b.wait(a) (cuda.core's one-call spelling)": loop(lambda: ss_b.wait(ss_a)),
             "streambridge, borrowed streams (identity checked)": loop(sb_borrowed_rw),
@@ -442,6 +445,10 @@ def main() -> int:
 
     own_borrowed, own_borrowed_b = sb.ExternalStream(ss_a.ptr), sb.ExternalStream(ss_b.ptr)
 
+    def own_borrowed_rw():  # our own two streams, borrowed: the checks without torch's streams
+        own_borrowed.record(se)
+        own_borrowed_b.wait_event(se)
+
     class Bare(sb._stream._BaseStream):
         """ExternalStream's shape (a Python subclass of the C core), made by the core's own
         constructor with no check: what a wrap costs beside the check."""
@@ -463,7 +470,7 @@ def main() -> int:
         "borrowed: the two identity checks of a record+wait alone (_verify() of each torch stream)": loop(
             lambda: (sb_borrowed._verify(), sb_borrowed_b._verify())),
         "borrowed: record+wait on our own two streams, borrowed (the checks without torch's streams)": loop(
-            lambda: (own_borrowed.record(se), own_borrowed_b.wait_event(se))),
+            own_borrowed_rw),
     }
     # The same calls from C, in this process, on the same objects (bench/inproc.c): each one
     # a row of its operation, measured in every round right after the streambridge spelling

@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
-# Builds a free-threaded CPython 3.13 (--disable-gil) from Debian 13's source package into
-# ${STREAMBRIDGE_FT_PREFIX:-$HOME/.cache/streambridge/python3.13t} (outside the clone, so a
-# second run finds it), once, with pip, pytest, Hypothesis and NumPy; prints its python.
-# About 2.5 minutes on this project's 2-core machine. Needs root (a deb-src line for Debian
-# 13 is added for the download and removed).
-#   python=$(bash scripts/free-threaded-python.sh)
+# Builds a free-threaded CPython (--disable-gil) into
+# ${STREAMBRIDGE_FT_PREFIX:-$HOME/.cache/streambridge/python<VERSION>t} (outside the clone, so
+# a second run finds it), once, with pip, pytest, Hypothesis and NumPy; prints its python.
+#   python=$(bash scripts/free-threaded-python.sh [VERSION])
+# VERSION 3.13 (the default, CI's): Debian 13's source package (a deb-src line for Debian 13 is
+# added for the download and removed; needs root), about 2.5 minutes on this project's 2-core
+# machine. VERSION 3.14: CPython's own source at tag v$CPYTHON_314 (no Debian release ships
+# 3.14 yet), as the Go module proxy serves github.com/python/cpython, which `go mod download`
+# checks against Go's checksum database (sum.golang.org), about 4 minutes.
 set -euo pipefail
-prefix=${STREAMBRIDGE_FT_PREFIX:-$HOME/.cache/streambridge/python3.13t}
+version=${1:-3.13}
+CPYTHON_314=3.14.7
+case "$version" in 3.13|3.14) ;; *) echo "free-threaded-python.sh: builds 3.13 or 3.14, not $version" >&2; exit 2 ;; esac
+prefix=${STREAMBRIDGE_FT_PREFIX:-$HOME/.cache/streambridge/python${version}t}
 # Ready once the last step below has run (a build cut short is built again).
-if [ -f "$prefix/.ready" ]; then echo "$prefix/bin/python3.13t"; exit 0; fi
+if [ -f "$prefix/.ready" ]; then echo "$prefix/bin/python${version}t"; exit 0; fi
 work=$(mktemp -d)
 # What the build needs (dpkg-source, and the headers of the modules pip and the tests use).
 need=()
@@ -17,17 +23,28 @@ for pkg in dpkg-dev libssl-dev zlib1g-dev libffi-dev libbz2-dev liblzma-dev libs
 done
 src_list=/etc/apt/sources.list.d/streambridge-trixie-src.list
 trap 'rm -f "$src_list"' EXIT # also where a step fails: the line is never left behind
-echo "deb-src http://deb.debian.org/debian trixie main" >"$src_list"
-apt-get update -qq >&2
+if [ "$version" = 3.13 ]; then
+  echo "deb-src http://deb.debian.org/debian trixie main" >"$src_list"
+fi
+if [ "$version" = 3.13 ] || [ ${#need[@]} -gt 0 ]; then apt-get update -qq >&2; fi
 [ ${#need[@]} -eq 0 ] || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >&2
-(cd "$work" && apt-get source -qq --download-only python3.13 >&2 && dpkg-source -x --skip-patches python3.13_*.dsc src >&2)
-rm -f "$src_list"
+if [ "$version" = 3.13 ]; then
+  (cd "$work" && apt-get source -qq --download-only python3.13 >&2 && dpkg-source -x --skip-patches python3.13_*.dsc src >&2)
+  rm -f "$src_list"
+else
+  # A module zip keeps no file modes: the scripts the build runs are made executable again.
+  dir=$(cd "$work" && GOMODCACHE="$work/mod" GOFLAGS=-modcacherw \
+    go mod download -json "github.com/python/cpython@v$CPYTHON_314+incompatible" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+  [ -n "$dir" ] || { echo "free-threaded-python.sh: the Go module proxy gave no CPython $CPYTHON_314" >&2; exit 1; }
+  cp -r "$dir" "$work/src" && chmod -R u+w "$work/src"
+  grep -rlI '^#!' "$work/src" | xargs chmod +x
+fi
 cd "$work/src"
 ./configure -q --disable-gil --prefix="$prefix" --with-ensurepip=install >&2
 make -s -j"$(nproc)" >&2
 make -s altinstall >&2
 cd /
-rm -rf "$prefix/lib/python3.13t/test" "$work"
-"$prefix/bin/python3.13t" -m pip install -q --root-user-action=ignore --only-binary :all: pytest hypothesis numpy >&2
+rm -rf "$prefix/lib/python${version}t/test" "$work"
+"$prefix/bin/python${version}t" -m pip install -q --root-user-action=ignore --only-binary :all: pytest hypothesis numpy >&2
 touch "$prefix/.ready"
-echo "$prefix/bin/python3.13t"
+echo "$prefix/bin/python${version}t"

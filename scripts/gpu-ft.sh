@@ -11,8 +11,8 @@ out=${OUT:-$(mktemp -d)}
 duration=$1
 shift
 ft=$(mktemp -d)
-tar -xJf "$root/.device-ft/python3.13t.tar.xz" -C "$ft" || exit 1
-py=$ft/bin/python3.13t
+tar -xJf "$root/.device-ft/python.tar.xz" -C "$ft" || exit 1
+py=$(ls "$ft"/bin/python3.*t) # the one interpreter packed (make gpu-build-ft FT_VERSION=...)
 export PYTHONPATH=$ft
 unset PYTHON_GIL
 status=0

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One wheel for each CPython given (by default every one on this machine from 3.10 on: the
-# system's, pyenv's, and the free-threaded 3.13 scripts/free-threaded-python.sh builds), each
-# installed in a fresh virtual environment and smoke-tested there (scripts/smoke.py: the
-# import, the README's first program, a host callback, a close race; on the software driver).
+# system's, pyenv's, the free-threaded 3.13 scripts/free-threaded-python.sh builds, and any
+# other it has built), each installed in a fresh virtual environment and smoke-tested there
+# (scripts/smoke.py: the import, the README's first program, a host callback, a close race;
+# on the software driver).
 # A Python older than 3.10 gets one line saying so. Ends with a line per wheel: its file (its
 # tags), and the smoke test's answer; exit 1 if any failed.
 #   bash scripts/wheels.sh [PYTHON...]
@@ -15,7 +16,13 @@ pythons=("$@")
 if [ ${#pythons[@]} -eq 0 ]; then
   pythons=(/usr/bin/python3)
   for py in "$HOME"/.pyenv/versions/3.*/bin/python3; do [ -x "$py" ] && pythons+=("$py"); done
-  pythons+=("$(bash scripts/free-threaded-python.sh)")
+  ft=$(bash scripts/free-threaded-python.sh)
+  pythons+=("$ft")
+  # and any other free-threaded CPython that script has built (3.14t: free-threaded-python.sh 3.14)
+  for ready in "$HOME"/.cache/streambridge/python3.*t/.ready; do
+    other=$(dirname "$ready")/bin/$(basename "$(dirname "$ready")")
+    [ -x "$other" ] && [ "$other" != "$ft" ] && pythons+=("$other")
+  done
 fi
 mkdir -p build/wheels
 status=0
