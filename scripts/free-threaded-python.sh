@@ -3,18 +3,26 @@
 # ${STREAMBRIDGE_FT_PREFIX:-$HOME/.cache/streambridge/python<VERSION>t} (outside the clone, so
 # a second run finds it), once, with pip, pytest, Hypothesis and NumPy; prints its python.
 #   python=$(bash scripts/free-threaded-python.sh [VERSION])
+#   bash scripts/free-threaded-python.sh --built   # each one built so far, a line each; builds none
 # VERSION 3.13 (the default, CI's): Debian 13's source package (a deb-src line for Debian 13 is
 # added for the download and removed; needs root), about 2.5 minutes on this project's 2-core
 # machine. VERSION 3.14: CPython's own source at tag v$CPYTHON_314 (no Debian release ships
 # 3.14 yet), as the Go module proxy serves github.com/python/cpython, which `go mod download`
 # checks against Go's checksum database (sum.golang.org), about 4 minutes.
 set -euo pipefail
-version=${1:-3.13}
+VERSIONS="3.13 3.14"
 CPYTHON_314=3.14.7
-case "$version" in 3.13|3.14) ;; *) echo "free-threaded-python.sh: builds 3.13 or 3.14, not $version" >&2; exit 2 ;; esac
-prefix=${STREAMBRIDGE_FT_PREFIX:-$HOME/.cache/streambridge/python${version}t}
+prefix_of() { echo "${STREAMBRIDGE_FT_PREFIX:-$HOME/.cache/streambridge/python${1}t}"; }
 # Ready once the last step below has run (a build cut short is built again).
-if [ -f "$prefix/.ready" ]; then echo "$prefix/bin/python${version}t"; exit 0; fi
+built() { local p; p=$(prefix_of "$1"); [ -f "$p/.ready" ] && [ -x "$p/bin/python${1}t" ] && echo "$p/bin/python${1}t"; }
+if [ "${1:-}" = --built ]; then
+  for v in $VERSIONS; do built "$v" || true; done
+  exit 0
+fi
+version=${1:-3.13}
+case " $VERSIONS " in *" $version "*) ;; *) echo "free-threaded-python.sh: builds one of $VERSIONS, not $version" >&2; exit 2 ;; esac
+prefix=$(prefix_of "$version")
+built "$version" && exit 0
 work=$(mktemp -d)
 # What the build needs (dpkg-source, and the headers of the modules pip and the tests use).
 need=()

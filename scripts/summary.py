@@ -23,6 +23,13 @@ WHAT = {
     "docs": "the documentation site, warnings as errors",
 }
 
+# Each pytest stage's results (its --junitxml files), a line each.
+PYTEST_RESULTS = {
+    "pytest": [("build/pytest-sim.xml", "python/tests, software driver"),
+               ("build/pytest-unlearnable.xml", "python/tests, a layout that cannot be learned, one device")],
+    "pytest-jax": [("build/pytest-jax.xml", "python/tests/test_jax.py, JAX's CPU backend")],
+}
+
 
 def go_counts(path="build/test.json"):
     """(passed, failed, skipped, skip reasons) over every test and subtest, as gotestsum counts."""
@@ -91,22 +98,14 @@ def main():
                 lines += reasons_lines(reasons)
             if os.path.exists("build/go-more.txt"):
                 lines += [f"      {line.strip()}" for line in open("build/go-more.txt") if "every package" not in line]
-        if name == "pytest-jax":
-            counts = pytest_counts("build/pytest-jax.xml")
+        for path, label in PYTEST_RESULTS.get(name, ()):
+            counts = pytest_counts(path)
             if counts:
                 passed, fails, skips, xfails, reasons = counts
-                lines.append(f"      python/tests/test_jax.py, JAX's CPU backend: {passed} passed, {fails} failed, "
-                             f"{skips} skipped")
+                lines.append(f"      {label}: {passed} passed, {fails} failed, {skips} skipped, {xfails} xfailed "
+                             f"(refused by design)")
                 lines += reasons_lines(reasons)
         if name == "pytest":
-            for path, label in (("build/pytest-sim.xml", "python/tests, software driver"),
-                                ("build/pytest-unlearnable.xml", "python/tests, a layout that cannot be learned, one device")):
-                counts = pytest_counts(path)
-                if counts:
-                    passed, fails, skips, xfails, reasons = counts
-                    lines.append(f"      {label}: {passed} passed, {fails} failed, {skips} skipped, {xfails} xfailed "
-                                 f"(refused by design)")
-                    lines += reasons_lines(reasons)
             lines.append("      the real driver's Python half (interop_test/, the frameworks): on a GPU machine, "
                          "scripts/gpu-check.sh")
     ran = {name for name, _, _ in stages}

@@ -16,13 +16,11 @@ pythons=("$@")
 if [ ${#pythons[@]} -eq 0 ]; then
   pythons=(/usr/bin/python3)
   for py in "$HOME"/.pyenv/versions/3.*/bin/python3; do [ -x "$py" ] && pythons+=("$py"); done
-  ft=$(bash scripts/free-threaded-python.sh)
+  ft=$(bash scripts/free-threaded-python.sh) # CI's, built where it is not yet
   pythons+=("$ft")
-  # and any other free-threaded CPython that script has built (3.14t: free-threaded-python.sh 3.14)
-  for ready in "$HOME"/.cache/streambridge/python3.*t/.ready; do
-    other=$(dirname "$ready")/bin/$(basename "$(dirname "$ready")")
-    [ -x "$other" ] && [ "$other" != "$ft" ] && pythons+=("$other")
-  done
+  while read -r other; do # and any other that script has built (3.14t: free-threaded-python.sh 3.14)
+    [ "$other" != "$ft" ] && pythons+=("$other")
+  done < <(bash scripts/free-threaded-python.sh --built)
 fi
 mkdir -p build/wheels
 status=0

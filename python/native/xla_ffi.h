@@ -3,8 +3,9 @@
  * foreign handler (xla/ffi/api/c_api.h, shipped in jaxlib/include), declared once, here.
  *
  * Each struct is a list of its fields in order, F(struct, type, field) (F##_UNREAD for a
- * slot the core never reads, whose name XLA has changed); the struct is defined from it, and with SBX_HOLD (the header of jaxlib included first) every field's
- * offset and size, and every constant, is held to XLA's own at compile time:
+ * slot the core never reads, whose name XLA has changed); the struct is defined from it,
+ * and with SBX_HOLD (the header of jaxlib included first) every field's offset and size,
+ * and every constant, is held to XLA's own at compile time:
  * test_jax.py::test_what_the_handler_reads_of_xla_is_held_to_jaxlibs_header compiles this
  * file so against the jaxlib installed, and fails where one has moved. A struct is declared
  * up to the last field the core touches (XLA's may go on); one held by value in another is

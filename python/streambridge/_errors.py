@@ -86,7 +86,7 @@ class NotStreamLikeError(TypeError, ValueError, AttributeError):
 
 # Each class by its public name (streambridge.ClosedError), where Python and JAX's errors
 # (streambridge.jax) print it, and where pickle finds it.
-for _cls in (CUDAError, InvalidHandleError, NoDriverError, CompileError, CaptureError, DeviceMismatchError,
-             ClosedError, ForkedProcessError, CallbackReentryError, ProtocolError, NotStreamLikeError):
-    _cls.__module__ = "streambridge"
+for _cls in [v for v in globals().values() if isinstance(v, type) and issubclass(v, Exception)]:
+    if _cls.__module__ == __name__:  # every class defined here, none imported
+        _cls.__module__ = "streambridge"
 del _cls

@@ -94,14 +94,18 @@ def launch_token(kernel: Any, grid: Any, block: Any, shared_mem: int, args: Tupl
     return t
 
 
+def _collected(token: int) -> ClosedError:
+    return ClosedError(f"the event or stream this jitted call was given (token {token}) was collected: keep a "
+                       "reference to it for as long as the function may run")
+
+
 def run(op: int, token: int, handle: int, buffers: Tuple[Optional[int], ...] = ()) -> None:
     """The call op of token, on the stream handle (JAX's, from XLA's call frame, vouched
     for by XLA: proven as any where the layout is known), with the addresses of the call's
     operands. Raises as the one path raises."""
     party = _parties.get(token)
     if party is None:
-        raise ClosedError(f"the event or stream this jitted call was given (token {token}) was collected: keep a "
-                          "reference to it for as long as the function may run")
+        raise _collected(token)
     stream = ExternalStream(handle, vouched=True)
     try:
         if op == CALLBACK:
@@ -115,8 +119,7 @@ def run(op: int, token: int, handle: int, buffers: Tuple[Optional[int], ...] = (
             return
         obj: Any = party() if isinstance(party, weakref.ref) else party[0]
         if obj is None:
-            raise ClosedError(f"the event or stream this jitted call was given (token {token}) was collected: "
-                              "keep a reference to it for as long as the function may run")
+            raise _collected(token)
         if op == RECORD:
             obj.record(stream)
         elif op == WAIT:

@@ -268,3 +268,19 @@ def test_none_means_the_current_stream_else_the_default_one():
     e.record()  # outside: the device's legacy default stream, idle
     e.synchronize()
     assert e.query() is True
+
+
+def test_every_error_class_carries_its_public_name_and_pickles():
+    """Each exception class of streambridge._errors is streambridge.<name> where Python
+    prints it (and streambridge.jax's errors carry it), and pickles by that name."""
+    import pickle
+
+    from streambridge import _errors
+
+    classes = [v for v in vars(_errors).values() if isinstance(v, type) and issubclass(v, Exception)]
+    assert len(classes) >= 11
+    for cls in classes:
+        assert cls.__module__ == "streambridge", cls
+        assert getattr(streambridge, cls.__qualname__) is cls
+        again = pickle.loads(pickle.dumps(cls("a message")))
+        assert type(again) is cls and str(again) == "a message"
