@@ -196,7 +196,7 @@ def test_scalar_launches_on_our_streams_run_in_c_and_agree_with_python(module, m
 
 
 def test_a_module_closed_while_other_threads_launch_its_kernels():
-    """A launch that lets the GIL go (it does while a host callback waits, see ENQUEUE) holds
+    """A launch that lets the GIL go (it does while a host callback waits, see MAY_WAIT) holds
     its kernel's module: a close on another thread meanwhile marks the module closed, the
     launch in flight still has a loaded function, and the last one out unloads it. Each
     launch runs or raises ClosedError; none reaches the driver with an unloaded function."""
