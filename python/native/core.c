@@ -21,8 +21,8 @@
  * reach Python through sb_raise too (scripts/gopy-fixups.py routes gopy's generated error
  * path there).
  *
- * The GIL: a query and a create keep it (they never block); an enqueue and a destroy keep
- * it unless a Python host callback is waiting for it (MAY_WAIT); a synchronize releases it.
+ * The GIL: a query and a create keep it; an enqueue and a destroy keep it unless a Python
+ * host callback is waiting for it (MAY_WAIT); a synchronize releases it.
  *
  * scripts/build-native.sh builds this file into the extension with gopy's generated code;
  * sb_core_module returns the module object. tables.h is generated from Go
