@@ -5,7 +5,7 @@ import time
 
 import numpy
 import pytest
-from _interop import SPIN, OnlyDLPack, framework
+from _interop import SPIN, OnlyDLPack, framework, run_child
 
 import streambridge
 
@@ -244,3 +244,30 @@ def test_a_module_closed_while_other_threads_launch_its_kernels():
         gate.set()
         held.synchronize()
     assert counts["ran"] > 0 and counts["closed"] > 0, counts
+
+
+def test_a_module_closed_while_a_python_callback_runs():
+    """cuModuleUnload waits while a host callback runs (H200: bench/callback_waits.c), and a
+    callback running Python gives the GIL up and waits to take it back: a close that kept the
+    GIL through the unload would wait for ever. In a child, so that a hang fails the test."""
+    code = r"""
+import sys, time
+import streambridge
+sys.setswitchinterval(1e-5)
+ran = []
+def busy(i):
+    t = time.perf_counter()
+    while time.perf_counter() - t < 0.05:
+        pass
+    ran.append(i)
+s = streambridge.Stream(non_blocking=True)
+for i in range(10):
+    m = streambridge.Module('extern "C" __global__ void k() {}')
+    s.launch_host_func(busy, i)
+    time.sleep(0.01)  # the callback takes the GIL
+    m.close()
+s.synchronize()
+print(ran)
+"""
+    rc, out, err = run_child(code, timeout=120)
+    assert (rc, out.strip()) == (0, str(list(range(10)))), err[-2000:]

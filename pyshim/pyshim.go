@@ -12,10 +12,11 @@
 //
 // gopy's generated code releases the GIL around every call, which costs two more crossings
 // than a cuStreamQuery takes. Functions marked //streambridge:keepgil keep it
-// (scripts/gopy-fixups.py edits the generated code): they never block, never call back
-// into Python, enqueue nothing (a full launch queue can block an enqueue while a host
+// (scripts/gopy-fixups.py edits the generated code): they never block, not even behind a
+// running host callback (bench/callback_waits.c lists the driver calls that do), never call
+// back into Python, enqueue nothing (a full launch queue can block an enqueue while a host
 // callback waits for the GIL), and take nanoseconds to microseconds. The others
-// (synchronize, create, capture, first use of the driver) release it.
+// (synchronize, create, capture, a module's close, first use of the driver) release it.
 package pyshim
 
 import (
@@ -413,7 +414,7 @@ func OpenIPCEvent(device int, handle string) (uint64, error) {
 
 // Close forgets key, which must name an object of kind (a boundary.ObjectKind), destroying
 // what streambridge created; false if key was not open. A key of another kind is a type
-// error, and nothing is closed.
+// error, and nothing is closed. A module's key is closed by CloseModule.
 //
 //streambridge:keepgil
 func Close(key int64, kind int) (bool, error) {
@@ -436,6 +437,11 @@ func Close(key int64, kind int) (bool, error) {
 	}
 	return true, nil // a kernel: its module owns it
 }
+
+// CloseModule is Close for module key m. Unlike Close it lets the GIL go, as gopy's calls
+// do: the unload (cuModuleUnload) waits while any host callback runs
+// (bench/callback_waits.c), and a Python one may be waiting for the GIL.
+func CloseModule(m int64) (bool, error) { return Close(m, int(boundary.ObjectModule)) }
 
 // LiveStreams counts the keys (streams, events, graphs, modules, kernels) not yet closed.
 //

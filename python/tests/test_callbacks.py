@@ -230,6 +230,35 @@ print(ran)
     assert p.returncode == 0 and p.stdout.strip() == "['callback']", p.stdout + p.stderr
 
 
+def test_enqueues_beside_a_callback_running_python_do_not_hold_the_gil_it_needs():
+    # A callback that runs Python gives the GIL up at every switch interval and waits to take
+    # it back: until it returns, an enqueue that blocked on the stream's full queue while
+    # holding the GIL would never return. (On an H200 this program hung 3 of 3 runs when a
+    # callback stopped counting once it first took the GIL.) In a child process, so that a
+    # hang fails the test instead of stopping the suite.
+    code = """
+import sys, time
+import streambridge
+sys.setswitchinterval(1e-5)
+ran = []
+def busy(i):
+    t = time.perf_counter()
+    while time.perf_counter() - t < 0.05:
+        pass
+    ran.append(i)
+s, e = streambridge.Stream(non_blocking=True), streambridge.Event()
+for i in range(20):
+    s.launch_host_func(busy, i)
+    for _ in range(5000):
+        s.record(e)
+        s.wait_event(e)
+s.synchronize()
+print(ran)
+"""
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and p.stdout.strip() == str(list(range(20))), p.stdout + p.stderr
+
+
 EXIT_WITH_CALLBACKS_QUEUED = r"""
 import time
 import streambridge as sb
