@@ -97,7 +97,7 @@ def test_cuda_core_graph_builder(released):
     assert released(ref), "released when cuda.core closed its graph"
 
 
-def test_streambridge_capture_of_torch_work():
+def test_streambridge_capture_of_torch_work(released):
     torch = framework("torch")
     s = sb.Stream(non_blocking=True)
     x = torch.zeros(4, device="cuda")
@@ -110,13 +110,20 @@ def test_streambridge_capture_of_torch_work():
         seen_on_host.copy_(x, non_blocking=True)
     sb.hand_over(x, s)  # the graph keeps the tensor it reads
     s.launch_host_func(seen.append, "step")
-    s.add_callback(lambda stream, status, _: seen.append(float(seen_on_host[0])), None)
+    s.add_callback(lambda stream, status, host: seen.append(float(host[0])), seen_on_host)
     graph = s.end_capture()
     for _ in range(REPLAYS):
         graph.launch(s)
     s.synchronize()
     assert seen == ["step", 1.0, "step", 3.0, "step", 7.0]
     graph.close()
+    # The pinned tensor goes before s: torch frees it with an event recorded on the stream of
+    # its non_blocking copy, s, which aborted the process (an H200) where s was destroyed
+    # first, as it was whenever the graph's callbacks were freed before this frame ended.
+    pinned = weakref.ref(seen_on_host)
+    del seen_on_host
+    assert released(pinned), "released when the graph was destroyed"
+    s.close()
 
 
 def test_a_child_exits_with_graphs_of_callbacks_alive():
