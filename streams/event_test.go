@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/streambridge/streambridge/internal/sim"
 )
 
 func TestEventRecordQuerySynchronize(t *testing.T) {
@@ -30,6 +32,51 @@ func TestEventRecordQuerySynchronize(t *testing.T) {
 		done, err = e.Query()
 		require.NoError(t, err)
 		assert.True(t, done)
+	})
+}
+
+// A stream holds sim.TimedRecordsPerStream records of events with timing that its work has
+// not reached; one more blocks until one of them has run, on the real driver
+// (bench/queue_depth.c) as on the software one. Records of an event without timing do not
+// count, nor do another stream's. A thread that holds what the stream's head needs (a
+// Python host callback's GIL) through that record never returns: python/native/holds.inc.
+func TestARecordOfATimingEventWaitsForRoomOnItsStream(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		c := primary(t, d, 0)
+		s := newStream(t, c, StreamOptions{NonBlocking: true})
+		other := newStream(t, c, StreamOptions{NonBlocking: true})
+		timed := newEvent(t, c, EventOptions{})
+		untimed := newEvent(t, c, EventOptions{DisableTiming: true})
+		held := blockStream(t, s)
+		fence := newEvent(t, c, EventOptions{DisableTiming: true})
+		require.NoError(t, s.Record(fence))
+		require.NoError(t, other.WaitEvent(fence)) // held up too, by s's host function (a second one would queue behind it)
+		for range sim.TimedRecordsPerStream {
+			require.NoError(t, s.Record(timed))
+		}
+		for range 5000 {
+			require.NoError(t, s.Record(untimed))
+		}
+		for range sim.TimedRecordsPerStream {
+			require.NoError(t, other.Record(timed)) // its own room
+		}
+		returned := make(chan error, 1)
+		go func() { returned <- s.Record(timed) }()
+		select {
+		case err := <-returned:
+			t.Fatalf("a record past %d on a held-up stream returned (%v) before the stream moved",
+				sim.TimedRecordsPerStream, err)
+		case <-time.After(300 * time.Millisecond):
+		}
+		held.open()
+		select {
+		case err := <-returned:
+			require.NoError(t, err)
+		case <-time.After(30 * time.Second):
+			t.Fatal("the record waiting for room did not return once the stream moved")
+		}
+		require.NoError(t, s.Synchronize())
+		require.NoError(t, other.Synchronize())
 	})
 }
 

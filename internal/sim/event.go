@@ -65,10 +65,34 @@ func (d *Driver) EventRecord(ch driver.Context, eh driver.Event, sh driver.Strea
 		return driver.Success
 	}
 	rec := &record{}
-	rec.done = d.enqueue(s, func() { rec.at = time.Now() })
+	run := func() { rec.at = time.Now() }
+	if e.state.flags&driver.EventDisableTiming == 0 {
+		for s.timed >= TimedRecordsPerStream {
+			d.room.Wait() // lets mu go meanwhile: other streams' calls go on
+		}
+		s.timed++
+		run = func() {
+			rec.at = time.Now()
+			d.mu.Lock()
+			s.timed--
+			d.room.Broadcast()
+			d.mu.Unlock()
+		}
+	}
+	rec.done = d.enqueue(s, run)
 	e.state.rec, e.state.captured = rec, nil
 	return driver.Success
 }
+
+// TimedRecordsPerStream is how many records of events with timing a stream holds before
+// its work reaches them: one more blocks until one of them has run, as the real driver's
+// cuEventRecord does (1,021 on an H200, driver 580: bench/queue_depth.c; records of events
+// made with CU_EVENT_DISABLE_TIMING, waits and host functions did not block at 240,000).
+// The handles were read before the wait, as the driver read them: the record then goes to
+// that stream, whatever was destroyed meanwhile. A thread that holds what a host function
+// at the head of the stream needs (Python's GIL) through such a record never returns
+// (python/native/holds.inc, MAY_WAIT).
+const TimedRecordsPerStream = 1021
 
 func (d *Driver) EventRecordAndWait(ch driver.Context, e driver.Event, from, to driver.Stream) (driver.Result, bool) {
 	if r := d.EventRecord(ch, e, from); r != driver.Success {

@@ -72,6 +72,9 @@ type Driver struct {
 	layout      objLayout       // where its objects keep their words (memory_objects.go)
 	version     int             // what DriverGetVersion reports (ReportedVersion)
 	destructors destructorQueue // user objects' destructors, run one at a time (userobject.go)
+	// room is signalled (on mu) when a record of a timing event has run: a record waiting
+	// for its stream's queue of them to have room (TimedRecordsPerStream) looks again.
+	room sync.Cond
 }
 
 type device struct {
@@ -114,6 +117,7 @@ type stream struct {
 	capture  *capture
 	frontier []*node // during capture: the nodes the next captured operation depends on
 	waits    int     // synchronizes of the stream in the driver (see GraphLaunch)
+	timed    int     // records of timing events enqueued and not yet run (TimedRecordsPerStream)
 }
 
 type record struct {
@@ -210,6 +214,7 @@ func New() *Driver {
 		modes:    map[int]driver.CaptureMode{},
 		ongoing:  map[*capture]struct{}{},
 	}
+	d.room.L = &d.mu
 	for i := range n {
 		d.devices = append(d.devices, &device{ordinal: i})
 	}

@@ -208,14 +208,19 @@ def test_bad_callbacks_are_refused_and_nothing_leaks():
 
 
 def test_enqueues_behind_a_waiting_callback_do_not_hold_the_gil_it_needs():
-    # The stream's queue fills behind a Python callback that waits for the GIL: an enqueue
-    # (record, wait, wait_stream) that blocked on the full queue while holding the GIL would
-    # never return. The core releases the GIL for enqueues while such a callback is waiting.
-    # In a child process, so that a hang fails the test instead of stopping the suite.
+    # Behind a Python callback that waits for the GIL, a stream has room for 1,021 records of
+    # an event with timing (bench/queue_depth.c, sim.TimedRecordsPerStream): the next one
+    # waits for the callback, and would never return holding the GIL. The core releases the
+    # GIL for enqueues while such a callback is waiting. In a child process, so that a hang
+    # fails the test instead of stopping the suite. A long switch interval keeps the GIL with
+    # the thread that makes the records unless they let it go, so that the test finds a core
+    # that keeps it on a CPU too, where the software driver's records are slower.
     code = """
+import sys
 import streambridge
+sys.setswitchinterval(1.0)
 s, t = streambridge.Stream(non_blocking=True), streambridge.Stream(non_blocking=True)
-e = streambridge.Event(disable_timing=True)
+e = streambridge.Event()
 ran = []
 s.launch_host_func(ran.append, "callback")
 for _ in range(50000):
@@ -232,8 +237,8 @@ print(ran)
 
 def test_enqueues_beside_a_callback_running_python_do_not_hold_the_gil_it_needs():
     # A callback that runs Python gives the GIL up at every switch interval and waits to take
-    # it back: until it returns, an enqueue that blocked on the stream's full queue while
-    # holding the GIL would never return. (On an H200 this program hung 3 of 3 runs when a
+    # it back: until it returns, a record that waited for room on its stream (an event with
+    # timing: 1,021 at most behind the callback) while holding the GIL would never return. (On an H200 this program hung 3 of 3 runs when a
     # callback stopped counting once it first took the GIL.) In a child process, so that a
     # hang fails the test instead of stopping the suite.
     code = """
