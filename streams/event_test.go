@@ -50,7 +50,9 @@ func TestARecordOfATimingEventWaitsForRoomOnItsStream(t *testing.T) {
 		held := blockStream(t, s)
 		fence := newEvent(t, c, EventOptions{DisableTiming: true})
 		require.NoError(t, s.Record(fence))
-		require.NoError(t, other.WaitEvent(fence)) // held up too, by s's host function (a second one would queue behind it)
+		// other is held up by s's host function too: a second one would queue behind it, as
+		// a context's host functions run one at a time.
+		require.NoError(t, other.WaitEvent(fence))
 		for range sim.TimedRecordsPerStream {
 			require.NoError(t, s.Record(timed))
 		}

@@ -198,7 +198,12 @@ class _BaseStream(_c.StreamCore):
     def to_torch(self) -> Any:
         """A ``torch.cuda.Stream`` for this stream. 0 and 1 become
         ``torch.cuda.default_stream`` (the legacy default stream): ``torch.cuda.ExternalStream(0)``
-        would silently make a new stream, and torch rejects 1."""
+        would silently make a new stream, and torch rejects 1.
+
+        Torch keeps this stream's handle in a pinned tensor copied on it with
+        ``non_blocking=True`` (and in a tensor given to ``record_stream``) and records an
+        event on it when the tensor is freed: close this stream only after such tensors are
+        gone, or the process ends in torch (docs/python.md)."""
         self._verify()  # before the framework sees the handle
         import torch
 

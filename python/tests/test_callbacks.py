@@ -238,9 +238,10 @@ print(ran)
 def test_enqueues_beside_a_callback_running_python_do_not_hold_the_gil_it_needs():
     # A callback that runs Python gives the GIL up at every switch interval and waits to take
     # it back: until it returns, a record that waited for room on its stream (an event with
-    # timing: 1,021 at most behind the callback) while holding the GIL would never return. (On an H200 this program hung 3 of 3 runs when a
-    # callback stopped counting once it first took the GIL.) In a child process, so that a
-    # hang fails the test instead of stopping the suite.
+    # timing: 1,021 at most behind the callback) while holding the GIL would never return.
+    # (On an H200 this program hung 3 of 3 runs when a callback stopped counting once it
+    # first took the GIL.) In a child process, so that a hang fails the test instead of
+    # stopping the suite.
     code = """
 import sys, time
 import streambridge
