@@ -9,14 +9,15 @@
 #include <cuda.h>
 #include <stdatomic.h>
 #include <stdio.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "floor.h"
 
 static atomic_int started;
 static void CUDA_CB sleeper(void *p) { (void)p; atomic_store(&started, 1); usleep(300000); }
 static void CUDA_CB noop(void *p) { (void)p; }
 static void destroy_nothing(void *p) { (void)p; }
-static double now_ms(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1e3 + t.tv_nsec / 1e6; }
+static double now_ms(void) { return floor_now_ns() / 1e6; }
 
 static CUstream A;
 #define T(name, call)                                                                      \

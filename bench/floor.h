@@ -76,7 +76,7 @@ static void *floor_work(void *p) {
   return NULL;
 }
 
-static double floor_throughput(CUcontext ctx, int query, int n, long iters) {
+static inline double floor_throughput(CUcontext ctx, int query, int n, long iters) {
   struct floor_worker w[16];
   pthread_t t[16];
   pthread_barrier_t start, done;

@@ -15,8 +15,9 @@
 // (scripts/gopy-fixups.py edits the generated code): they never block, not even behind a
 // running host callback (bench/callback_waits.c lists the driver calls that do), never call
 // back into Python, enqueue nothing (a record waits for room on a stream held up by a host
-// callback that waits for the GIL: bench/queue_depth.c), and take nanoseconds to microseconds. The others
-// (synchronize, create, capture, a module's close, first use of the driver) release it.
+// callback that waits for the GIL: bench/queue_depth.c), and take nanoseconds to
+// microseconds. The others (synchronize, create, capture, a module's close, first use of
+// the driver) release it.
 package pyshim
 
 import (

@@ -64,22 +64,23 @@ func (d *Driver) EventRecord(ch driver.Context, eh driver.Event, sh driver.Strea
 		e.state.captured = &capturedRecord{capture: s.capture, frontier: append([]*node(nil), s.frontier...)}
 		return driver.Success
 	}
-	rec := &record{}
-	run := func() { rec.at = time.Now() }
-	if e.state.flags&driver.EventDisableTiming == 0 {
-		for s.timed >= TimedRecordsPerStream {
-			d.room.Wait() // lets mu go meanwhile: other streams' calls go on
-		}
+	timed := e.state.flags&driver.EventDisableTiming == 0
+	for timed && s.timed >= TimedRecordsPerStream {
+		d.room.Wait() // lets mu go meanwhile: other streams' calls go on
+	}
+	if timed {
 		s.timed++
-		run = func() {
-			rec.at = time.Now()
+	}
+	rec := &record{}
+	rec.done = d.enqueue(s, func() {
+		rec.at = time.Now()
+		if timed {
 			d.mu.Lock()
 			s.timed--
 			d.room.Broadcast()
 			d.mu.Unlock()
 		}
-	}
-	rec.done = d.enqueue(s, run)
+	})
 	e.state.rec, e.state.captured = rec, nil
 	return driver.Success
 }
