@@ -4,6 +4,10 @@
 // Python, each time it gives the GIL up; a thread that holds the GIL through a call that
 // waits for that callback never returns. Each call below is made while a callback on another
 // stream sleeps 300 ms; "WAITED" marks one that returned only after the callback did.
+// Part two asks what the calls that waited wait for: each is made again while something
+// else holds a stream for 300 ms: a kernel spinning on a stream of the same context, a
+// callback sleeping in another context, a kernel spinning in another context, and a stream of
+// this context waiting for a callback sleeping in another (its work pending, none running).
 // Build: gcc -O2 bench/callback_waits.c -I/usr/local/cuda/include -lcuda -lpthread -o callback_waits
 // Run: ./callback_waits
 #include <cuda.h>
@@ -18,23 +22,86 @@ static void CUDA_CB sleeper(void *p) { (void)p; atomic_store(&started, 1); uslee
 static void CUDA_CB noop(void *p) { (void)p; }
 static void destroy_nothing(void *p) { (void)p; }
 static double now_ms(void) { return floor_now_ns() / 1e6; }
+static const char empty_ptx[] = ".version 7.0\n.target sm_50\n.address_size 64\n.visible .entry k() { ret; }\n";
 
-static CUstream A;
-#define T(name, call)                                                                      \
+// A holder starts holding a stream for 300 ms (a callback sleeping, or a kernel spinning)
+// and returns it; the call is timed from there, and the stream synchronized after it.
+static CUcontext C, C2;
+static CUstream A, A2;
+static CUfunction SPIN, SPIN2;
+static CUstream hold(CUcontext ctx, CUstream s, CUfunction kernel) {
+    cuCtxSetCurrent(ctx);
+    if (kernel) {
+        unsigned long long ns = 300000000ull;
+        void *args[] = {&ns};
+        cuLaunchKernel(kernel, 1, 1, 1, 1, 1, 1, 0, s, args, 0);
+        usleep(20000); /* running by then: a launch takes microseconds */
+    } else {
+        atomic_store(&started, 0);
+        cuLaunchHostFunc(s, sleeper, 0);
+        while (!atomic_load(&started))
+            ;
+    }
+    cuCtxSetCurrent(C);
+    return s;
+}
+static void let_go(CUstream s) {
+    cuCtxSetCurrent(s == A2 ? C2 : C);
+    cuStreamSynchronize(s);
+    cuCtxSetCurrent(C);
+}
+static CUstream by_callback(void) { return hold(C, A, NULL); }
+static CUstream by_kernel(void) { return hold(C, A, SPIN); }
+static CUstream by_callback_elsewhere(void) { return hold(C2, A2, NULL); }
+static CUstream by_kernel_elsewhere(void) { return hold(C2, A2, SPIN2); }
+/* A stream of this context that waits for a callback sleeping in another: nothing of this
+   context runs, but its work is not done. */
+static CUevent FAR;
+static CUstream by_waiting_on_elsewhere(void) {
+    hold(C2, A2, NULL);
+    cuCtxSetCurrent(C2);
+    cuEventRecord(FAR, A2);
+    cuCtxSetCurrent(C);
+    cuStreamWaitEvent(A, FAR, 0);
+    return A;
+}
+
+#define TH(holder, label, name, call)                                                      \
     do {                                                                                   \
-        atomic_store(&started, 0);                                                         \
-        cuLaunchHostFunc(A, sleeper, 0);                                                   \
-        while (!atomic_load(&started))                                                     \
-            ;                                                                              \
+        CUstream held = holder();                                                          \
         double t0 = now_ms();                                                              \
         CUresult r = (call);                                                               \
         double ms = now_ms() - t0;                                                         \
-        cuStreamSynchronize(A);                                                            \
+        let_go(held);                                                                      \
         const char *n = "?";                                                               \
         cuGetErrorName(r, &n);                                                             \
-        printf("%-40s %-24s %9.3f ms %s\n", name, n, ms, ms > 100 ? "WAITED" : "");       \
+        printf("%-20s %-40s %-24s %9.3f ms %s\n", label, name, n, ms,                     \
+               ms > 100 ? "WAITED" : "");                                                  \
         fflush(stdout);                                                                    \
     } while (0)
+#define T(name, call) TH(by_callback, "callback", name, call)
+
+/* Part two: the calls that waited for a callback, and controls, behind each holder. */
+static void waits_behind(CUstream (*holder)(void), const char *holder_name) {
+    CUdeviceptr P;
+    CUmodule M;
+    CUstream S;
+    CUevent E;
+    void *H;
+#define W(name, call) TH(holder, holder_name, name, call)
+    W("cuMemAlloc", cuMemAlloc(&P, 1 << 20));
+    W("cuMemFree", cuMemFree(P));
+    W("cuMemHostAlloc", cuMemHostAlloc(&H, 1 << 20, 0));
+    W("cuMemFreeHost", cuMemFreeHost(H));
+    W("cuModuleLoadData", cuModuleLoadData(&M, empty_ptx));
+    W("cuModuleUnload", cuModuleUnload(M));
+    W("cuStreamCreate", cuStreamCreate(&S, CU_STREAM_NON_BLOCKING));
+    W("cuStreamDestroy", cuStreamDestroy(S));
+    W("cuEventCreate", cuEventCreate(&E, CU_EVENT_DISABLE_TIMING));
+    W("cuEventDestroy", cuEventDestroy(E));
+    W("cuCtxSynchronize", cuCtxSynchronize());
+#undef W
+}
 
 int main(void) {
     CUdevice d;
@@ -53,9 +120,24 @@ int main(void) {
     void *H;
     float f;
     size_t free_b, total_b;
-    static const char ptx[] = ".version 7.0\n.target sm_50\n.address_size 64\n.visible .entry k() { ret; }\n";
+    static const char spin_ptx[] =
+        ".version 7.0\n.target sm_50\n.address_size 64\n"
+        ".visible .entry spin(.param .u64 ns) {\n"
+        "  .reg .u64 %t<4>;\n  .reg .pred %p;\n"
+        "  ld.param.u64 %t0, [ns];\n  mov.u64 %t1, %globaltimer;\n"
+        "L: mov.u64 %t2, %globaltimer;\n  sub.u64 %t3, %t2, %t1;\n"
+        "  setp.lt.u64 %p, %t3, %t0;\n  @%p bra L;\n  ret;\n}\n";
+    CUmodule SM, SM2;
     if (cuInit(0) || cuDeviceGet(&d, 0) || cuDevicePrimaryCtxRetain(&c, d) || cuCtxSetCurrent(c)) {
         printf("no CUDA device\n");
+        return 2;
+    }
+    C = c;
+    if (cuModuleLoadData(&SM, spin_ptx) || cuModuleGetFunction(&SPIN, SM, "spin") ||
+        cuCtxCreate(&C2, NULL, 0, d) || cuStreamCreate(&A2, CU_STREAM_NON_BLOCKING) ||
+        cuModuleLoadData(&SM2, spin_ptx) || cuModuleGetFunction(&SPIN2, SM2, "spin") ||
+        cuEventCreate(&FAR, CU_EVENT_DISABLE_TIMING) || cuCtxSetCurrent(C)) {
+        printf("setup failed\n");
         return 2;
     }
     cuStreamCreate(&A, CU_STREAM_NON_BLOCKING);
@@ -102,7 +184,7 @@ int main(void) {
     T("cuGraphDestroy", cuGraphDestroy(G));
     T("cuUserObjectCreate", cuUserObjectCreate(&U, 0, destroy_nothing, 1, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC));
     T("cuUserObjectRelease", cuUserObjectRelease(U, 1));
-    T("cuModuleLoadData", cuModuleLoadData(&M, ptx));
+    T("cuModuleLoadData", cuModuleLoadData(&M, empty_ptx));
     T("cuModuleGetFunction", cuModuleGetFunction(&K, M, "k"));
     T("cuLaunchKernel", cuLaunchKernel(K, 1, 1, 1, 1, 1, 1, 0, B, 0, 0));
     cuStreamSynchronize(B);
@@ -113,5 +195,11 @@ int main(void) {
     T("cuDevicePrimaryCtxRetain", cuDevicePrimaryCtxRetain(&c2, d));
     T("cuDevicePrimaryCtxRelease", cuDevicePrimaryCtxRelease(d));
     T("cuCtxSynchronize (waits for it by design)", cuCtxSynchronize());
+    printf("\npart two: what the calls that waited wait for\n");
+    waits_behind(by_callback, "callback");
+    waits_behind(by_kernel, "kernel");
+    waits_behind(by_callback_elsewhere, "callback, other ctx");
+    waits_behind(by_kernel_elsewhere, "kernel, other ctx");
+    waits_behind(by_waiting_on_elsewhere, "waiting on other ctx");
     return 0;
 }

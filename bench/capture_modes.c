@@ -3,7 +3,9 @@
 // Build: nvcc -O2 bench/capture_modes.c -lcuda -lpthread -o capture_modes
 // Run: ./capture_modes internal/kernels/kernels.ptx
 // Prints, for each capture mode and stream kind, what each call from another thread (in its
-// own mode, then relaxed) returns and what becomes of the capture; then the costs.
+// own mode, then relaxed) returns and what becomes of the capture; then the costs. The
+// calls include allocation, synchronous copies and modules (cuMemFree and cuModuleUnload
+// synchronize the context: bench/callback_waits.c).
 #include <cuda.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -20,8 +22,13 @@ static int which, relax;
 static CUresult got;
 static const char *names[] = {"StreamQuery(other)", "EventQuery(done)", "StreamSynchronize(other)",
   "EventSynchronize(done)", "StreamQuery(legacy)", "StreamQuery(ptds)", "StreamQuery(capturing)",
-  "EventRecord+Wait(other)", "StreamIsCapturing(other)", "EventQuery(recorded in capture)"};
-#define NCALLS 10
+  "EventRecord+Wait(other)", "StreamIsCapturing(other)", "EventQuery(recorded in capture)",
+  "MemAlloc", "MemFree", "MemcpyHtoD", "MemcpyDtoH", "ModuleLoadData", "ModuleUnload", "CtxSynchronize"};
+#define NCALLS 17
+static CUdeviceptr mem, allocated; /* mem: 64 bytes made before the capture; allocated: by case 10 */
+static CUmodule loaded, spare;     /* loaded: by case 14; spare: made before the capture, for case 15 */
+static char host[64];
+static const char empty_ptx[] = ".version 7.0\n.target sm_50\n.address_size 64\n.visible .entry k() { ret; }\n";
 static void *bystander(void *p) {
   (void)p;
   CHECK(cuCtxSetCurrent(ctx));
@@ -39,6 +46,13 @@ static void *bystander(void *p) {
   case 7: got = cuEventRecord(done_ev, other); if (!got) got = cuStreamWaitEvent(tl, done_ev, 0); break;
   case 8: got = cuStreamIsCapturing(other, &st); break;
   case 9: got = cuEventQuery(cap_ev); break;
+  case 10: got = cuMemAlloc(&allocated, 64); break;
+  case 11: got = cuMemFree(mem); if (!got) mem = 0; break;
+  case 12: got = cuMemcpyHtoD(mem, host, 64); break;
+  case 13: got = cuMemcpyDtoH(host, mem, 64); break;
+  case 14: got = cuModuleLoadData(&loaded, empty_ptx); break;
+  case 15: got = cuModuleUnload(spare); if (!got) spare = NULL; break;
+  case 16: got = cuCtxSynchronize(); break;
   }
   if (relax) CHECK(cuThreadExchangeStreamCaptureMode(&m));
   return NULL;
@@ -58,6 +72,9 @@ int main(int argc, char **argv) {
   for (int blocking = 0; blocking < 2; blocking++)
   for (int mi = 0; mi < 3; mi++) for (which = 0; which < NCALLS; which++) for (relax = 0; relax < 2; relax++) {
     CHECK(cuStreamCreate(&cap, blocking ? CU_STREAM_DEFAULT : CU_STREAM_NON_BLOCKING));
+    if (!mem) CHECK(cuMemAlloc(&mem, 64));
+    if (!spare) CHECK(cuModuleLoadData(&spare, empty_ptx));
+    allocated = 0; loaded = NULL;
     CHECK(cuStreamBeginCapture(cap, modes[mi]));
     CHECK(cuLaunchKernel(empty, 1, 1, 1, 1, 1, 1, 0, cap, NULL, NULL));
     CHECK(cuEventRecord(cap_ev, cap));
@@ -68,6 +85,8 @@ int main(int argc, char **argv) {
            mn[mi], names[which], relax ? "relaxed" : "as is", nm(got), nm(before), nm(end));
     if (g) cuGraphDestroy(g);
     cuStreamSynchronize(other); cuCtxSynchronize();
+    if (allocated) cuMemFree(allocated);
+    if (loaded) cuModuleUnload(loaded);
     CHECK(cuStreamDestroy(cap));
   }
   // cost

@@ -104,6 +104,54 @@ def test_a_torch_capture_survives_another_threads_queries():
     assert torch.equal(y, x * 2 + 1)
 
 
+def test_a_torch_capture_survives_another_threads_module_compiles_and_closes():
+    """cuModuleUnload from a thread in global mode, while another thread captures in global
+    mode, is refused and invalidates that capture (H200, driver 580: bench/capture_modes.c).
+    A module's close runs relaxed, so a thread that compiles and closes modules meanwhile
+    leaves torch's capture alone, and the graph replays right."""
+    import threading
+    import time
+
+    torch = framework("torch")
+    x = torch.arange(N, device="cuda", dtype=torch.float32)
+    y = torch.empty_like(x)
+    torch.cuda.synchronize()
+    started, done, closed, failed, during = threading.Event(), threading.Event(), [], [], []
+
+    def bystander():
+        started.set()
+        try:
+            while not done.is_set():
+                m = streambridge.Module('extern "C" __global__ void k() {}')
+                m.close()
+                closed.append(m)
+        except Exception as exc:  # reported below
+            failed.append(exc)
+
+    g = torch.cuda.CUDAGraph()
+    t = threading.Thread(target=bystander)
+    with torch.cuda.stream(torch.cuda.Stream()):
+        torch.mul(x, 2, out=y)  # warm up outside the capture
+        torch.cuda.synchronize()
+        t.start()
+        started.wait()
+        with torch.cuda.graph(g):  # global mode
+            for _ in range(5):
+                torch.mul(x, 2, out=y)
+                torch.add(y, 1, out=y)
+                before = len(closed)
+                time.sleep(0.2)  # the bystander compiles and closes meanwhile
+                during.append(len(closed) - before)
+        done.set()
+    t.join()
+    assert not failed, failed
+    assert all(during), f"modules closed during each part of the capture: {during}"
+    y.zero_()
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(y, x * 2 + 1)
+
+
 def test_a_query_of_the_stream_torch_captures_on_is_refused_and_the_capture_goes_on():
     """A query of the stream torch.cuda.graph captures on, borrowed through as_stream, would
     be refused by the driver and invalidate torch's capture (as torch's own query does):

@@ -284,26 +284,49 @@ func endCapture(t *testing.T, capturer func(func()), s *Stream) {
 	})
 }
 
-// The library's queries and synchronizes leave another thread's capture alone, in every
-// mode, where the driver's own calls would invalidate a global one (above): they run in
+// The library's queries and synchronizes, allocations and frees leave another thread's
+// capture alone, in every mode, where the driver's own calls would invalidate a global one
+// (above; cuMemAlloc, cuMemFree and cuModuleUnload too: bench/capture_modes.c): they run in
 // relaxed mode. What every mode forbids is still refused (the capturing stream itself, an
 // event recorded in the capture: TestQueryAndSynchronizeOfACapturingStreamAreRefusedFirst,
 // TestQueryOfAnEventRecordedInACaptureIsRefusedFirst).
-func TestQueriesLeaveOtherThreadsCapturesAlone(t *testing.T) {
+func TestCallsLeaveOtherThreadsCapturesAlone(t *testing.T) {
 	eachDriver(t, func(t *testing.T, d *Driver) {
 		c := primary(t, d, 0)
 		other := newStream(t, c, StreamOptions{NonBlocking: true})
 		e := newEvent(t, c, EventOptions{DisableTiming: true})
 		require.NoError(t, other.Record(e))
-		calls := map[string]func() error{
-			"Stream.Query":       func() error { _, err := other.Query(); return err },
-			"Stream.Synchronize": other.Synchronize,
-			"Event.Query":        func() error { _, err := e.Query(); return err },
-			"Event.Synchronize":  e.Synchronize,
+		host := make([]byte, 64)
+		// Each makes what its call needs, before the capture, and returns the call.
+		calls := map[string]func() func() error{
+			"Stream.Query":       func() func() error { return func() error { _, err := other.Query(); return err } },
+			"Stream.Synchronize": func() func() error { return other.Synchronize },
+			"Event.Query":        func() func() error { return func() error { _, err := e.Query(); return err } },
+			"Event.Synchronize":  func() func() error { return e.Synchronize },
+			"Context.Alloc": func() func() error {
+				return func() error {
+					b, err := c.Alloc(64)
+					if err == nil {
+						t.Cleanup(func() { require.NoError(t, b.Close()) })
+					}
+					return err
+				}
+			},
+			"Buffer.Close":   func() func() error { return newBuffer(t, c, 64).Close },
+			"CopyToDevice":   func() func() error { b := newBuffer(t, c, 64); return func() error { return CopyToDevice(b, host) } },
+			"CopyFromDevice": func() func() error { b := newBuffer(t, c, 64); return func() error { return CopyFromDevice(host, b) } },
+		}
+		if d != Sim() { // the software driver loads no modules (TestSoftwareDriverRunsNoDeviceCode)
+			calls["Module.Close"] = func() func() error {
+				m, err := c.LoadModule(kernelsPTX)
+				require.NoError(t, err)
+				return m.Close
+			}
 		}
 		capturer, bystander := lockedThread(t), lockedThread(t)
-		for name, call := range calls {
+		for name, prepare := range calls {
 			for _, mode := range []CaptureMode{CaptureGlobal, CaptureThreadLocal, CaptureRelaxed} {
+				call := prepare()
 				s := newStream(t, c, StreamOptions{NonBlocking: true})
 				capturer(func() { require.NoError(t, s.BeginCapture(mode)) })
 				var err error

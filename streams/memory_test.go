@@ -57,3 +57,38 @@ func TestAllocationPastTheDevicesMemoryIsOutOfMemory(t *testing.T) {
 		require.NoError(t, b.Close())
 	})
 }
+
+// A buffer's close synchronizes its context first, as cuMemFree does on the real driver
+// (H200, driver 580: bench/callback_waits.c, part two): it returns once every stream of the
+// context has run what was enqueued before it, a host function that has not returned and a
+// stream waiting on another stream's work included; then it frees.
+func TestABuffersCloseWaitsForItsContextsWork(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		c := primary(t, d, 0)
+		held := newStream(t, c, StreamOptions{NonBlocking: true})
+		waiting := newStream(t, c, StreamOptions{NonBlocking: true})
+		e := newEvent(t, c, EventOptions{DisableTiming: true})
+		b, err := c.Alloc(1 << 20)
+		require.NoError(t, err)
+		gate := blockStream(t, held)
+		require.NoError(t, held.Record(e))
+		require.NoError(t, waiting.WaitEvent(e))
+		closed := make(chan error, 1)
+		go func() { closed <- b.Close() }()
+		select {
+		case err := <-closed:
+			t.Fatalf("the buffer's close returned (%v) while its context's work was held up", err)
+		case <-time.After(300 * time.Millisecond):
+		}
+		gate.open()
+		select {
+		case err := <-closed:
+			require.NoError(t, err)
+		case <-time.After(30 * time.Second):
+			t.Fatal("the buffer's close did not return once its context's work ran")
+		}
+		ready, err := waiting.Query()
+		require.NoError(t, err)
+		assert.True(t, ready, "the close returned before the work it waited for ran")
+	})
+}

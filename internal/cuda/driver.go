@@ -279,8 +279,12 @@ func (*Driver) ModuleLoadData(image unsafe.Pointer) (driver.Module, driver.Resul
 	return driver.Module(m), res(r)
 }
 
+// ModuleUnload, MemAlloc and MemFree run relaxed (driver.API says why). cuModuleUnload and
+// cuMemFree synchronize the context first, so each may see, as a synchronize may, the last
+// launch of a destroyed executable finish and its destructor run on this thread: CallsBack.
 func (*Driver) ModuleUnload(m driver.Module) driver.Result {
-	return res(call(cuModuleUnload, uintptr(m)))
+	r, _ := callReentrantRelaxedIn(0, cuModuleUnload, -1, uintptr(m))
+	return res(r)
 }
 
 func (*Driver) ModuleGetFunction(m driver.Module, name string) (driver.Function, driver.Result) {
@@ -297,12 +301,13 @@ func (*Driver) LaunchKernel(c driver.Context, f driver.Function, gx, gy, gz, bx,
 }
 
 func (*Driver) MemAlloc(bytes uint64) (driver.DevicePtr, driver.Result) {
-	r, p := callOut(cuMemAlloc, 0, 0, uintptr(bytes))
+	r, p := callOutRelaxed(cuMemAlloc, 0, 0, uintptr(bytes))
 	return driver.DevicePtr(p), res(r)
 }
 
 func (*Driver) MemFree(p driver.DevicePtr) driver.Result {
-	return res(call(cuMemFree, uintptr(p)))
+	r, _ := callReentrantRelaxedIn(0, cuMemFree, -1, uintptr(p))
+	return res(r)
 }
 
 func (*Driver) MemcpyHtoD(dst driver.DevicePtr, src unsafe.Pointer, n uint64) driver.Result {

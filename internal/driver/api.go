@@ -207,6 +207,13 @@ type API interface {
 	IpcGetEventHandle(e Event) (IPCEventHandle, Result)  // current context: the event's
 	IpcOpenEventHandle(h IPCEventHandle) (Event, Result) // current context
 
+	// ModuleUnload, MemAlloc and MemFree run relaxed, as StreamQuery: in global mode, while
+	// another thread captures in global mode, the driver refuses each and invalidates that
+	// capture (H200, driver 580: bench/capture_modes.c; cuModuleLoadData and the
+	// synchronous copies it allows). ModuleUnload and MemFree synchronize their context
+	// first, as cuCtxSynchronize does: they return once every stream of it has run the work
+	// enqueued before them, a running or a waiting host function's included; other
+	// contexts' work does not hold them (bench/callback_waits.c, part two).
 	ModuleLoadData(image unsafe.Pointer) (Module, Result) // current context
 	ModuleUnload(m Module) Result
 	ModuleGetFunction(m Module, name string) (Function, Result)

@@ -92,11 +92,11 @@ var EntryPoints = []EntryPoint{
 	{"cuIpcGetEventHandle", "cuIpcGetEventHandle", 4010, CCore},
 	{"cuIpcOpenEventHandle", "cuIpcOpenEventHandle", 4010, 0},
 	{"cuModuleLoadData", "cuModuleLoadData", 2000, 0},
-	{"cuModuleUnload", "cuModuleUnload", 2000, 0},
+	{"cuModuleUnload", "cuModuleUnload", 2000, CallsBack}, // synchronizes the context, as cuMemFree
 	{"cuModuleGetFunction", "cuModuleGetFunction", 2000, 0},
 	{"cuLaunchKernel", "cuLaunchKernel", 4000, CCore},
 	{"cuMemAlloc", "cuMemAlloc_v2", 3020, 0},
-	{"cuMemFree", "cuMemFree_v2", 3020, 0},
+	{"cuMemFree", "cuMemFree_v2", 3020, CallsBack}, // synchronizes the context (driver.API's MemFree)
 	{"cuMemcpyHtoD", "cuMemcpyHtoD_v2", 3020, 0},
 	{"cuMemcpyDtoH", "cuMemcpyDtoH_v2", 3020, 0},
 	{"cuMemcpyHtoDAsync", "cuMemcpyHtoDAsync_v2", 3020, 0},

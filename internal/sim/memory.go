@@ -44,7 +44,18 @@ func (d *Driver) MemAlloc(bytes uint64) (driver.DevicePtr, driver.Result) {
 	return driver.DevicePtr(h), driver.Success
 }
 
+// MemFree synchronizes the allocation's context first, as the real driver's does
+// (driver.API's MemFree): it frees once the context's work enqueued before it has run.
 func (d *Driver) MemFree(p driver.DevicePtr) driver.Result {
+	d.mu.Lock()
+	var work []chan struct{}
+	if a, ok := d.objects[uintptr(p)].(*allocation); ok {
+		work = d.pending(a.ctx)
+	}
+	d.mu.Unlock()
+	for _, done := range work {
+		<-done
+	}
 	return d.destroy(uintptr(p), func(o any) bool { _, ok := o.(*allocation); return ok })
 }
 

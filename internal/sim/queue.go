@@ -2,7 +2,11 @@ package sim
 
 // Streams: in-order queues of goroutines, waits between them, host functions.
 
-import "github.com/streambridge/streambridge/internal/driver"
+import (
+	"slices"
+
+	"github.com/streambridge/streambridge/internal/driver"
+)
 
 func (d *Driver) StreamCreateWithPriority(ch driver.Context, flags uint32, priority int) (driver.Stream, driver.Result) {
 	d.mu.Lock()
@@ -113,7 +117,33 @@ func (d *Driver) StreamDestroy(h driver.Stream) driver.Result {
 	}
 	d.forget(uintptr(h))
 	delete(s.ctx.blocking, s)
+	if !closed(s.tail) {
+		s.ctx.orphans = append(s.ctx.orphans, s.tail) // its work still runs
+	}
 	return driver.Success
+}
+
+// pending is what a call that synchronizes context c waits for: the completion of each of
+// its streams' last operation enqueued so far, destroyed streams' included, where not yet
+// run. Caller holds d.mu.
+func (d *Driver) pending(c *context) []chan struct{} {
+	c.orphans = slices.DeleteFunc(c.orphans, closed)
+	work := slices.Clone(c.orphans)
+	add := func(s *stream) {
+		if !closed(s.tail) {
+			work = append(work, s.tail)
+		}
+	}
+	add(c.legacy)
+	for _, s := range c.ptds {
+		add(s)
+	}
+	for _, o := range d.objects {
+		if s, ok := o.(*stream); ok && s.ctx == c {
+			add(s)
+		}
+	}
+	return work
 }
 
 // enqueue appends run to s and returns the channel closed when it has run. Caller holds

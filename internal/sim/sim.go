@@ -103,7 +103,8 @@ type context struct {
 	// hostFuncs serializes host functions, as the real driver runs them on one thread:
 	// a host function that blocks holds up every stream's host functions.
 	hostFuncs sync.Mutex
-	lastEvent *eventMem // the last event made in it that is alive, in the event slab
+	orphans   []chan struct{} // destroyed streams' last operations, maybe still to run (pending)
+	lastEvent *eventMem       // the last event made in it that is alive, in the event slab
 }
 
 type stream struct {
@@ -436,6 +437,7 @@ func (d *Driver) resetContext(c *context) {
 	}
 	c.legacy = &stream{ctx: c, legacy: true, id: d.streamID()}
 	c.ptds = map[int]*stream{}
+	c.orphans = nil
 	c.blocking = map[*stream]struct{}{}
 }
 
