@@ -196,22 +196,26 @@ def test_scalar_launches_on_our_streams_run_in_c_and_agree_with_python(module, m
 
 
 def test_a_module_closed_while_other_threads_launch_its_kernels():
-    """A launch that lets the GIL go (it does while a host callback waits, see MAY_WAIT) holds
-    its kernel's module: a close on another thread meanwhile marks the module closed, the
-    launch in flight still has a loaded function, and the last one out unloads it. Each
-    launch runs or raises ClosedError; none reaches the driver with an unloaded function."""
+    """A launch that lets the GIL go (it does while a host callback has not returned, see
+    MAY_WAIT) holds its kernel's module: a close on another thread meanwhile marks the module
+    closed, the launch in flight still has a loaded function, and the last one out unloads it.
+    Each launch runs or raises ClosedError; none reaches the driver with an unloaded function.
+    A module's compile and close synchronize the context (bench/callback_waits.c, part two),
+    so each round's callback is launched after the compile and sleeps only through the
+    launches and the close (a callback held for the whole test held every compile too: the
+    first waited out its 60 s, and the rounds after it ran with no callback pending)."""
     import threading
 
     source = 'extern "C" __global__ void nothing(long long x) {}'
-    gate = threading.Event()
     held = streambridge.Stream(non_blocking=True)
-    held.launch_host_func(lambda _: gate.wait(60), None)
-    held.launch_host_func(lambda _: None, None)  # waits behind the first: launches let the GIL go
     counts = {"ran": 0, "closed": 0}
     try:
         for _ in range(20):
             m = streambridge.Module(source)
             k = m.get_kernel("nothing")
+            pending = threading.Event()
+            held.launch_host_func(lambda _: time.sleep(0.2), None)  # launches let the GIL go till it returns
+            held.launch_host_func(lambda _: pending.set(), None)
             stop = threading.Event()
             errors = []
 
@@ -238,18 +242,19 @@ def test_a_module_closed_while_other_threads_launch_its_kernels():
             for t in threads:
                 t.join()
             assert errors == []
+            assert pending.is_set(), "the close synchronized the context, the round's callbacks with it"
             with pytest.raises(streambridge.ClosedError):
                 k((1,), (1,), (7,))
     finally:
-        gate.set()
         held.synchronize()
     assert counts["ran"] > 0 and counts["closed"] > 0, counts
 
 
 def test_a_module_closed_while_a_python_callback_runs():
-    """cuModuleUnload waits while a host callback runs (H200: bench/callback_waits.c), and a
-    callback running Python gives the GIL up and waits to take it back: a close that kept the
-    GIL through the unload would wait for ever. In a child, so that a hang fails the test."""
+    """cuModuleUnload synchronizes the context, so it waits for a host callback that has not
+    returned (H200: bench/callback_waits.c), and a callback running Python gives the GIL up
+    and waits to take it back: a close that kept the GIL through the unload would wait for
+    ever. In a child, so that a hang fails the test."""
     code = r"""
 import sys, time
 import streambridge

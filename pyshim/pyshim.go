@@ -13,7 +13,7 @@
 // gopy's generated code releases the GIL around every call, which costs two more crossings
 // than a cuStreamQuery takes. Functions marked //streambridge:keepgil keep it
 // (scripts/gopy-fixups.py edits the generated code): they never block, not even behind a
-// running host callback (bench/callback_waits.c lists the driver calls that do), never call
+// host callback (bench/callback_waits.c lists the driver calls that do), never call
 // back into Python, enqueue nothing (a record waits for room on a stream held up by a host
 // callback that waits for the GIL: bench/queue_depth.c), and take nanoseconds to
 // microseconds. The others (synchronize, create, capture, a module's close, first use of
@@ -440,8 +440,8 @@ func Close(key int64, kind int) (bool, error) {
 }
 
 // CloseModule is Close for module key m. Unlike Close it lets the GIL go, as gopy's calls
-// do: the unload (cuModuleUnload) waits while any host callback runs
-// (bench/callback_waits.c), and a Python one may be waiting for the GIL.
+// do: the unload (cuModuleUnload) synchronizes the context, so it waits for every host
+// callback not yet returned (bench/callback_waits.c), and a Python one may want the GIL.
 func CloseModule(m int64) (bool, error) { return Close(m, int(boundary.ObjectModule)) }
 
 // LiveStreams counts the keys (streams, events, graphs, modules, kernels) not yet closed.
