@@ -200,7 +200,7 @@ def test_a_module_closed_while_other_threads_launch_its_kernels():
     MAY_WAIT) holds its kernel's module: a close on another thread meanwhile marks the module
     closed, the launch in flight still has a loaded function, and the last one out unloads it.
     Each launch runs or raises ClosedError; none reaches the driver with an unloaded function.
-    A module's compile and close synchronize the context (bench/callback_waits.c, part two),
+    A module's compile and unload synchronize the context (bench/callback_waits.c, part two),
     so each round's callback is launched after the compile and sleeps only through the
     launches and the close (a callback held for the whole test held every compile too: the
     first waited out its 60 s, and the rounds after it ran with no callback pending)."""
@@ -237,12 +237,13 @@ def test_a_module_closed_while_other_threads_launch_its_kernels():
             for t in threads:
                 t.start()
             time.sleep(0.02)
-            m.close()
+            assert not pending.is_set(), "the round's callbacks are still pending as the module closes"
+            m.close()  # with launches in flight it marks the module closed; the last one out unloads it
+            time.sleep(0.02)  # launches after the close meet it closed
             stop.set()
             for t in threads:
                 t.join()
             assert errors == []
-            assert pending.is_set(), "the close synchronized the context, the round's callbacks with it"
             with pytest.raises(streambridge.ClosedError):
                 k((1,), (1,), (7,))
     finally:
