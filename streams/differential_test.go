@@ -31,6 +31,8 @@ type diffWorld struct {
 	events  [3]*Event
 	graphs  [2]*Graph
 	execs   [2]*GraphExec
+	bufs    [2]*Buffer
+	host    [2][]byte // each buffer's host side, alive till the world closes (a graph may copy it)
 }
 
 // outcome names what a call returned: "ok", a sentinel's text or a CUDA result's name.
@@ -59,7 +61,7 @@ func runSequence(t *testing.T, d *Driver, seed uint64, length int) []diffStep {
 	runtime.LockOSThread() // a global or thread-local capture ends on the thread that began it
 	defer runtime.UnlockOSThread()
 	rng := rand.New(rand.NewPCG(seed, 49))
-	w := &diffWorld{c: primary(t, d, 0)}
+	w := &diffWorld{c: primary(t, d, 0), host: [2][]byte{make([]byte, 64), make([]byte, 64)}}
 	defer w.close()
 	var steps []diffStep
 	do := func(name string, err error) { steps = append(steps, diffStep{name, outcome(err)}) }
@@ -76,8 +78,8 @@ func runSequence(t *testing.T, d *Driver, seed uint64, length int) []diffStep {
 	modes := []CaptureMode{CaptureRelaxed, CaptureThreadLocal, CaptureGlobal}
 	for range length {
 		si, ti, ei, gi := rng.IntN(3), rng.IntN(3), rng.IntN(3), rng.IntN(2)
-		s, t2, e := w.streams[si], w.streams[ti], w.events[ei]
-		switch op := rng.IntN(20); op {
+		s, t2, e, b, host := w.streams[si], w.streams[ti], w.events[ei], w.bufs[gi], w.host[gi]
+		switch op := rng.IntN(24); op {
 		case 0:
 			_, err := s.Query()
 			do(fmt.Sprintf("s%d.Query", si), err)
@@ -142,6 +144,25 @@ func runSequence(t *testing.T, d *Driver, seed uint64, length int) []diffStep {
 			} else {
 				do(fmt.Sprintf("x%d.Close", gi), w.execs[gi].Close())
 			}
+		case 20: // an allocation, in place of the buffer's (closed first)
+			_ = b.Close()
+			n, err := w.c.Alloc(64)
+			do(fmt.Sprintf("b%d = Alloc", gi), err)
+			w.bufs[gi] = n
+		case 21:
+			do(fmt.Sprintf("b%d.Close", gi), b.Close())
+		case 22:
+			if rng.IntN(2) == 0 {
+				do(fmt.Sprintf("CopyToDevice(b%d)", gi), CopyToDevice(b, host))
+			} else {
+				do(fmt.Sprintf("CopyFromDevice(b%d)", gi), CopyFromDevice(host, b))
+			}
+		case 23:
+			if rng.IntN(2) == 0 {
+				do(fmt.Sprintf("CopyToDeviceAsync(b%d, s%d)", gi, si), CopyToDeviceAsync(b, host, s))
+			} else {
+				do(fmt.Sprintf("CopyFromDeviceAsync(b%d, s%d)", gi, si), CopyFromDeviceAsync(host, b, s))
+			}
 		}
 	}
 	return steps
@@ -165,6 +186,9 @@ func (w *diffWorld) close() {
 	}
 	for _, g := range w.graphs {
 		_ = g.Close()
+	}
+	for _, b := range w.bufs {
+		_ = b.Close()
 	}
 }
 

@@ -40,7 +40,7 @@ func (s *Stream) LaunchHostFunc(fn func()) error {
 			Hint: "the stream's capture was invalidated; end it (EndCapture fails) before launching more work on it"}
 	case driver.CaptureStatusActive:
 		key := driver.RegisterHostFunc(fn, true)
-		if err := s.keptBy(graph, key); err != nil {
+		if err := s.keep(graph, func() { driver.ReleaseHostFunc(key) }); err != nil {
 			return err
 		}
 		return d.check("cuLaunchHostFunc", s.api.LaunchHostFunc(s.callCtx(), s.handle, key)) // on failure the graph frees key
@@ -53,20 +53,21 @@ func (s *Stream) LaunchHostFunc(fn func()) error {
 	return nil
 }
 
-// keptBy makes graph, which s's capture captures into, keep host function key: a user
-// object of graph's (cuUserObjectCreate, cuGraphRetainUserObject) whose destructor
-// releases key. Where it fails, key is released.
-func (s *Stream) keptBy(graph driver.Graph, key uintptr) error {
+// keep makes graph, which s's capture captures into, keep something until the graph and
+// every executable graph made from it are destroyed and their launches have run: a user
+// object of graph's (cuUserObjectCreate, cuGraphRetainUserObject) whose destructor calls
+// release, on a driver thread (no CUDA call there). Where it fails, release is called.
+func (s *Stream) keep(graph driver.Graph, release func()) error {
 	d := s.ctx.drv
-	free := driver.RegisterHostFunc(func() { driver.ReleaseHostFunc(key) }, false)
+	free := driver.RegisterHostFunc(release, false)
 	obj, r := s.api.HostFuncUserObject(free)
 	if err := d.check("cuUserObjectCreate", r); err != nil {
 		driver.ReleaseHostFunc(free)
-		driver.ReleaseHostFunc(key)
+		release()
 		return err
 	}
 	if err := d.check("cuGraphRetainUserObject", s.api.GraphRetainUserObject(graph, obj, 1, driver.GraphUserObjectMove)); err != nil {
-		s.api.UserObjectRelease(obj, 1) // its destructor releases key
+		s.api.UserObjectRelease(obj, 1) // its destructor releases
 		return err
 	}
 	return nil

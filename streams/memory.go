@@ -50,7 +50,9 @@ func (b *Buffer) Size() uint64 {
 }
 
 // Close frees the buffer (cuMemFree). It is idempotent; a copy in flight on another
-// goroutine keeps the memory until it returns.
+// goroutine keeps the memory until it returns, and a graph a copy of it was captured into
+// until the graph and its executables are destroyed. A kernel's pointer arguments keep
+// nothing: free a buffer a graph's kernels use after the graph.
 func (b *Buffer) Close() error {
 	if b == nil {
 		return ErrNil
@@ -127,32 +129,36 @@ func CopyFromDevice[T any](dst []T, b *Buffer) error {
 }
 
 // CopyToDeviceAsync enqueues a copy of src to the start of b on s (cuMemcpyHtoDAsync).
-// src must stay alive and unchanged until the copy has run.
+// src must stay alive and unchanged until the copy has run. Captured into a graph, the
+// copy keeps b (see copyAsync).
 func CopyToDeviceAsync[T any](b *Buffer, src []T, s *Stream) error {
 	p, n, err := hostSpan(b, src)
 	if err != nil {
 		return err
 	}
 	defer b.uses.leave(b, goroutine())
-	if n == 0 {
-		return nil
-	}
-	if err := s.useWith(b.ctx.drv); err != nil {
-		return err
-	}
-	defer s.done()
-	r := s.runLocked(func() driver.Result { return s.api.MemcpyHtoDAsync(b.ptr, p, n, s.handle) })
-	return s.ctx.drv.check("cuMemcpyHtoDAsync", r)
+	return copyAsync(b, n, s, "cuMemcpyHtoDAsync", func() driver.Result { return s.api.MemcpyHtoDAsync(b.ptr, p, n, s.handle) })
 }
 
 // CopyFromDeviceAsync enqueues a copy of the start of b into dst on s
-// (cuMemcpyDtoHAsync). dst must stay alive until the copy has run.
+// (cuMemcpyDtoHAsync). dst must stay alive until the copy has run. Captured into a graph,
+// the copy keeps b (see copyAsync).
 func CopyFromDeviceAsync[T any](dst []T, b *Buffer, s *Stream) error {
 	p, n, err := hostSpan(b, dst)
 	if err != nil {
 		return err
 	}
 	defer b.uses.leave(b, goroutine())
+	return copyAsync(b, n, s, "cuMemcpyDtoHAsync", func() driver.Result { return s.api.MemcpyDtoHAsync(p, b.ptr, n, s.handle) })
+}
+
+// copyAsync enqueues copy, of n bytes between b (whose use the caller holds) and host
+// memory, on s, under the capture lock. Where s captures (whoever began the capture), the
+// capture's graph keeps b: a use of b's, given back once the graph and every executable
+// made from it are destroyed (Stream.keep), so b's Close meanwhile frees it only then. A
+// graph whose copy names freed memory crashed the driver in its instantiation (SIGSEGV
+// in cuGraphInstantiateWithFlags, H200, driver 580: found by TestDifferentialSequences).
+func copyAsync(b *Buffer, n uint64, s *Stream, name string, copy func() driver.Result) error {
 	if n == 0 {
 		return nil
 	}
@@ -160,6 +166,20 @@ func CopyFromDeviceAsync[T any](dst []T, b *Buffer, s *Stream) error {
 		return err
 	}
 	defer s.done()
-	r := s.runLocked(func() driver.Result { return s.api.MemcpyDtoHAsync(p, b.ptr, n, s.handle) })
-	return s.ctx.drv.check("cuMemcpyDtoHAsync", r)
+	d := s.ctx.drv
+	lock := d.lockOp(uintptr(s.handle), false) // no capture of ours begins or ends between the question and the copy
+	defer d.unlockOp(lock)
+	status, graph, r := s.api.StreamCaptureGraph(s.callCtx(), s.handle)
+	if err := d.check("cuStreamGetCaptureInfo", r); err != nil {
+		return err
+	}
+	if status == driver.CaptureStatusActive {
+		if err := b.uses.hold(b); err != nil {
+			return err
+		}
+		if err := s.keep(graph, func() { go b.uses.release(b) }); err != nil { // a free is a CUDA call: not on the driver's thread
+			return err
+		}
+	}
+	return d.check(name, s.run(copy))
 }

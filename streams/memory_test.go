@@ -92,3 +92,37 @@ func TestABuffersCloseWaitsForItsContextsWork(t *testing.T) {
 		assert.True(t, ready, "the close returned before the work it waited for ran")
 	})
 }
+
+// A copy captured into a graph keeps its buffer: a Close meanwhile frees it only once the
+// graph and its executable are gone, and the graph runs right meanwhile. Without it the
+// instantiation of such a graph crashed the real driver (SIGSEGV in
+// cuGraphInstantiateWithFlags, H200, driver 580: TestDifferentialSequences, seed 728).
+func TestAGraphKeepsTheBufferItsCopiesUse(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		c := primary(t, d, 0)
+		s := newStream(t, c, StreamOptions{NonBlocking: true})
+		b, err := c.Alloc(64)
+		require.NoError(t, err)
+		src, got := make([]byte, 64), make([]byte, 64)
+		for i := range src {
+			src[i] = byte(i + 1)
+		}
+		require.NoError(t, s.BeginCapture(CaptureRelaxed))
+		require.NoError(t, CopyToDeviceAsync(b, src, s))
+		require.NoError(t, CopyFromDeviceAsync(got, b, s))
+		g, err := s.EndCapture()
+		require.NoError(t, err)
+		require.NoError(t, b.Close())
+		require.ErrorIs(t, CopyToDeviceAsync(b, src, s), ErrClosed)
+		x, err := g.Instantiate()
+		require.NoError(t, err)
+		require.NoError(t, x.Launch(s))
+		require.NoError(t, s.Synchronize())
+		assert.Equal(t, src, got)
+		assert.Zero(t, b.uses.word.Load()&usesDestroyed, "the graph keeps the buffer")
+		require.NoError(t, g.Close())
+		require.NoError(t, x.Close())
+		assert.Eventually(t, func() bool { return b.uses.word.Load()&usesDestroyed != 0 }, 10*time.Second, time.Millisecond,
+			"the buffer is freed once the graph and its executable are gone")
+	})
+}

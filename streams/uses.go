@@ -96,6 +96,24 @@ func (u *uses) take(g uintptr) (settle bool, err error) {
 	return u.drop(g), ErrClosed
 }
 
+// hold takes a use of o that outlives the call taking it, for a graph that keeps o
+// (Buffer.keptBy): counted in word, as another goroutine's, whoever owns o; given back with
+// release. ErrClosed where o is closed.
+func (u *uses) hold(o destroyer) error {
+	if u.word.Add(usesOne)&usesClosed == 0 {
+		return nil
+	}
+	u.release(o)
+	return ErrClosed
+}
+
+// release gives back a use hold took, destroying o where it was the last use of a closed o.
+func (u *uses) release(o destroyer) {
+	if u.word.Add(-usesOne)&usesClosed != 0 {
+		u.settle(o)
+	}
+}
+
 // own makes goroutine g the owner of a u that has none, where the barrier fenceOthers
 // makes is to be had, and returns the owner.
 //

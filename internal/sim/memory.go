@@ -96,7 +96,11 @@ func (d *Driver) copyOn(sh *driver.Stream, p driver.DevicePtr, n uint64, cp func
 		d.mu.Unlock()
 		return r
 	}
-	done := d.submit(s, func() { cp(dev) })
+	done := d.submit(s, func() {
+		d.copies.Lock()
+		defer d.copies.Unlock()
+		cp(dev)
+	})
 	d.mu.Unlock()
 	if sh == nil && done != nil {
 		<-done

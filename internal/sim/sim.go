@@ -75,6 +75,11 @@ type Driver struct {
 	// room is signalled (on mu) when a record of a timing event has run: a record waiting
 	// for its stream's queue of them to have room (TimedRecordsPerStream) looks again.
 	room sync.Cond
+	// copies runs copies one at a time. Two copies of one byte at once, on two streams, are
+	// a race in Go's memory model (the race detector ends the test) where a GPU only leaves
+	// the byte undefined; a program's own reads of its host memory are ordered by its
+	// synchronizes, as on a GPU.
+	copies sync.Mutex
 }
 
 type device struct {
