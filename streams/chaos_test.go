@@ -22,9 +22,10 @@ import (
 )
 
 // The chaos soak: eight goroutines make random calls, every public call of a stream, an
-// event, a graph and an executable graph, on four shared streams, four events, two graphs
-// and two executables, and close and remake each kind of object at random (one call in ten
-// is a close). Captures in every mode are begun on any goroutine, ended by it or abandoned
+// event, a graph, an executable graph and a buffer, on four shared streams, four events,
+// two graphs, two executables and two buffers, and close and remake each kind of object at
+// random (one call in ten is a close). (Modules and kernels are not in it: the software
+// driver runs no device code.) Captures in every mode are begun on any goroutine, ended by it or abandoned
 // (one in five, left for the stream's Close to end), joined by other streams through waits
 // on events recorded in them; host functions query, close or panic. Any typed error is
 // accepted: the soak fails only on a crash (a destroyed handle that reaches either driver
@@ -99,7 +100,9 @@ type chaosWorld struct {
 	events  [4]atomic.Pointer[Event]
 	graphs  [2]atomic.Pointer[Graph]
 	execs   [2]atomic.Pointer[GraphExec]
-	counts  sync.Map // call name -> *atomic.Int64, outcomes included
+	bufs    [2]atomic.Pointer[Buffer]
+	host    [2][]byte // what the copies copy from and to, alive till the soak ends (a graph may copy it)
+	counts  sync.Map  // call name -> *atomic.Int64, outcomes included
 }
 
 func (w *chaosWorld) count(name string, err error) {
@@ -129,13 +132,22 @@ func (k *chaosWorker) stream() *Stream  { return k.w.streams[k.rng.IntN(len(k.w.
 func (k *chaosWorker) event() *Event    { return k.w.events[k.rng.IntN(len(k.w.events))].Load() }
 func (k *chaosWorker) exec() *GraphExec { return k.w.execs[k.rng.IntN(len(k.w.execs))].Load() }
 func (k *chaosWorker) graphSlot() int   { return k.rng.IntN(len(k.w.graphs)) }
+
+// buffer is a shared buffer and a host slice of its size.
+func (k *chaosWorker) buffer() (*Buffer, []byte) {
+	return k.w.bufs[k.rng.IntN(len(k.w.bufs))].Load(), k.w.host[k.rng.IntN(len(k.w.host))]
+}
 func (k *chaosWorker) mode() CaptureMode {
 	return []CaptureMode{CaptureGlobal, CaptureThreadLocal, CaptureRelaxed}[k.rng.IntN(3)]
 }
 
-// hostFunc is a host function that does nothing, queries or closes its stream, or panics.
+// hostFunc is a host function that does nothing, queries or closes its stream or a buffer,
+// or panics.
 func (k *chaosWorker) hostFunc(s *Stream) func() {
-	switch k.rng.IntN(8) {
+	switch k.rng.IntN(9) {
+	case 3:
+		b, _ := k.buffer()
+		return func() { _ = b.Close() } // taken; its free runs elsewhere, once the host function returned
 	case 0:
 		return func() { _, _ = s.Query() } // ErrInHostFunc
 	case 1:
@@ -231,6 +243,10 @@ var chaosCalls = []chaosCall{
 	{"Event.Query", func(k *chaosWorker) error { _, err := k.event().Query(); return err }},
 	{"Event.Synchronize", func(k *chaosWorker) error { return k.event().Synchronize() }},
 	{"Event.ElapsedTime", func(k *chaosWorker) error { _, err := k.event().ElapsedTime(k.event()); return err }},
+	{"CopyToDevice", func(k *chaosWorker) error { b, h := k.buffer(); return CopyToDevice(b, h) }},
+	{"CopyFromDevice", func(k *chaosWorker) error { b, h := k.buffer(); return CopyFromDevice(h, b) }},
+	{"CopyToDeviceAsync", func(k *chaosWorker) error { b, h := k.buffer(); return CopyToDeviceAsync(b, h, k.stream()) }},
+	{"CopyFromDeviceAsync", func(k *chaosWorker) error { b, h := k.buffer(); return CopyFromDeviceAsync(h, b, k.stream()) }},
 }
 
 // closes are the closes, each of one kind of object, remade at once.
@@ -261,7 +277,22 @@ var chaosCloses = []chaosCall{
 	}},
 	{"Graph.Close", func(k *chaosWorker) error { return k.w.graphs[k.graphSlot()].Load().Close() }},
 	{"GraphExec.Close", func(k *chaosWorker) error { return k.exec().Close() }},
+	{"Buffer.Close", func(k *chaosWorker) error { // and Context.Alloc
+		i := k.rng.IntN(len(k.w.bufs))
+		err := k.w.bufs[i].Load().Close()
+		b, errNew := k.w.c.Alloc(chaosBufferSize)
+		if errNew != nil {
+			return errors.Join(err, errNew)
+		}
+		if old := k.w.bufs[i].Swap(b); old != nil {
+			_ = old.Close()
+		}
+		return err
+	}},
 }
+
+// chaosBufferSize is the size of the soak's buffers and host slices.
+const chaosBufferSize = 4096
 
 func TestChaosSoak(t *testing.T) {
 	eachDriver(t, func(t *testing.T, d *Driver) {
@@ -281,6 +312,12 @@ func TestChaosSoak(t *testing.T) {
 			e, err := c.NewEvent(EventOptions{})
 			require.NoError(t, err)
 			w.events[i].Store(e)
+		}
+		for i := range w.bufs {
+			b, err := c.Alloc(chaosBufferSize)
+			require.NoError(t, err)
+			w.bufs[i].Store(b)
+			w.host[i] = make([]byte, chaosBufferSize)
 		}
 		// A graph and an executable to begin with: a captured host function.
 		s := w.streams[0].Load()
@@ -366,6 +403,9 @@ func TestChaosSoak(t *testing.T) {
 		}
 		for i := range w.graphs {
 			require.NoError(t, w.graphs[i].Load().Close())
+		}
+		for i := range w.bufs {
+			require.NoError(t, w.bufs[i].Load().Close())
 		}
 		runtime.GC()
 		if !assert.Eventually(t, func() bool { return LiveHostFuncs() == hostFuncsBefore }, 10*time.Second, time.Millisecond,

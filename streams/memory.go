@@ -107,7 +107,7 @@ func CopyToDevice[T any](b *Buffer, src []T) error {
 	if n == 0 {
 		return nil
 	}
-	r := b.ctx.do(func() driver.Result { return b.ctx.api.MemcpyHtoD(b.ptr, p, n) })
+	r := b.copySync(func() driver.Result { return b.ctx.api.MemcpyHtoD(b.ptr, p, n) })
 	runtime.KeepAlive(src)
 	return b.ctx.drv.check("cuMemcpyHtoD", r)
 }
@@ -123,9 +123,21 @@ func CopyFromDevice[T any](dst []T, b *Buffer) error {
 	if n == 0 {
 		return nil
 	}
-	r := b.ctx.do(func() driver.Result { return b.ctx.api.MemcpyDtoH(p, b.ptr, n) })
+	r := b.copySync(func() driver.Result { return b.ctx.api.MemcpyDtoH(p, b.ptr, n) })
 	runtime.KeepAlive(dst)
 	return b.ctx.drv.check("cuMemcpyDtoH", r)
+}
+
+// copySync makes a synchronous copy, which runs on the context's legacy stream, under the
+// capture lock (capturelock.go) as a call on that stream: unordered, one raced captures
+// begun and ended on other threads into a crash (SIGSEGV in cuMemcpyDtoH and cuMemcpyHtoD,
+// H200, driver 580: the chaos soak, with only captures and copies). While a capture of ours
+// goes on it holds the lock whole until the copy is done, as every call then does.
+func (b *Buffer) copySync(copy func() driver.Result) driver.Result {
+	d := b.ctx.drv
+	lock := d.lockOp(uintptr(driver.StreamLegacy), false)
+	defer d.unlockOp(lock)
+	return b.ctx.do(copy)
 }
 
 // CopyToDeviceAsync enqueues a copy of src to the start of b on s (cuMemcpyHtoDAsync).
