@@ -1,11 +1,16 @@
 package streams
 
 import (
+	"os"
+	"os/exec"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/streambridge/streambridge/internal/driver"
+	"github.com/streambridge/streambridge/internal/sim"
 )
 
 func TestMemoryCopies(t *testing.T) {
@@ -125,4 +130,31 @@ func TestAGraphKeepsTheBufferItsCopiesUse(t *testing.T) {
 		assert.Eventually(t, func() bool { return b.uses.word.Load()&usesDestroyed != 0 }, 10*time.Second, time.Millisecond,
 			"the buffer is freed once the graph and its executable are gone")
 	})
+}
+
+// The software driver ends the process where a graph whose copy names freed memory is
+// instantiated, as the real driver crashed (SIGSEGV in cuGraphInstantiateWithFlags, H200,
+// driver 580): the child below frees the memory behind the buffer's back, which Buffer's
+// own Close does not do while a graph keeps it (TestAGraphKeepsTheBufferItsCopiesUse).
+func TestSimEndsTheProcessOnAGraphCopyingFreedMemory(t *testing.T) {
+	if os.Getenv("STREAMBRIDGE_TEST_FREED_COPY") == "1" {
+		d := Sim()
+		c := primary(t, d, 0)
+		s := newStream(t, c, StreamOptions{NonBlocking: true})
+		b := newBuffer(t, c, 64)
+		require.NoError(t, s.BeginCapture(CaptureRelaxed))
+		require.NoError(t, CopyToDeviceAsync(b, make([]byte, 64), s))
+		g, err := s.EndCapture()
+		require.NoError(t, err)
+		require.Equal(t, driver.Success, d.api.MemFree(b.ptr))
+		_, err = g.Instantiate()
+		t.Fatalf("the software driver instantiated a graph copying freed memory (%v)", err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSimEndsTheProcessOnAGraphCopyingFreedMemory$")
+	cmd.Env = append(os.Environ(), "STREAMBRIDGE_TEST_FREED_COPY=1")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "%s", out)
+	assert.Equal(t, sim.GoneExitCode, exit.ExitCode(), "%s", out)
+	assert.Contains(t, string(out), "cuGraphInstantiateWithFlags was given a graph whose copy names memory freed since its capture")
 }

@@ -3,6 +3,7 @@ package sim
 // Stream capture into graphs, and graph launches.
 
 import (
+	"fmt"
 	"syscall"
 
 	"github.com/streambridge/streambridge/internal/driver"
@@ -162,6 +163,13 @@ func (d *Driver) GraphInstantiateWithFlags(h driver.Graph, flags uint64) (driver
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	g := live[*graph](d, uintptr(h))
+	for _, n := range g.nodes {
+		// The real driver reads a copy node's memory here: freed, it crashed (SIGSEGV, H200,
+		// driver 580: TestDifferentialSequences, seed 728, before Buffer was kept by graphs).
+		if n.mem != nil && d.objects[n.mem.base] != n.mem {
+			crash(fmt.Sprintf("was given a graph whose copy names memory freed since its capture (%#x)", n.mem.base))
+		}
+	}
 	e := &graphExec{nodes: append([]*node(nil), g.nodes...), owns: owned{}}
 	for o, n := range g.owns {
 		o.refs += n

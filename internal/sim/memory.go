@@ -37,8 +37,8 @@ func (d *Driver) MemAlloc(bytes uint64) (driver.DevicePtr, driver.Result) {
 		return 0, driver.ErrorOutOfMemory
 	}
 	c.dev.used += bytes
-	a := &allocation{ctx: c, buf: make([]byte, bytes)}
 	h := d.nextAddr
+	a := &allocation{ctx: c, buf: make([]byte, bytes), base: h}
 	d.nextAddr += (uintptr(bytes) + 0xfff) &^ 0xfff
 	d.objects[h] = a
 	return driver.DevicePtr(h), driver.Success
@@ -96,11 +96,17 @@ func (d *Driver) copyOn(sh *driver.Stream, p driver.DevicePtr, n uint64, cp func
 		d.mu.Unlock()
 		return r
 	}
-	done := d.submit(s, func() {
+	run := func() {
 		d.copies.Lock()
 		defer d.copies.Unlock()
 		cp(dev)
-	})
+	}
+	var done chan struct{}
+	if s.capture != nil {
+		captureNode(s, run).mem = a
+	} else {
+		done = d.enqueue(s, run)
+	}
 	d.mu.Unlock()
 	if sh == nil && done != nil {
 		<-done

@@ -188,10 +188,11 @@ func (d *Driver) submit(s *stream, run func()) chan struct{} {
 }
 
 // captureNode adds run to s's capture, after s's frontier. Caller holds d.mu.
-func captureNode(s *stream, run func()) {
+func captureNode(s *stream, run func()) *node {
 	n := &node{run: run, deps: s.frontier}
 	s.capture.graph.nodes = append(s.capture.graph.nodes, n)
 	s.frontier = []*node{n}
+	return n
 }
 
 // implicit is what a use of the legacy stream meets while a blocking stream of its context

@@ -164,6 +164,7 @@ type capture struct {
 type node struct {
 	run  func()
 	deps []*node
+	mem  *allocation // the device memory a copy node names (GraphInstantiateWithFlags)
 }
 
 type graph struct {
@@ -183,8 +184,9 @@ type graphExec struct {
 }
 
 type allocation struct {
-	ctx *context
-	buf []byte
+	ctx  *context
+	buf  []byte
+	base uintptr // its address
 }
 
 var _ driver.API = (*Driver)(nil)
