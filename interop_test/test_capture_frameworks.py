@@ -51,31 +51,24 @@ def test_torch_go_kernel_and_cupy_in_one_graph():
     graph.close()
 
 
-def test_a_torch_capture_survives_another_threads_queries():
-    """torch captures in global mode (torch.cuda.graph's default), which makes the driver
-    refuse another thread's query or synchronize and invalidate the capture: torch then
-    fails with "operation failed due to a previous error during capture". Ours run
-    relaxed, so a thread that queries and synchronizes streambridge streams and events
-    meanwhile leaves torch's capture alone, and the graph replays right."""
+def capture_beside(torch, step, nap):
+    """torch.cuda.graph (global mode, its default) of y = 2x + 1 in five parts, each napping
+    nap seconds, while another thread calls step() over and over; the graph then replays
+    right. Returns how many steps ran during each part."""
     import threading
     import time
 
-    torch = framework("torch")
     x = torch.arange(N, device="cuda", dtype=torch.float32)
     y = torch.empty_like(x)
-    other = streambridge.Stream(non_blocking=True)
-    e = streambridge.Event(disable_timing=True)
-    other.record(e)
     torch.cuda.synchronize()
-    started, done, answers, failed, during = threading.Event(), threading.Event(), [], [], []
+    started, done, steps, failed, during = threading.Event(), threading.Event(), [], [], []
 
     def bystander():
         started.set()
         try:
             while not done.is_set():
-                answers.extend([other.query(), other.done, e.query()])
-                other.synchronize()
-                e.synchronize()
+                step()
+                steps.append(None)
         except Exception as exc:  # reported below
             failed.append(exc)
 
@@ -86,22 +79,43 @@ def test_a_torch_capture_survives_another_threads_queries():
         torch.cuda.synchronize()
         t.start()
         started.wait()
-        with torch.cuda.graph(g):  # global mode
+        with torch.cuda.graph(g):
             for _ in range(5):
                 torch.mul(x, 2, out=y)
                 torch.add(y, 1, out=y)
-                before = len(answers)
-                time.sleep(0.02)  # the bystander runs meanwhile
-                during.append(len(answers) - before)
+                before = len(steps)
+                time.sleep(nap)  # the bystander runs meanwhile
+                during.append(len(steps) - before)
         done.set()
     t.join()
     assert not failed, failed
-    assert all(during), f"the bystander's answers during each part of the capture: {during}"
-    assert all(answers), "every query answered: all work was done"
     y.zero_()
     g.replay()
     torch.cuda.synchronize()
     assert torch.equal(y, x * 2 + 1)
+    return during
+
+
+def test_a_torch_capture_survives_another_threads_queries():
+    """torch captures in global mode (torch.cuda.graph's default), which makes the driver
+    refuse another thread's query or synchronize and invalidate the capture: torch then
+    fails with "operation failed due to a previous error during capture". Ours run
+    relaxed, so a thread that queries and synchronizes streambridge streams and events
+    meanwhile leaves torch's capture alone, and the graph replays right."""
+    torch = framework("torch")
+    other = streambridge.Stream(non_blocking=True)
+    e = streambridge.Event(disable_timing=True)
+    other.record(e)
+    answers = []
+
+    def step():
+        answers.extend([other.query(), other.done, e.query()])
+        other.synchronize()
+        e.synchronize()
+
+    during = capture_beside(torch, step, 0.02)
+    assert all(during), f"the bystander's answers during each part of the capture: {during}"
+    assert all(answers), "every query answered: all work was done"
 
 
 def test_a_torch_capture_survives_another_threads_module_compiles_and_closes():
@@ -109,47 +123,12 @@ def test_a_torch_capture_survives_another_threads_module_compiles_and_closes():
     mode, is refused and invalidates that capture (H200, driver 580: bench/capture_modes.c).
     A module's close runs relaxed, so a thread that compiles and closes modules meanwhile
     leaves torch's capture alone, and the graph replays right."""
-    import threading
-    import time
 
-    torch = framework("torch")
-    x = torch.arange(N, device="cuda", dtype=torch.float32)
-    y = torch.empty_like(x)
-    torch.cuda.synchronize()
-    started, done, closed, failed, during = threading.Event(), threading.Event(), [], [], []
+    def step():
+        streambridge.Module('extern "C" __global__ void k() {}').close()
 
-    def bystander():
-        started.set()
-        try:
-            while not done.is_set():
-                m = streambridge.Module('extern "C" __global__ void k() {}')
-                m.close()
-                closed.append(m)
-        except Exception as exc:  # reported below
-            failed.append(exc)
-
-    g = torch.cuda.CUDAGraph()
-    t = threading.Thread(target=bystander)
-    with torch.cuda.stream(torch.cuda.Stream()):
-        torch.mul(x, 2, out=y)  # warm up outside the capture
-        torch.cuda.synchronize()
-        t.start()
-        started.wait()
-        with torch.cuda.graph(g):  # global mode
-            for _ in range(5):
-                torch.mul(x, 2, out=y)
-                torch.add(y, 1, out=y)
-                before = len(closed)
-                time.sleep(0.2)  # the bystander compiles and closes meanwhile
-                during.append(len(closed) - before)
-        done.set()
-    t.join()
-    assert not failed, failed
+    during = capture_beside(framework("torch"), step, 0.2)
     assert all(during), f"modules closed during each part of the capture: {during}"
-    y.zero_()
-    g.replay()
-    torch.cuda.synchronize()
-    assert torch.equal(y, x * 2 + 1)
 
 
 def test_a_query_of_the_stream_torch_captures_on_is_refused_and_the_capture_goes_on():
