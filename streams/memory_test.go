@@ -2,7 +2,6 @@ package streams
 
 import (
 	"os"
-	"os/exec"
 	"testing"
 	"time"
 
@@ -10,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/streambridge/streambridge/internal/driver"
-	"github.com/streambridge/streambridge/internal/sim"
 )
 
 func TestMemoryCopies(t *testing.T) {
@@ -150,11 +148,6 @@ func TestSimEndsTheProcessOnAGraphCopyingFreedMemory(t *testing.T) {
 		_, err = g.Instantiate()
 		t.Fatalf("the software driver instantiated a graph copying freed memory (%v)", err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestSimEndsTheProcessOnAGraphCopyingFreedMemory$")
-	cmd.Env = append(os.Environ(), "STREAMBRIDGE_TEST_FREED_COPY=1")
-	out, err := cmd.CombinedOutput()
-	var exit *exec.ExitError
-	require.ErrorAs(t, err, &exit, "%s", out)
-	assert.Equal(t, sim.GoneExitCode, exit.ExitCode(), "%s", out)
-	assert.Contains(t, string(out), "cuGraphInstantiateWithFlags was given a graph whose copy names memory freed since its capture")
+	simEndsTheChild(t, "TestSimEndsTheProcessOnAGraphCopyingFreedMemory", "STREAMBRIDGE_TEST_FREED_COPY",
+		"cuGraphInstantiateWithFlags was given a graph whose copy names memory freed since its capture")
 }

@@ -329,13 +329,21 @@ func TestSimEndsTheProcessOnADestroyedHandle(t *testing.T) {
 		d.api.StreamQuery(0, h)
 		t.Fatal("the software driver answered a call on a destroyed stream")
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestSimEndsTheProcessOnADestroyedHandle$")
-	cmd.Env = append(os.Environ(), "STREAMBRIDGE_TEST_GONE=1")
+	simEndsTheChild(t, "TestSimEndsTheProcessOnADestroyedHandle", "STREAMBRIDGE_TEST_GONE", "cuStreamQuery was given 0x")
+}
+
+// simEndsTheChild runs test name in a child process with env set to 1, where it makes a
+// call the real driver crashes on, and checks that the software driver ended the child
+// (sim.GoneExitCode), saying want, that the real driver would crash there, and the stack.
+func simEndsTheChild(t *testing.T, name, env, want string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+name+"$")
+	cmd.Env = append(os.Environ(), env+"=1")
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
 	require.ErrorAs(t, err, &exit, "%s", out)
 	assert.Equal(t, sim.GoneExitCode, exit.ExitCode(), "%s", out)
-	assert.Contains(t, string(out), "cuStreamQuery was given 0x")
+	assert.Contains(t, string(out), want)
 	assert.Contains(t, string(out), "the real driver would crash here")
 	assert.Contains(t, string(out), "goroutine ") // the stack that made the call follows
 }

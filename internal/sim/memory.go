@@ -101,11 +101,9 @@ func (d *Driver) copyOn(sh *driver.Stream, p driver.DevicePtr, n uint64, cp func
 		defer d.copies.Unlock()
 		cp(dev)
 	}
-	var done chan struct{}
-	if s.capture != nil {
-		captureNode(s, run).mem = a
-	} else {
-		done = d.enqueue(s, run)
+	done := d.submit(s, run)
+	if done == nil { // captured: the node is the capture's frontier now
+		s.frontier[0].mem = a
 	}
 	d.mu.Unlock()
 	if sh == nil && done != nil {

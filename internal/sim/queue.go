@@ -188,11 +188,10 @@ func (d *Driver) submit(s *stream, run func()) chan struct{} {
 }
 
 // captureNode adds run to s's capture, after s's frontier. Caller holds d.mu.
-func captureNode(s *stream, run func()) *node {
+func captureNode(s *stream, run func()) {
 	n := &node{run: run, deps: s.frontier}
 	s.capture.graph.nodes = append(s.capture.graph.nodes, n)
 	s.frontier = []*node{n}
-	return n
 }
 
 // implicit is what a use of the legacy stream meets while a blocking stream of its context
