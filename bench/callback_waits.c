@@ -8,9 +8,13 @@
 // else holds a stream for 300 ms: a kernel spinning on a stream of the same context, a
 // callback sleeping in another context, a kernel spinning in another context, and a stream of
 // this context waiting for a callback sleeping in another (its work pending, none running).
+// Part three asks what else waits meanwhile: while a callback sleeps and another thread is
+// inside one of the calls that waited for it (a context synchronization), the main thread
+// makes the calls that do not wait for a callback themselves.
 // Build: gcc -O2 bench/callback_waits.c -I/usr/local/cuda/include -lcuda -lpthread -o callback_waits
 // Run: ./callback_waits
 #include <cuda.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -101,6 +105,113 @@ static void waits_behind(CUstream (*holder)(void), const char *holder_name) {
     W("cuEventDestroy", cuEventDestroy(E));
     W("cuCtxSynchronize", cuCtxSynchronize());
 #undef W
+}
+
+/* Part three: while one thread is inside a call that synchronizes the context (waiting for
+   a callback sleeping 300 ms), the calls another thread makes on a stream of that context
+   that has nothing pending. */
+static CUmodule LOADED;
+static CUdeviceptr FREED;
+static void *load_module(void *p) { (void)p; cuCtxSetCurrent(C); cuModuleLoadData(&LOADED, empty_ptx); return 0; }
+static void *unload_module(void *p) { (void)p; cuCtxSetCurrent(C); cuModuleUnload(LOADED); return 0; }
+static void *free_memory(void *p) { (void)p; cuCtxSetCurrent(C); cuMemFree(FREED); return 0; }
+static void *sync_context(void *p) { (void)p; cuCtxSetCurrent(C); cuCtxSynchronize(); return 0; }
+
+static void beside(void *(*syncing)(void *), const char *syncing_name) {
+    CUstream B, S;
+    CUcontext current;
+    CUevent E, E2, E3;
+    CUstreamCaptureStatus cs;
+    cuuint64_t id;
+    CUmodule M;
+    CUfunction K;
+    CUdeviceptr P;
+    CUdevice dev;
+    unsigned long long stream_id;
+    int least, greatest;
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+    float ms_between;
+    CUevent EI;
+    CUipcEventHandle ih;
+    CUuserObject U;
+    CUgraph G, G2;
+    CUgraphExec X;
+    cuCtxSetCurrent(C);
+    cuEventCreate(&EI, CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING);
+    cuGraphCreate(&G, 0);
+    cuModuleLoadData(&M, empty_ptx);
+    cuModuleGetFunction(&K, M, "k");
+    cuStreamCreate(&B, CU_STREAM_NON_BLOCKING);
+    cuEventCreate(&E, CU_EVENT_DISABLE_TIMING);
+    cuEventCreate(&E2, CU_EVENT_DISABLE_TIMING);
+    cuEventRecord(E2, B);
+    cuStreamSynchronize(B);
+#define B3(name, call)                                                                     \
+    do {                                                                                   \
+        if (syncing == free_memory)                                                        \
+            cuMemAlloc(&FREED, 1 << 20);                                                   \
+        if (syncing == unload_module)                                                      \
+            cuModuleLoadData(&LOADED, empty_ptx);                                          \
+        CUstream held = by_callback();                                                     \
+        pthread_t t;                                                                       \
+        pthread_create(&t, NULL, syncing, NULL);                                           \
+        usleep(30000); /* inside it by then, waiting */                                    \
+        double t0 = now_ms();                                                              \
+        CUresult r = (call);                                                               \
+        double ms = now_ms() - t0;                                                         \
+        pthread_join(t, NULL);                                                             \
+        if (syncing == load_module)                                                        \
+            cuModuleUnload(LOADED);                                                        \
+        let_go(held);                                                                      \
+        cuStreamSynchronize(B);                                                            \
+        const char *n = "?";                                                               \
+        cuGetErrorName(r, &n);                                                             \
+        printf("%-20s %-40s %-24s %9.3f ms %s\n", syncing_name, name, n, ms,              \
+               ms > 100 ? "WAITED" : "");                                                  \
+        fflush(stdout);                                                                    \
+    } while (0)
+    B3("cuCtxGetCurrent", cuCtxGetCurrent(&current));
+    B3("cuStreamQuery", cuStreamQuery(B));
+    B3("cuStreamGetCaptureInfo", cuStreamGetCaptureInfo(B, &cs, &id, 0, 0, 0, 0));
+    B3("cuEventQuery", cuEventQuery(E2));
+    B3("cuEventRecord", cuEventRecord(E, B));
+    B3("cuStreamWaitEvent", cuStreamWaitEvent(B, E2, 0));
+    B3("cuEventCreate", cuEventCreate(&E3, CU_EVENT_DISABLE_TIMING));
+    B3("cuEventDestroy", cuEventDestroy(E3));
+    B3("cuStreamCreate", cuStreamCreate(&S, CU_STREAM_NON_BLOCKING));
+    B3("cuStreamDestroy", cuStreamDestroy(S));
+    B3("cuLaunchKernel", cuLaunchKernel(K, 1, 1, 1, 1, 1, 1, 0, B, 0, 0));
+    B3("cuLaunchHostFunc", cuLaunchHostFunc(B, noop, 0));
+    B3("cuMemAlloc", cuMemAlloc(&P, 1 << 20));
+    B3("cuMemFree (its own allocation)", cuMemFree(P));
+    B3("cuStreamSynchronize (nothing pending)", cuStreamSynchronize(B));
+    /* the rest of the entry points the Python package's C core calls (tables.h) */
+    B3("cuCtxSetCurrent", cuCtxSetCurrent(C));
+    B3("cuCtxGetDevice", cuCtxGetDevice(&dev));
+    B3("cuCtxGetStreamPriorityRange", cuCtxGetStreamPriorityRange(&least, &greatest));
+    B3("cuThreadExchangeStreamCaptureMode", cuThreadExchangeStreamCaptureMode(&mode));
+    B3("cuStreamGetId", cuStreamGetId(B, &stream_id));
+    B3("cuStreamGetCtx", cuStreamGetCtx(B, &current));
+    B3("cuEventSynchronize (a done event)", cuEventSynchronize(E2));
+    B3("cuEventElapsedTime", cuEventElapsedTime(&ms_between, E2, E2));
+    B3("cuIpcGetEventHandle", cuIpcGetEventHandle(&ih, EI));
+    B3("cuUserObjectCreate", cuUserObjectCreate(&U, 0, destroy_nothing, 1, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC));
+    B3("cuGraphRetainUserObject", cuGraphRetainUserObject(G, U, 1, CU_GRAPH_USER_OBJECT_MOVE));
+    B3("cuUserObjectCreate", cuUserObjectCreate(&U, 0, destroy_nothing, 1, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC));
+    B3("cuUserObjectRelease", cuUserObjectRelease(U, 1));
+    B3("cuStreamBeginCapture", cuStreamBeginCapture(B, CU_STREAM_CAPTURE_MODE_RELAXED));
+    B3("cuStreamEndCapture", cuStreamEndCapture(B, &G2));
+    B3("cuGraphDestroy", cuGraphDestroy(G2));
+    B3("cuGraphInstantiate", cuGraphInstantiate(&X, G, 0));
+    B3("cuGraphLaunch", cuGraphLaunch(X, B));
+    B3("cuGraphExecDestroy", cuGraphExecDestroy(X));
+#undef B3
+    cuGraphDestroy(G);
+    cuEventDestroy(EI);
+    cuModuleUnload(M);
+    cuEventDestroy(E);
+    cuEventDestroy(E2);
+    cuStreamDestroy(B);
 }
 
 int main(void) {
@@ -201,5 +312,10 @@ int main(void) {
     waits_behind(by_callback_elsewhere, "callback, other ctx");
     waits_behind(by_kernel_elsewhere, "kernel, other ctx");
     waits_behind(by_waiting_on_elsewhere, "waiting on other ctx");
+    printf("\npart three: what another thread's calls wait for while a call synchronizes the context\n");
+    beside(load_module, "cuModuleLoadData");
+    beside(unload_module, "cuModuleUnload");
+    beside(free_memory, "cuMemFree");
+    beside(sync_context, "cuCtxSynchronize");
     return 0;
 }

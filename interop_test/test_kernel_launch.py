@@ -277,3 +277,55 @@ print(ran)
 """
     rc, out, err = run_child(code, timeout=120)
     assert (rc, out.strip()) == (0, str(list(range(10)))), err[-2000:]
+
+
+@pytest.mark.parametrize("capturer", ["streambridge", "torch", "cupy"])
+def test_a_graph_keeps_the_module_its_kernel_runs(capturer):
+    """A launch captured into a graph, whoever captures, keeps its kernel's module: the
+    module, closed during the capture, is unloaded once the graph is gone, and the graph,
+    instantiated after the close, runs the kernel at each launch. The real driver crashed
+    (SIGSEGV, H200, driver 580) instantiating a graph whose kernel node names an unloaded
+    module's function. In a child, so that a crash fails the test."""
+    code = r"""
+import gc, sys
+import cupy, streambridge
+capturer = sys.argv[1]
+m = streambridge.Module('extern "C" __global__ void k(int *p, int a) { p[threadIdx.x] = threadIdx.x + a; }')
+k = m.get_kernel("k")
+out = cupy.zeros(32, dtype=cupy.int32)
+def capture_closing(stream):
+    k((1,), (32,), (out.data.ptr, 5), stream=stream)
+    m.close()
+    gc.collect()
+if capturer == "streambridge":
+    s = streambridge.Stream(non_blocking=True)
+    s.begin_capture("relaxed")
+    capture_closing(s)
+    g = s.end_capture()
+    replay = lambda: g.launch(s)
+elif capturer == "torch":
+    import torch
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        capture_closing(torch.cuda.current_stream())
+    replay = g.replay
+else:
+    s = cupy.cuda.Stream(non_blocking=True)
+    with s:
+        s.begin_capture()
+        capture_closing(s)
+        g = s.end_capture()
+    replay = lambda: g.launch(s)
+for _ in range(3):
+    out.fill(0)
+    cupy.cuda.Device().synchronize()
+    replay()
+    cupy.cuda.Device().synchronize()
+    print(out[:4].tolist(), flush=True)
+try:
+    k((1,), (32,), (out.data.ptr, 5))
+except streambridge.ClosedError:
+    print("closed", flush=True)
+"""
+    rc, out, err = run_child(code, capturer, timeout=120)
+    assert (rc, out.split("\n")) == (0, ["[5, 6, 7, 8]"] * 3 + ["closed", ""]), err[-2000:]

@@ -15,14 +15,17 @@
 // (scripts/gopy-fixups.py edits the generated code): they never block, not even behind a
 // host callback (bench/callback_waits.c lists the driver calls that do), never call
 // back into Python, enqueue nothing (a record waits for room on a stream held up by a host
-// callback that waits for the GIL: bench/queue_depth.c), and take nanoseconds to
-// microseconds. The others (synchronize, create, capture, a module's close, first use of
-// the driver) release it.
+// callback that waits for the GIL: bench/queue_depth.c), create or destroy no stream or
+// event (those wait while another thread's cuModuleLoadData or cuMemFree synchronizes the
+// context: part three of that probe), and take nanoseconds to microseconds. The others
+// (synchronize, create, destroy, capture, a module's close, first use of the driver)
+// release it.
 package pyshim
 
 import (
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -415,9 +418,10 @@ func OpenIPCEvent(device int, handle string) (uint64, error) {
 
 // Close forgets key, which must name an object of kind (a boundary.ObjectKind), destroying
 // what streambridge created; false if key was not open. A key of another kind is a type
-// error, and nothing is closed. A module's key is closed by CloseModule.
-//
-//streambridge:keepgil
+// error, and nothing is closed. It lets the GIL go, as gopy's calls do: a destroy waits
+// while another thread's call that synchronizes the context waits for a host callback, and
+// a module's unload synchronizes the context itself (bench/callback_waits.c), and a Python
+// callback may want the GIL.
 func Close(key int64, kind int) (bool, error) {
 	mu.Lock()
 	k, ok := table[key]
@@ -438,11 +442,6 @@ func Close(key int64, kind int) (bool, error) {
 	}
 	return true, nil // a kernel: its module owns it
 }
-
-// CloseModule is Close for module key m. Unlike Close it lets the GIL go, as gopy's calls
-// do: the unload (cuModuleUnload) synchronizes the context, so it waits for every host
-// callback not yet returned (bench/callback_waits.c), and a Python one may want the GIL.
-func CloseModule(m int64) (bool, error) { return Close(m, int(boundary.ObjectModule)) }
 
 // LiveStreams counts the keys (streams, events, graphs, modules, kernels) not yet closed.
 //
@@ -528,6 +527,28 @@ func ModuleContext(m int64) (uint64, error) {
 	return call1(m, func(mod *streams.Module) (uint64, error) { return uint64(mod.Context().Handle()), nil })
 }
 
+// KeepModule makes graph, a CUgraph a capture is adding to, keep module key m loaded
+// (streams.Module.KeepFor). The C core calls it where its launch of one of m's kernels is
+// captured, under the capture lock, the GIL let go: it touches nothing of Python and
+// answers a CUresult, 0 or the driver's error, or CUDA_ERROR_INVALID_HANDLE where m is not
+// an open module's key (the core keeps m's key open across its launch).
+//
+//streambridge:keepgil
+func KeepModule(m int64, graph uint64) int {
+	mod, err := find[*streams.Module](m)
+	if err == nil {
+		err = mod.KeepFor(uintptr(graph))
+	}
+	var call *streams.CallError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &call):
+		return int(call.Result)
+	}
+	return int(driverapi.ErrorInvalidHandle)
+}
+
 // ModuleFunction looks a kernel up in module key m by name or name expression and
 // returns its key.
 func ModuleFunction(m int64, name string) (int64, error) {
@@ -548,9 +569,9 @@ func FunctionHandle(f int64) (uint64, error) {
 }
 
 // StreamFence is the CUevent stream key s records for others to wait on (see
-// streams.Stream.WaitStream), made in the stream's context on first use and kept by it.
-//
-//streambridge:keepgil
+// streams.Stream.WaitStream), made in the stream's context on first use and kept by it. It
+// lets the GIL go: the first use may create the event, which waits while another thread's
+// call that synchronizes the context waits for a host callback (bench/callback_waits.c).
 func StreamFence(key int64) (uint64, error) {
 	return call1(key, func(s *streams.Stream) (uint64, error) {
 		e, err := s.Fence()

@@ -24,8 +24,9 @@ import (
 // The chaos soak: eight goroutines make random calls, every public call of a stream, an
 // event, a graph, an executable graph and a buffer, on four shared streams, four events,
 // two graphs, two executables and two buffers, and close and remake each kind of object at
-// random (one call in ten is a close). (Modules and kernels are not in it: the software
-// driver runs no device code.) Captures in every mode are begun on any goroutine, ended by it or abandoned
+// random (one call in ten is a close), and on the real driver two kernels' launches and
+// their modules' loads and closes (the software driver runs no device code). Captures in
+// every mode are begun on any goroutine, ended by it or abandoned
 // (one in five, left for the stream's Close to end), joined by other streams through waits
 // on events recorded in them; host functions query, close or panic. Any typed error is
 // accepted: the soak fails only on a crash (a destroyed handle that reaches either driver
@@ -49,16 +50,17 @@ func chaosDuration(t *testing.T) time.Duration {
 }
 
 // chaosChoice is the calls and closes STREAMBRIDGE_CHAOS_CALLS lets the soak make.
-func chaosChoice(t *testing.T) (calls, closes []chaosCall) {
+// Those that run device code are left out where the driver runs none (code false: chaosRunsCode).
+func chaosChoice(t *testing.T, code bool) (calls, closes []chaosCall) {
 	only, err := regexp.Compile(os.Getenv("STREAMBRIDGE_CHAOS_CALLS"))
 	require.NoError(t, err, "STREAMBRIDGE_CHAOS_CALLS")
 	for _, c := range chaosCalls {
-		if only.MatchString(c.name) {
+		if only.MatchString(c.name) && (code || !chaosRunsCode[c.name]) {
 			calls = append(calls, c)
 		}
 	}
 	for _, c := range chaosCloses {
-		if only.MatchString(c.name) {
+		if only.MatchString(c.name) && (code || !chaosRunsCode[c.name]) {
 			closes = append(closes, c)
 		}
 	}
@@ -101,8 +103,9 @@ type chaosWorld struct {
 	graphs  [2]atomic.Pointer[Graph]
 	execs   [2]atomic.Pointer[GraphExec]
 	bufs    [2]atomic.Pointer[Buffer]
-	host    [2][]byte // what the copies copy from and to, alive till the soak ends (a graph may copy it)
-	counts  sync.Map  // call name -> *atomic.Int64, outcomes included
+	kernels [2]atomic.Pointer[Function] // each of a module of its own; none where the driver runs no device code
+	host    [2][]byte                   // what the copies copy from and to, alive till the soak ends (a graph may copy it)
+	counts  sync.Map                    // call name -> *atomic.Int64, outcomes included
 }
 
 func (w *chaosWorld) count(name string, err error) {
@@ -128,10 +131,27 @@ type chaosCall struct {
 	run  func(k *chaosWorker) error
 }
 
-func (k *chaosWorker) stream() *Stream  { return k.w.streams[k.rng.IntN(len(k.w.streams))].Load() }
-func (k *chaosWorker) event() *Event    { return k.w.events[k.rng.IntN(len(k.w.events))].Load() }
-func (k *chaosWorker) exec() *GraphExec { return k.w.execs[k.rng.IntN(len(k.w.execs))].Load() }
-func (k *chaosWorker) graphSlot() int   { return k.rng.IntN(len(k.w.graphs)) }
+// chaosRunsCode names the calls that run device code, left out where the driver runs none.
+var chaosRunsCode = map[string]bool{"Function.Launch": true, "Module.Close": true}
+
+func (k *chaosWorker) stream() *Stream   { return k.w.streams[k.rng.IntN(len(k.w.streams))].Load() }
+func (k *chaosWorker) event() *Event     { return k.w.events[k.rng.IntN(len(k.w.events))].Load() }
+func (k *chaosWorker) exec() *GraphExec  { return k.w.execs[k.rng.IntN(len(k.w.execs))].Load() }
+func (k *chaosWorker) graphSlot() int    { return k.rng.IntN(len(k.w.graphs)) }
+func (k *chaosWorker) kernel() *Function { return k.w.kernels[k.rng.IntN(len(k.w.kernels))].Load() }
+
+// chaosKernel loads a module of its own (kernels.ptx) and looks up its empty kernel.
+func chaosKernel(c *Context) (*Function, error) {
+	m, err := c.LoadModule(kernelsPTX)
+	if err != nil {
+		return nil, err
+	}
+	f, err := m.Function("empty")
+	if err != nil {
+		return nil, errors.Join(err, m.Close())
+	}
+	return f, nil
+}
 
 // buffer is a shared buffer and a host slice of its size.
 func (k *chaosWorker) buffer() (*Buffer, []byte) {
@@ -247,6 +267,7 @@ var chaosCalls = []chaosCall{
 	{"CopyFromDevice", func(k *chaosWorker) error { b, h := k.buffer(); return CopyFromDevice(h, b) }},
 	{"CopyToDeviceAsync", func(k *chaosWorker) error { b, h := k.buffer(); return CopyToDeviceAsync(b, h, k.stream()) }},
 	{"CopyFromDeviceAsync", func(k *chaosWorker) error { b, h := k.buffer(); return CopyFromDeviceAsync(h, b, k.stream()) }},
+	{"Function.Launch", func(k *chaosWorker) error { return k.kernel().Launch(k.stream(), LaunchConfig{}, nil) }},
 }
 
 // closes are the closes, each of one kind of object, remade at once.
@@ -289,6 +310,19 @@ var chaosCloses = []chaosCall{
 		}
 		return err
 	}},
+	{"Module.Close", func(k *chaosWorker) error { // and Context.LoadModule
+		if k.rng.IntN(10) != 0 {
+			return nil // a load compiles PTX (milliseconds) and synchronizes the context: one pick in ten
+		}
+		f, err := chaosKernel(k.w.c)
+		if err != nil {
+			return err
+		}
+		if old := k.w.kernels[k.rng.IntN(len(k.w.kernels))].Swap(f); old != nil {
+			return old.module.Close()
+		}
+		return nil
+	}},
 }
 
 // chaosBufferSize is the size of the soak's buffers and host slices.
@@ -298,11 +332,21 @@ func TestChaosSoak(t *testing.T) {
 	eachDriver(t, func(t *testing.T, d *Driver) {
 		panics := capturePanics(t)
 		seed := chaosSeed(t)
-		calls, closes := chaosChoice(t)
-		t.Logf("STREAMBRIDGE_CHAOS_SEED=%d: %d calls, %d closes", seed, len(calls), len(closes))
 		c := primary(t, d, 0)
-		hostFuncsBefore := settledHostFuncs()
 		w := &chaosWorld{c: c}
+		code := true
+		for i := range w.kernels {
+			f, err := chaosKernel(c)
+			if errors.Is(err, ErrNotSupported) { // the driver runs no device code
+				code = false
+				break
+			}
+			require.NoError(t, err)
+			w.kernels[i].Store(f)
+		}
+		calls, closes := chaosChoice(t, code)
+		t.Logf("STREAMBRIDGE_CHAOS_SEED=%d: %d calls, %d closes (device code: %v)", seed, len(calls), len(closes), code)
+		hostFuncsBefore := settledHostFuncs()
 		for i := range w.streams {
 			s, err := c.NewStream(StreamOptions{})
 			require.NoError(t, err)
@@ -406,6 +450,11 @@ func TestChaosSoak(t *testing.T) {
 		}
 		for i := range w.bufs {
 			require.NoError(t, w.bufs[i].Load().Close())
+		}
+		for i := range w.kernels {
+			if f := w.kernels[i].Load(); f != nil {
+				require.NoError(t, f.module.Close())
+			}
 		}
 		runtime.GC()
 		if !assert.Eventually(t, func() bool { return LiveHostFuncs() == hostFuncsBefore }, 10*time.Second, time.Millisecond,

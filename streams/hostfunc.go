@@ -40,7 +40,7 @@ func (s *Stream) LaunchHostFunc(fn func()) error {
 			Hint: "the stream's capture was invalidated; end it (EndCapture fails) before launching more work on it"}
 	case driver.CaptureStatusActive:
 		key := driver.RegisterHostFunc(fn, true)
-		if err := s.keep(graph, func() { driver.ReleaseHostFunc(key) }); err != nil {
+		if err := d.keep(graph, func() { driver.ReleaseHostFunc(key) }); err != nil {
 			return err
 		}
 		return d.check("cuLaunchHostFunc", s.api.LaunchHostFunc(s.callCtx(), s.handle, key)) // on failure the graph frees key
@@ -53,24 +53,35 @@ func (s *Stream) LaunchHostFunc(fn func()) error {
 	return nil
 }
 
-// keep makes graph, which s's capture captures into, keep something until the graph and
+// keep makes graph, which a capture captures into, keep something until the graph and
 // every executable graph made from it are destroyed and their launches have run: a user
 // object of graph's (cuUserObjectCreate, cuGraphRetainUserObject) whose destructor calls
 // release, on a driver thread (no CUDA call there). Where it fails, release is called.
-func (s *Stream) keep(graph driver.Graph, release func()) error {
-	d := s.ctx.drv
+func (d *Driver) keep(graph driver.Graph, release func()) error {
 	free := driver.RegisterHostFunc(release, false)
-	obj, r := s.api.HostFuncUserObject(free)
+	obj, r := d.api.HostFuncUserObject(free)
 	if err := d.check("cuUserObjectCreate", r); err != nil {
 		driver.ReleaseHostFunc(free)
 		release()
 		return err
 	}
-	if err := d.check("cuGraphRetainUserObject", s.api.GraphRetainUserObject(graph, obj, 1, driver.GraphUserObjectMove)); err != nil {
-		s.api.UserObjectRelease(obj, 1) // its destructor releases
+	if err := d.check("cuGraphRetainUserObject", d.api.GraphRetainUserObject(graph, obj, 1, driver.GraphUserObjectMove)); err != nil {
+		d.api.UserObjectRelease(obj, 1) // its destructor releases
 		return err
 	}
 	return nil
+}
+
+// keepUse makes graph keep o, whose uses u counts: a use held (uses.hold) until the graph
+// and its executables are gone (keep), so that o's Close meanwhile destroys it only then.
+// The one path of a captured copy's buffer and a captured launch's module: a graph whose
+// node names freed memory or an unloaded module's function crashed the real driver in its
+// instantiation (SIGSEGV in cuGraphInstantiateWithFlags, H200, driver 580).
+func (d *Driver) keepUse(graph driver.Graph, u *uses, o destroyer) error {
+	if err := u.hold(o); err != nil {
+		return err
+	}
+	return d.keep(graph, func() { go u.release(o) }) // a destroy is a CUDA call: not on the driver's thread
 }
 
 // LiveHostFuncs counts the host functions registered and not yet run or released; a

@@ -183,3 +183,37 @@ func TestLoadCubinAndFatbin(t *testing.T) {
 		})
 	}
 }
+
+// A kernel launch captured into a graph, whoever captures, keeps the kernel's module: the
+// graph and its executables run the kernel after the module's Close, which unloads it only
+// once they are gone.
+func TestAGraphKeepsTheModuleItsKernelsRun(t *testing.T) {
+	d := realDriver(t)
+	c := primary(t, d, 0)
+	s := newStream(t, c, StreamOptions{NonBlocking: true})
+	m, err := c.LoadModule(kernelsPTX)
+	require.NoError(t, err)
+	fill, err := m.Function("fill")
+	require.NoError(t, err)
+	const n = 256
+	out := newBuffer(t, c, n*4)
+	require.NoError(t, s.BeginCapture(CaptureRelaxed))
+	require.NoError(t, fill.Launch(s, LaunchConfig{Grid: Dim3{X: 1}, Block: Dim3{X: n}},
+		new(Args).Pointer(out.Ptr()).Uint32(n).Float32(1).Float64(3).Int64(0)))
+	g, err := s.EndCapture()
+	require.NoError(t, err)
+	require.NoError(t, m.Close())
+	require.ErrorIs(t, fill.Launch(s, LaunchConfig{}, new(Args)), ErrClosed)
+	x, err := g.Instantiate()
+	require.NoError(t, err)
+	require.NoError(t, x.Launch(s))
+	require.NoError(t, s.Synchronize())
+	got := make([]float32, n)
+	require.NoError(t, CopyFromDevice(got, out))
+	assert.Equal(t, float32(n-1)+3, got[n-1])
+	assert.Zero(t, m.uses.word.Load()&usesDestroyed, "the graph keeps the module")
+	require.NoError(t, g.Close())
+	require.NoError(t, x.Close())
+	assert.Eventually(t, func() bool { return m.uses.word.Load()&usesDestroyed != 0 }, 10*time.Second, time.Millisecond,
+		"the module is unloaded once the graph and its executable are gone")
+}

@@ -166,10 +166,9 @@ func CopyFromDeviceAsync[T any](dst []T, b *Buffer, s *Stream) error {
 
 // copyAsync enqueues copy, of n bytes between b (whose use the caller holds) and host
 // memory, on s, under the capture lock. Where s captures (whoever began the capture), the
-// capture's graph keeps b: a use of b's, given back once the graph and every executable
-// made from it are destroyed (Stream.keep), so b's Close meanwhile frees it only then. A
-// graph whose copy names freed memory crashed the driver in its instantiation (SIGSEGV
-// in cuGraphInstantiateWithFlags, H200, driver 580: found by TestDifferentialSequences).
+// capture's graph keeps b (Driver.keepUse), so b's Close meanwhile frees it only once the
+// graph and every executable made from it are destroyed. A graph whose copy names freed
+// memory crashed the driver (found by TestDifferentialSequences).
 func copyAsync(b *Buffer, n uint64, s *Stream, name string, copy func() driver.Result) error {
 	if n == 0 {
 		return nil
@@ -186,10 +185,7 @@ func copyAsync(b *Buffer, n uint64, s *Stream, name string, copy func() driver.R
 		return err
 	}
 	if status == driver.CaptureStatusActive {
-		if err := b.uses.hold(b); err != nil {
-			return err
-		}
-		if err := s.keep(graph, func() { go b.uses.release(b) }); err != nil { // a free is a CUDA call: not on the driver's thread
+		if err := d.keepUse(graph, &b.uses, b); err != nil {
 			return err
 		}
 	}

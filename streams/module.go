@@ -93,7 +93,9 @@ func (m *Module) Function(name string) (*Function, error) {
 }
 
 // Close unloads the module (cuModuleUnload). It is idempotent; a call in flight on
-// another goroutine (a Launch of one of its kernels) keeps the module until it returns.
+// another goroutine (a Launch of one of its kernels) keeps the module until it returns,
+// and a graph a launch of its kernels was captured into, until the graph and its
+// executables are destroyed.
 func (m *Module) Close() error {
 	if m == nil {
 		return ErrNil
@@ -213,7 +215,8 @@ func (a *Args) params() unsafe.Pointer {
 	return unsafe.Pointer(&a.ptrs[0])
 }
 
-// Launch runs the kernel on s (cuLaunchKernel). s must be in the module's context.
+// Launch runs the kernel on s (cuLaunchKernel). s must be in the module's context. Captured
+// into a graph, whoever captures, the launch keeps the module (see [Module.KeepFor]).
 func (f *Function) Launch(s *Stream, cfg LaunchConfig, args *Args) error {
 	if f == nil {
 		return ErrNil
@@ -238,11 +241,36 @@ func (f *Function) Launch(s *Stream, cfg LaunchConfig, args *Args) error {
 	gx, gy, gz := cfg.Grid.xyz()
 	bx, by, bz := cfg.Block.xyz()
 	params := args.params()
-	lock := c.drv.lockOp(uintptr(s.handle), false)
-	r := c.api.LaunchKernel(c.handle, f.handle, gx, gy, gz, bx, by, bz, cfg.SharedMem, s.handle, params)
-	c.drv.unlockOp(lock)
+	lock := c.drv.lockOp(uintptr(s.handle), false) // no capture of ours begins or ends between the question and the launch
+	defer c.drv.unlockOp(lock)
+	status, graph, r := s.api.StreamCaptureGraph(s.callCtx(), s.handle)
+	if err := c.drv.check("cuStreamGetCaptureInfo", r); err != nil {
+		return err
+	}
+	if status == driver.CaptureStatusActive {
+		if err := c.drv.keepUse(graph, &m.uses, m); err != nil {
+			return err
+		}
+	}
+	r = c.api.LaunchKernel(c.handle, f.handle, gx, gy, gz, bx, by, bz, cfg.SharedMem, s.handle, params)
 	runtime.KeepAlive(args)
 	return c.drv.check("cuLaunchKernel", r)
+}
+
+// KeepFor makes graph, a CUgraph a capture is adding to, keep m loaded until the graph and
+// every executable graph made from it are destroyed: m's Close meanwhile unloads it only
+// then. [Function.Launch] does this itself where its stream captures (whoever began the
+// capture); KeepFor is for a launch of one of m's kernels made by other code (the Python
+// package's C core). A graph whose kernel node names an unloaded module's function crashed
+// the real driver in its instantiation (H200, driver 580). ErrClosed where m is closed.
+func (m *Module) KeepFor(graph uintptr) error {
+	if m == nil {
+		return ErrNil
+	}
+	if m.ctx == nil {
+		return errZero("Module")
+	}
+	return m.ctx.drv.keepUse(driver.Graph(graph), &m.uses, m)
 }
 
 // Handle is the CUfunction.

@@ -97,7 +97,7 @@ func (u *uses) take(g uintptr) (settle bool, err error) {
 }
 
 // hold takes a use of o that outlives the call taking it, for a graph that keeps o
-// (copyAsync): counted in word, as another goroutine's, whoever owns o; given back with
+// (Driver.keepUse): counted in word, as another goroutine's, whoever owns o; given back with
 // release. ErrClosed where o is closed.
 func (u *uses) hold(o destroyer) error {
 	if u.word.Add(usesOne)&usesClosed == 0 {

@@ -1,8 +1,9 @@
 """The chaos soak, Python's: eight threads make random calls, every public call of streams,
-events, graphs and wrappers, and streambridge.jax's as XLA's handler makes them, on shared
-objects, with captures in every mode begun on any thread, ended there or abandoned (one in
-five), joins through waits on events recorded in captures, host callbacks that raise, query
-their stream or close it, and a close and remake of some object in one call of ten. Any
+events, graphs, wrappers and (where the driver runs device code) kernels and modules, and
+streambridge.jax's as XLA's handler makes them, on shared objects, with captures in every
+mode begun on any thread, ended there or abandoned (one in five), joins through waits on
+events recorded in captures, host callbacks that raise, query their stream or close it, and
+a close and remake of some object in one call of ten. Any
 error of streambridge's is accepted; the soak fails only on a crash (a destroyed handle
 reaching either driver ends the process), a hang (a watchdog ends the process with every
 thread's stack), or an error that is none of streambridge's. As streams/chaos_test.go does
@@ -42,6 +43,17 @@ class World:
         # wraps it vouched for, where the layout cannot be learned): never closed here
         self.xla_stream = sb.Stream(non_blocking=True)
         self.rng = rng
+        # a module and its kernel, where the driver runs device code (the software driver
+        # and a machine without NVRTC do not: the kernel calls are left out there)
+        try:
+            self.modules = [self.module() for _ in range(2)]
+        except (sb.NoDriverError, sb.CUDAError):
+            self.modules = None
+
+    @staticmethod
+    def module():
+        m = sb.Module('extern "C" __global__ void k(long long x) {}')
+        return m, m.get_kernel("k")
 
     def stream(self, rng):
         return self.streams[rng.randrange(len(self.streams))]
@@ -134,6 +146,19 @@ def _calls(w):
             token = _xla.token(w.event(rng), "event")
         _xla.run(op, token, w.xla_stream.ptr)
 
+    def launch(rng, mine):
+        _, k = w.modules[rng.randrange(len(w.modules))]
+        k((1,), (1,), (7,), stream=w.stream(rng))
+
+    def remake_module(rng, mine):
+        if rng.randrange(10):
+            return  # a compile takes milliseconds and synchronizes the context: one pick in ten
+        i = rng.randrange(len(w.modules))
+        made = w.module()
+        with w.lock:
+            old, w.modules[i] = w.modules[i], made
+        old[0].close()
+
     def close_graph(rng, mine):
         g = w.graphs[rng.randrange(len(w.graphs))]
         if g is not None:
@@ -157,6 +182,9 @@ def _calls(w):
         ("streambridge.jax's calls", xla_run),
     ]
     closes = [("Stream.close", remake_stream), ("Event.close", remake_event), ("Graph.close", close_graph)]
+    if w.modules is not None:
+        calls.append(("Kernel launch", launch))
+        closes.append(("Module.close", remake_module))
     only = re.compile(os.environ.get("STREAMBRIDGE_CHAOS_CALLS", ""))
     calls = [f for name, f in calls if only.search(name)]
     closes = [f for name, f in closes if only.search(name)]
@@ -164,7 +192,8 @@ def _calls(w):
 
 
 def soak(seconds, seed, threads=8):
-    """Runs the soak; returns the number of calls and of typed errors. A hang ends the
+    """Runs the soak; returns the number of calls and of typed errors, and whether kernels
+    were launched (modules compiled, launched and closed) in it. A hang ends the
     process (status 1) with every thread's stack; an untyped error ends the soak with it;
     streams or events the core made and did not destroy once all is closed fail it."""
     streams_before, events_before = _core.live_streams(), _core.live_events()
@@ -215,7 +244,10 @@ def soak(seconds, seed, threads=8):
     for g in w.graphs:
         if g is not None:
             g.close()
+    for m, _ in w.modules or ():
+        m.close()
     sb.callback_errors()
+    kernels = w.modules is not None
     w = None
     gc.collect()
     s = sb.Stream()
@@ -226,7 +258,7 @@ def soak(seconds, seed, threads=8):
                  for o in gc.get_objects() if isinstance(o, sb.Stream) and o._owned and (o._open or o._busy or o._closing)]
         raise AssertionError(f"left alive after the soak: {left[0]} streams, {left[1]} events the core made (seed {seed}); "
                              f"streams made here and not released: {alive}")
-    return made[0], refused[0]
+    return made[0], refused[0], kernels
 
 
 def test_chaos_soak_in_a_child_process():
@@ -243,7 +275,8 @@ if __name__ == "__main__":
     if len(sys.argv) in (3, 4) and sys.argv[1] == "--soak":
         faulthandler.enable()  # a crash prints every thread's Python stack
         seed = int(sys.argv[3]) if len(sys.argv) == 4 else int(time.time())
-        made, refused = soak(float(sys.argv[2]), seed)
-        print(f"chaos soak: {made} calls, {refused} refused with streambridge's errors, 8 threads, seed {seed}, driver {sb.driver()}")
+        made, refused, kernels = soak(float(sys.argv[2]), seed)
+        print(f"chaos soak: {made} calls, {refused} refused with streambridge's errors, 8 threads, seed {seed}, "
+              f"driver {sb.driver()}, kernels {'launched' if kernels else 'left out (no device code here)'}")
     else:
         sys.exit("usage: test_chaos.py --soak SECONDS [SEED]")
