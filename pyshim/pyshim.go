@@ -529,9 +529,11 @@ func ModuleContext(m int64) (uint64, error) {
 
 // KeepModule makes graph, a CUgraph a capture is adding to, keep module key m loaded
 // (streams.Module.KeepFor). The C core calls it where its launch of one of m's kernels is
-// captured, under the capture lock, the GIL let go: it touches nothing of Python and
-// answers a CUresult, 0 or the driver's error, or CUDA_ERROR_INVALID_HANDLE where m is not
-// an open module's key (the core keeps m's key open across its launch).
+// captured, under the capture lock, with the GIL or without it (MAY_WAIT): it touches
+// nothing of Python (no error is raised from it) and answers a CUresult, 0 or the driver's
+// error, or CUDA_ERROR_INVALID_HANDLE where m is not an open module's key (the core keeps
+// m's key open across its launch). Its user object's calls did not wait beside a context
+// synchronization (bench/callback_waits.c, part three).
 //
 //streambridge:keepgil
 func KeepModule(m int64, graph uint64) int {
