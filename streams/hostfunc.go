@@ -30,8 +30,8 @@ func (s *Stream) LaunchHostFunc(fn func()) error {
 	d := s.ctx.drv
 	lock := d.lockOp(uintptr(s.handle), false) // no capture of ours begins or ends between the question and the launch, nor does s join one
 	defer d.unlockOp(lock)
-	status, graph, r := s.api.StreamCaptureGraph(s.callCtx(), s.handle)
-	if err := d.check("cuStreamGetCaptureInfo", r); err != nil {
+	status, graph, err := s.captureGraph()
+	if err != nil {
 		return err
 	}
 	switch status {
@@ -70,6 +70,25 @@ func (d *Driver) keep(graph driver.Graph, release func()) error {
 		return err
 	}
 	return nil
+}
+
+// captureGraph is s's capture status and, while a capture is active (whoever began it), the
+// graph it adds to (cuStreamGetCaptureInfo). The caller holds the capture lock, so that no
+// capture of ours begins or ends between the answer and the work it enqueues on s.
+func (s *Stream) captureGraph() (driver.CaptureStatus, driver.Graph, error) {
+	status, graph, r := s.api.StreamCaptureGraph(s.callCtx(), s.handle)
+	return status, graph, s.ctx.drv.check("cuStreamGetCaptureInfo", r)
+}
+
+// keepWhileCapturing makes the graph s's capture adds to, where one is active, keep o
+// (keepUse), for the work naming o the caller enqueues next on s under the capture lock: an
+// async copy's buffer, a launch's module.
+func (s *Stream) keepWhileCapturing(u *uses, o destroyer) error {
+	status, graph, err := s.captureGraph()
+	if err != nil || status != driver.CaptureStatusActive {
+		return err
+	}
+	return s.ctx.drv.keepUse(graph, u, o)
 }
 
 // keepUse makes graph keep o, whose uses u counts: a use held (uses.hold) until the graph

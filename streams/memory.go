@@ -166,7 +166,7 @@ func CopyFromDeviceAsync[T any](dst []T, b *Buffer, s *Stream) error {
 
 // copyAsync enqueues copy, of n bytes between b (whose use the caller holds) and host
 // memory, on s, under the capture lock. Where s captures (whoever began the capture), the
-// capture's graph keeps b (Driver.keepUse), so b's Close meanwhile frees it only once the
+// capture's graph keeps b (Stream.keepWhileCapturing), so b's Close meanwhile frees it only once the
 // graph and every executable made from it are destroyed. A graph whose copy names freed
 // memory crashed the driver (found by TestDifferentialSequences).
 func copyAsync(b *Buffer, n uint64, s *Stream, name string, copy func() driver.Result) error {
@@ -180,14 +180,8 @@ func copyAsync(b *Buffer, n uint64, s *Stream, name string, copy func() driver.R
 	d := s.ctx.drv
 	lock := d.lockOp(uintptr(s.handle), false) // no capture of ours begins or ends between the question and the copy
 	defer d.unlockOp(lock)
-	status, graph, r := s.api.StreamCaptureGraph(s.callCtx(), s.handle)
-	if err := d.check("cuStreamGetCaptureInfo", r); err != nil {
+	if err := s.keepWhileCapturing(&b.uses, b); err != nil {
 		return err
-	}
-	if status == driver.CaptureStatusActive {
-		if err := d.keepUse(graph, &b.uses, b); err != nil {
-			return err
-		}
 	}
 	return d.check(name, s.run(copy))
 }

@@ -243,16 +243,10 @@ func (f *Function) Launch(s *Stream, cfg LaunchConfig, args *Args) error {
 	params := args.params()
 	lock := c.drv.lockOp(uintptr(s.handle), false) // no capture of ours begins or ends between the question and the launch
 	defer c.drv.unlockOp(lock)
-	status, graph, r := s.api.StreamCaptureGraph(s.callCtx(), s.handle)
-	if err := c.drv.check("cuStreamGetCaptureInfo", r); err != nil {
+	if err := s.keepWhileCapturing(&m.uses, m); err != nil {
 		return err
 	}
-	if status == driver.CaptureStatusActive {
-		if err := c.drv.keepUse(graph, &m.uses, m); err != nil {
-			return err
-		}
-	}
-	r = c.api.LaunchKernel(c.handle, f.handle, gx, gy, gz, bx, by, bz, cfg.SharedMem, s.handle, params)
+	r := c.api.LaunchKernel(c.handle, f.handle, gx, gy, gz, bx, by, bz, cfg.SharedMem, s.handle, params)
 	runtime.KeepAlive(args)
 	return c.drv.check("cuLaunchKernel", r)
 }
