@@ -167,13 +167,22 @@ static void to_every_other_thread(int sig) {
     close(fd);
 }
 
+/* Python's word on a thread, where Python is loaded: whether it has a thread state and is
+ * attached (holds the GIL, on a build with one). Looked up before the signal goes on to the
+ * other threads; the calls read a thread-local and a word of the runtime. */
+static int (*gil_check)(void);
+static void *(*this_thread_state)(void);
+
 static void on_dump(int sig, siginfo_t *si, void *uc) {
-    if (si->si_code != SI_TKILL) /* sent to the process: to every thread */
+    if (si->si_code != SI_TKILL) { /* sent to the process: to every thread */
+        gil_check = (int (*)(void))dlsym(RTLD_DEFAULT, "PyGILState_Check");
+        this_thread_state = (void *(*)(void))dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState");
         to_every_other_thread(sig);
+    }
     while (atomic_exchange(&printing, 1))
         sched_yield();
     long tid = (long)syscall(SYS_gettid);
-    char path[64], name[32] = "?", line[160];
+    char path[64], name[32] = "?", line[256];
     snprintf(path, sizeof path, "/proc/self/task/%ld/comm", tid);
     int fd = open(path, O_RDONLY);
     if (fd >= 0) {
@@ -181,7 +190,10 @@ static void on_dump(int sig, siginfo_t *si, void *uc) {
         name[got > 0 ? got - 1 : 0] = 0; /* without its newline */
         close(fd);
     }
-    snprintf(line, sizeof line, "\n== native-stack: thread %ld (%s)\n", tid, name);
+    const char *py = "no Python";
+    if (gil_check != NULL && this_thread_state != NULL)
+        py = this_thread_state() == NULL ? "no Python thread state" : gil_check() ? "Python: attached (holds the GIL)" : "Python: detached";
+    snprintf(line, sizeof line, "\n== native-stack: thread %ld (%s) 0x%lx, %s\n", tid, name, (unsigned long)pthread_self(), py);
     say(line);
     scan(uc);
     atomic_store(&printing, 0);
