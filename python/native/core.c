@@ -21,10 +21,10 @@
  * reach Python through sb_raise too (scripts/gopy-fixups.py routes gopy's generated error
  * path there).
  *
- * The GIL: a query and a create keep it; an enqueue and a destroy keep it unless a Python
- * host callback may want it (MAY_WAIT); a synchronize, and a module's load and unload (they
- * synchronize the context, so wait for a host callback not yet returned:
- * bench/callback_waits.c), release it.
+ * The GIL: a query keeps it; an enqueue, a create and a destroy keep it unless a Python host
+ * callback may want it, asked at the driver call (MAY_WAIT); a synchronize, and a module's
+ * load and unload (they synchronize the context, so wait for a host callback not yet
+ * returned: bench/callback_waits.c), release it.
  *
  * scripts/build-native.sh builds this file into the extension with gopy's generated code;
  * sb_core_module returns the module object. tables.h is generated from Go
