@@ -205,6 +205,16 @@ static void beside(void *(*syncing)(void *), const char *syncing_name) {
     B3("cuGraphInstantiate", cuGraphInstantiate(&X, G, 0));
     B3("cuGraphLaunch", cuGraphLaunch(X, B));
     B3("cuGraphExecDestroy", cuGraphExecDestroy(X));
+    /* the rest of what the Go handle checks call (internal/cuda: eachActivePrimary, otherContext) */
+    CUcontext primary, green;
+    unsigned int pflags;
+    int active, count;
+    B3("cuDeviceGetCount", cuDeviceGetCount(&count));
+    B3("cuDeviceGet", cuDeviceGet(&dev, 0));
+    B3("cuDevicePrimaryCtxGetState", cuDevicePrimaryCtxGetState(dev, &pflags, &active));
+    B3("cuDevicePrimaryCtxRetain", cuDevicePrimaryCtxRetain(&primary, dev));
+    B3("cuDevicePrimaryCtxRelease", cuDevicePrimaryCtxRelease(dev));
+    B3("cuStreamGetCtx_v2", cuStreamGetCtx_v2(B, &primary, (CUgreenCtx *)&green));
 #undef B3
     cuGraphDestroy(G);
     cuEventDestroy(EI);

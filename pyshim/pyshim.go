@@ -17,7 +17,8 @@
 // back into Python, enqueue nothing (a record waits for room on a stream held up by a host
 // callback that waits for the GIL: bench/queue_depth.c), create or destroy no stream or
 // event (those wait while another thread's cuModuleLoadData or cuMemFree synchronizes the
-// context: part three of that probe), and take nanoseconds to microseconds. The others
+// context: part three of that probe) but with the GIL let go (the handle checks' layout
+// learning and sentinel events: LetGoAroundWaits), and take nanoseconds to microseconds. The others
 // (synchronize, create, destroy, capture, a module's close, first use of the driver)
 // release it.
 package pyshim
@@ -678,6 +679,17 @@ func EventMemory() string {
 //streambridge:keepgil
 func FaultHandler(handler, previous uint64) bool {
 	return cuda.ChainsToGo(uintptr(handler), uintptr(previous))
+}
+
+// LetGoAroundWaits hands the Go checks the C core's pair of functions that let the GIL go
+// (or, with none, detach the thread, which lets the core lock go) and take it back around
+// the driver calls a check makes now and then that may wait behind a host callback
+// (cuda.LetGoAroundWaits). The C core calls it once, as it is given the entry points.
+//
+//streambridge:keepgil
+func LetGoAroundWaits(letGo, takeBack uint64) bool {
+	cuda.LetGoAroundWaits(uintptr(letGo), uintptr(takeBack))
+	return true
 }
 
 // ValidationReads says how handle checks read memory now: "loads" (Go's SIGSEGV handler

@@ -108,12 +108,25 @@ func (c *Context) NewStream(opts StreamOptions) (*Stream, error) {
 }
 
 // identifyOwned is identify, and the stream of ours whose handle h is (nil for another
-// library's), read in one step against our creates and destroys (oursMu).
+// library's), read in one step against our creates and destroys (oursMu). The check is
+// made before oursMu is taken, as the first check may learn the layout, making streams,
+// which may wait (aroundWait in internal/cuda) and must not hold up a create or a destroy
+// of ours; it refuses what is not a stream. Where h is ours, the check is made again under
+// oursMu: the stream proven must be that one (a stream of ours made at h meanwhile, where
+// another was destroyed, has another identity).
 func (d *Driver) identifyOwned(h driver.Stream) (driver.Context, uint64, *Stream, error) {
+	ctx, id, err := d.identify(h)
+	if err != nil {
+		return ctx, id, nil, err
+	}
 	d.oursMu.Lock()
 	defer d.oursMu.Unlock()
-	ctx, id, err := d.identify(h)
-	return ctx, id, d.ours[h], err
+	owner := d.ours[h]
+	if owner == nil {
+		return ctx, id, nil, nil
+	}
+	ctx, id, err = d.identify(h)
+	return ctx, id, owner, err
 }
 
 // WrapStream borrows a stream handle that belongs to c. The special handles 0, 1 and 2

@@ -392,6 +392,43 @@ func (l *streamLayout) holds(samples []streamSample) bool {
 	return true
 }
 
+// An embedder may hold a lock while it calls a check that a host callback it runs also
+// takes: the Python module holds the GIL (or, with none, its core lock) across the checks
+// it makes often, which are reads. A check makes a driver call that may wait now and then:
+// a layout's learning (once a process) makes streams and events, an event check its
+// sentinel (once a context); and those calls wait while another thread's cuModuleLoadData
+// or cuMemFree synchronizes the context, which waits for every host callback pending there
+// (bench/callback_waits.c, part three), one of which may wait for that lock. So the
+// embedder hands over two C functions (LetGoAroundWaits): one lets its lock go, returning
+// what the other takes it back with; those calls are made between them (aroundWait), as
+// is the wait for a learning another thread is making. Nothing else of the check runs
+// outside the embedder's lock, and no lock of this package is held across them.
+var embedderLock atomic.Pointer[[2]uintptr]
+
+// LetGoAroundWaits hands over an embedder's pair of C functions: letGo() lets its lock go
+// where the calling thread holds it and returns what takeBack(that) needs to take it back
+// (anything, 0 included, where it let nothing go). Given once, before the first check.
+func LetGoAroundWaits(letGo, takeBack uintptr) { embedderLock.Store(&[2]uintptr{letGo, takeBack}) }
+
+// aroundWait runs f, a check's driver calls that may wait, outside the embedder's lock.
+// The embedder's functions are called as ones that may call back into Go (callReentrant):
+// rare calls, and a test's stand-ins are Go.
+func aroundWait(f func()) {
+	if p := embedderLock.Load(); p != nil {
+		held, _ := callReentrant(p[0], -1)
+		defer callReentrant(p[1], -1, held)
+	}
+	f()
+}
+
+// learnOnce runs learn once a process (once, then learned set), outside the embedder's
+// lock; so does a check that waits for another check's learning.
+func learnOnce(once *sync.Once, learned *atomic.Bool, learn func()) {
+	if !learned.Load() {
+		aroundWait(func() { once.Do(func() { learn(); learned.Store(true) }) })
+	}
+}
+
 // learn runs fn on a locked thread whose capture mode is relaxed
 // (cuThreadExchangeStreamCaptureMode), then restores the mode; where driver.LayoutSetting
 // says no layout can be learned, it runs nothing. Learning makes and destroys
@@ -485,7 +522,7 @@ func (d *Driver) StreamCheck(h driver.Stream) (driver.Context, uint64, driver.Re
 	if uintptr(h) < 4096 || uintptr(h)%8 != 0 || uint64(h) >= 1<<47 {
 		return 0, 0, driver.ErrorInvalidHandle
 	}
-	layoutOnce.Do(func() { d.learn(func() { layout = learnStreamLayout(d) }); layoutLearned.Store(true) })
+	learnOnce(&layoutOnce, &layoutLearned, func() { d.learn(func() { layout = learnStreamLayout(d) }) })
 	if !layout.OK {
 		return 0, 0, driver.ErrorNotSupported
 	}

@@ -263,8 +263,8 @@ func (p *eventProver) primaryContext(api driver.API, ctx driver.Context) bool {
 }
 
 // check is the event check of h by l over api (see EventCheck), h plausible as an address:
-// its chain read, then, where it names no neighbour, a sentinel made in its context and the
-// chain read again.
+// its chain read, then, where it names no neighbour, a sentinel made in its context (outside
+// the embedder's lock: aroundWait) and the chain read again.
 func (p *eventProver) check(api driver.API, l *eventLayout, h driver.Event) (driver.Context, uint64, driver.Result) {
 	rd := newReader()
 	var objBuf [layoutSearchWords]uint64
@@ -275,7 +275,9 @@ func (p *eventProver) check(api driver.API, l *eventLayout, h driver.Event) (dri
 		return 0, 0, driver.ErrorInvalidHandle
 	}
 	if !linked { // alone in ctx: no other event lives there
-		if _, r := api.EventCreate(ctx, driver.EventDisableTiming); r != driver.Success {
+		var r driver.Result
+		aroundWait(func() { _, r = api.EventCreate(ctx, driver.EventDisableTiming) })
+		if r != driver.Success {
 			return 0, 0, driver.ErrorInvalidHandle
 		}
 		if id, linked, ok = rd.eventChain(uintptr(h), l, obj); !ok || !linked || driver.Context(obj[l.CtxAt]) != ctx {
@@ -292,7 +294,7 @@ func (d *Driver) EventCheck(h driver.Event) (driver.Context, uint64, driver.Resu
 	if uintptr(h) < 4096 || uintptr(h)%8 != 0 || uint64(h) >= 1<<47 {
 		return 0, 0, driver.ErrorInvalidHandle
 	}
-	eventLayoutOnce.Do(func() { d.learn(func() { evLayout = learnEventLayout(d) }); eventLayoutLearned.Store(true) })
+	learnOnce(&eventLayoutOnce, &eventLayoutLearned, func() { d.learn(func() { evLayout = learnEventLayout(d) }) })
 	if !evLayout.OK {
 		return 0, 0, driver.ErrorNotSupported
 	}

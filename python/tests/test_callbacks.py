@@ -265,6 +265,49 @@ print(ran)
     assert p.returncode == 0 and p.stdout.strip() == str(list(range(20))), p.stdout + p.stderr
 
 
+FIRST_CHECKS_BESIDE_A_COMPILE = r"""
+import threading, time
+import streambridge as sb
+s = sb.Stream(non_blocking=True)
+theirs_stream = sb.Stream(non_blocking=True)
+theirs_event = sb.Event(disable_timing=True)  # the only event of its context: its check makes a sentinel
+def beside_a_compile(check):
+    # a Python callback running, another behind it, and a compile waiting for both; then the check
+    started = threading.Event()
+    s.launch_host_func(lambda _: (started.set(), time.sleep(0.5)), None)
+    s.launch_host_func(lambda _: None, None)
+    started.wait()
+    compile = threading.Thread(target=lambda: sb.Module('extern "C" __global__ void k(long long x) {}'))
+    compile.start()
+    time.sleep(0.1)
+    made = check()
+    compile.join()
+    s.synchronize()
+    return made
+wrapped = beside_a_compile(lambda: sb.ExternalStream(theirs_stream.ptr))  # the first stream check: the layout learned
+borrowed = beside_a_compile(lambda: sb.Event.from_handle(theirs_event.ptr))  # the first event check: learned, and a sentinel
+borrowed.record(wrapped)
+wrapped.synchronize()
+print(borrowed.query(), wrapped.query())
+"""
+
+
+@pytest.mark.learned_layout
+def test_the_first_checks_beside_a_compile_waiting_for_a_python_callback():
+    # A handle check is made holding the GIL (without one, the core lock). The first stream
+    # and event checks learn the driver's layout, making streams and events, and an event
+    # alone in its context gets a sentinel made beside it: creates, which wait while another
+    # thread's cuModuleLoadData waits for a host callback, which waits for the GIL. They are
+    # made with the GIL let go (internal/cuda, aroundWait); held, the program hangs on a GPU
+    # (the free-threaded chaos soak hung so on an H200, a wrap holding the core lock in the
+    # sentinel's cuEventCreate). The software driver's compile waits for nothing: there the
+    # program runs its checks as well. In a child process: the first checks are the process's,
+    # and a hang fails the test instead of stopping the suite.
+    p = subprocess.run([sys.executable, "-c", FIRST_CHECKS_BESIDE_A_COMPILE], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0 and p.stdout.strip() == "True True", p.stdout + p.stderr
+
+
 EXIT_WITH_CALLBACKS_QUEUED = r"""
 import time
 import streambridge as sb
