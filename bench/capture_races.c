@@ -5,7 +5,7 @@
 // expected; what is looked for is a crash or a hang.
 // Build: gcc -O2 bench/capture_races.c -I/usr/local/cuda/include -lcuda -lpthread -o capture_races
 // Run: ./capture_races [seconds [mode [case]]] (mode: 0 global, 1 thread-local, 2 relaxed, the default;
-// NO_HOST_NODE=1: the executables of the graph cases record an event instead; NO_USER_OBJECT=1:
+// BLOCKING_O=1: O is a blocking stream; NO_HOST_NODE=1: the executables of the graph cases record an event instead; NO_USER_OBJECT=1:
 // their host node has no user object)
 #include <cuda.h>
 #include <dlfcn.h>
@@ -87,6 +87,36 @@ static void *info_asker(void *p) { // the unversioned entry point streambridge's
     (CUresult (*)(CUstream, CUstreamCaptureStatus *, unsigned long long *))dlsym(RTLD_DEFAULT, "cuStreamGetCaptureInfo");
   CUstreamCaptureStatus st; unsigned long long id;
   while (!stop) COUNT(i, info(O, &st, &id));
+  return NULL;
+}
+// self_asker: Begin, the capture status asked (the versioned entry point the C core calls),
+// a record of e into the capture, asked again, End, on O: the asks never meet a begin or an end.
+static void *self_asker(void *p) {
+  long i = (long)p; cuCtxSetCurrent(ctx);
+  CUstreamCaptureStatus st; cuuint64_t id; CUgraph cg;
+  while (!stop) {
+    CUgraph g = 0;
+    COUNT(i, cuStreamBeginCapture(O, mode));
+    COUNT(i, cuStreamGetCaptureInfo(O, &st, &id, &cg, NULL, NULL, NULL));
+    COUNT(i, cuEventRecord(e, O));
+    COUNT(i, cuStreamGetCaptureInfo(O, &st, &id, &cg, NULL, NULL, NULL));
+    COUNT(i, cuStreamEndCapture(O, &g));
+    if (g) cuGraphDestroy(g);
+  }
+  return NULL;
+}
+// sample_maker: what the Go check's first learning makes and destroys (internal/cuda,
+// streamsMadeOtherWays): a blocking stream, one of the greatest priority, an event.
+static void *sample_maker(void *p) {
+  long i = (long)p; cuCtxSetCurrent(ctx);
+  int least, greatest; cuCtxGetStreamPriorityRange(&least, &greatest);
+  while (!stop) {
+    CUstream b, g; CUevent x;
+    COUNT(i, cuStreamCreate(&b, 0));
+    COUNT(i, cuStreamCreateWithPriority(&g, CU_STREAM_NON_BLOCKING, greatest));
+    COUNT(i, cuEventCreate(&x, CU_EVENT_DISABLE_TIMING));
+    cuEventDestroy(x); cuStreamDestroy(g); cuStreamDestroy(b);
+  }
   return NULL;
 }
 static void *unrelated(void *p) { // record and wait on streams and an event the capture never sees
@@ -222,13 +252,18 @@ static const struct { const char *name; worker w[3]; } cases[] = {
   {"no graph: host functions, capture status asked first, + synchronize + query of their stream", {info_host_launcher, syncer, u_querier}},
   {"no graph: slow host functions, capture status asked first, + synchronize + query of their stream", {slow_host_launcher, syncer, u_querier}},
   {"no graph: host functions + capture status asked on another thread + synchronize of their stream", {u_host_launcher, u_info_asker, syncer}},
+  {"capture, its status asked between (one thread), alone (control)", {self_asker}},
+  {"capture, its status asked between + events never recorded made and destroyed", {self_asker, plain_event_maker}},
+  {"capture, its status asked between + other streams made and destroyed", {self_asker, stream_maker}},
+  {"capture, its status asked between + record and wait on streams it never sees", {self_asker, unrelated}},
+  {"capture, its status asked between + blocking and high-priority streams and events made and destroyed", {self_asker, sample_maker}},
 };
 #define NCASES (int)(sizeof cases / sizeof cases[0])
 
 static void run(int which, int seconds) {
   CUdevice dev;
   if (cuInit(0) || cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) || cuCtxSetCurrent(ctx)) exit(3);
-  cuStreamCreate(&O, CU_STREAM_NON_BLOCKING); cuStreamCreate(&t, CU_STREAM_NON_BLOCKING);
+  cuStreamCreate(&O, getenv("BLOCKING_O") ? 0 : CU_STREAM_NON_BLOCKING); cuStreamCreate(&t, CU_STREAM_NON_BLOCKING);
   cuStreamCreate(&u, CU_STREAM_NON_BLOCKING); cuStreamCreate(&t2, CU_STREAM_NON_BLOCKING);
   cuEventCreate(&e, CU_EVENT_DISABLE_TIMING); cuEventCreate(&f, CU_EVENT_DISABLE_TIMING); cuEventCreate(&fence, CU_EVENT_DISABLE_TIMING);
   if (getenv("NO_HOST_NODE")) keep_host_node = 0;

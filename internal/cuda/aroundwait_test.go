@@ -17,11 +17,26 @@ import (
 )
 
 // embedder stands in for the Python module: C functions (purego callbacks) that let its lock
-// go and take it back, counting, and whether the lock is held now.
+// go and take it back, counting, and whether the lock is held now; and for the streams
+// package's capture lock (OrderAroundWaits). steps is what happened, in order.
 type embedder struct {
 	held          atomic.Bool
 	lets, takes   atomic.Int32
 	letGo, takeBk uintptr
+	mu            sync.Mutex
+	steps         []string
+}
+
+func (e *embedder) step(s string) {
+	e.mu.Lock()
+	e.steps = append(e.steps, s)
+	e.mu.Unlock()
+}
+
+func (e *embedder) taken() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]string(nil), e.steps...)
 }
 
 const heldToken = 0x5eed
@@ -32,6 +47,7 @@ func installEmbedder(t *testing.T) *embedder {
 	e.letGo = purego.NewCallback(func() uintptr {
 		e.lets.Add(1)
 		e.held.Store(false)
+		e.step("let go")
 		return heldToken
 	})
 	e.takeBk = purego.NewCallback(func(token uintptr) uintptr {
@@ -39,10 +55,12 @@ func installEmbedder(t *testing.T) *embedder {
 		if token == heldToken {
 			e.held.Store(true)
 		}
+		e.step("take back")
 		return 0
 	})
 	LetGoAroundWaits(e.letGo, e.takeBk)
-	t.Cleanup(func() { embedderLock.Store(nil) })
+	OrderAroundWaits(func() { e.step("capture lock") }, func() { e.step("capture unlock") })
+	t.Cleanup(func() { embedderLock.Store(nil); captureOrder.Store(nil) })
 	return e
 }
 
@@ -59,6 +77,7 @@ func (c *creates) EventCreate(ctx driver.Context, flags uint32) (driver.Event, d
 	c.mu.Lock()
 	c.whole = append(c.whole, c.e.held.Load())
 	c.mu.Unlock()
+	c.e.step("create")
 	return c.Driver.EventCreate(ctx, flags)
 }
 
@@ -87,6 +106,8 @@ func TestAnEventChecksSentinelIsMadeOutsideTheEmbeddersLock(t *testing.T) {
 	assert.Equal(t, []bool{false}, api.whole, "the sentinel, made with the lock let go")
 	assert.Equal(t, [2]int32{1, 1}, [2]int32{e.lets.Load(), e.takes.Load()})
 	assert.True(t, e.held.Load(), "taken back")
+	assert.Equal(t, []string{"let go", "capture lock", "create", "capture unlock", "take back"}, e.taken(),
+		"ordered with captures, inside the embedder's lock let go")
 
 	_, _, r = p.check(api, &l, alone) // beside its sentinel now
 	require.Equal(t, driver.Success, r)
@@ -106,6 +127,7 @@ func TestALayoutIsLearnedOutsideTheEmbeddersLock(t *testing.T) {
 	learn := func() {
 		runs.Add(1)
 		whole.Store(e.held.Load())
+		e.step("learn")
 		close(learning)
 		<-finish
 	}
@@ -120,8 +142,10 @@ func TestALayoutIsLearnedOutsideTheEmbeddersLock(t *testing.T) {
 		defer close(second)
 		learnOnce(&once, &learned, learn)
 	}()
-	require.Eventually(t, func() bool { return e.lets.Load() == 2 }, 10*time.Second, time.Millisecond,
+	require.Eventually(t, func() bool { return len(e.taken()) == 5 }, 10*time.Second, time.Millisecond,
 		"the second check let the lock go to wait for the learning")
+	assert.Equal(t, []string{"let go", "capture lock", "learn", "let go", "capture lock"}, e.taken(),
+		"learning ordered with captures; the second check waits for it so too")
 	close(finish)
 	<-first
 	<-second
