@@ -408,10 +408,10 @@ var embedderLock atomic.Pointer[[2]uintptr]
 // Those calls are also ordered with captures, as every call of both cores that hands a
 // stream or an event to the driver is: the streams package hands over its capture lock,
 // taken whole around them (OrderAroundWaits), after the embedder's lock is let go (a call
-// holding the capture lock may wait for a host callback that wants it). Learning's creates
-// and destroys, made with the GIL let go but not so ordered, ended the Python chaos soak with
-// the GIL in a SIGSEGV, in cuStreamGetCaptureInfo after another thread's capture began (3 in
-// 10 two-second runs of one seed on an H200; 0 in 10 with the GIL kept, or with the lock).
+// holding the capture lock may wait for a host callback that wants it). With the GIL let
+// go around learning, the Python chaos soak with the GIL crashed in cuStreamGetCaptureInfo
+// after another thread's capture began (3 in 10 two-second runs of one seed on an H200; 0
+// in 10 with the GIL kept); ordered so, still 2 in 12: the cause is open (docs/testing.md).
 var captureOrder atomic.Pointer[[2]func()]
 
 // OrderAroundWaits hands over the capture lock, whole: lock and unlock.
