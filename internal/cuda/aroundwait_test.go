@@ -87,14 +87,7 @@ func (c *creates) EventCreate(ctx driver.Context, flags uint32) (driver.Event, d
 // a host callback, which may want that lock: the free-threaded chaos soak hung so on an
 // H200, an event's wrap holding the core lock in the sentinel's cuEventCreate.)
 func TestAnEventChecksSentinelIsMadeOutsideTheEmbeddersLock(t *testing.T) {
-	t.Setenv(sim.LayoutSetting, "0")
-	t.Setenv(driver.LayoutSetting, "")
-	d := sim.New()
-	l := learnEventLayout(d)
-	require.True(t, l.OK)
-	ctx, done, ok := device0(d)
-	require.True(t, ok)
-	defer done()
+	d, l, ctx := eventsOnLayout0(t)
 	e := installEmbedder(t)
 	api := &creates{Driver: d, e: e}
 	var p eventProver

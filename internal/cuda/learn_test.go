@@ -257,14 +257,8 @@ func FuzzOnlyLiveStreamsReadRight(f *testing.F) {
 // at the same address, where a kept sentinel's memory can still read as alive: a live event
 // was refused so on an H100 while the check trusted it).
 func TestAnEventAloneInItsContextIsProvenWhateverTheKeptSentinelReads(t *testing.T) {
-	t.Setenv(sim.LayoutSetting, "0")
-	t.Setenv(driver.LayoutSetting, "")
-	d := sim.New()
-	l := learnEventLayout(d)
-	require.True(t, l.OK)
+	d, l, ctx := eventsOnLayout0(t)
 	require.Equal(t, -1, l.ObjVia, "the handle points to the object, as on driver 580")
-	ctx, _, ok := device0(d) // retained for the test's length
-	require.True(t, ok)
 	var p eventProver
 	first, r := d.EventCreate(ctx, driver.EventDisableTiming)
 	require.Equal(t, driver.Success, r)
@@ -287,4 +281,17 @@ func TestAnEventAloneInItsContextIsProvenWhateverTheKeptSentinelReads(t *testing
 	assert.Equal(t, [2]uint64{uint64(wantCtx), wantID}, [2]uint64{uint64(got), id})
 	_, linked, ok = (reader{}).eventChain(uintptr(alone), &l, obj)
 	assert.True(t, ok && linked, "a fresh sentinel")
+}
+
+// eventsOnLayout0 is the software driver in its first layout, the event layout learned on
+// it, and device 0's primary context, retained for the test's length.
+func eventsOnLayout0(t *testing.T) (*sim.Driver, eventLayout, driver.Context) {
+	t.Setenv(sim.LayoutSetting, "0")
+	t.Setenv(driver.LayoutSetting, "")
+	d := sim.New()
+	l := learnEventLayout(d)
+	require.True(t, l.OK)
+	ctx, _, ok := device0(d)
+	require.True(t, ok)
+	return d, l, ctx
 }
