@@ -70,6 +70,14 @@ static CUstream by_waiting_on_elsewhere(void) {
     return A;
 }
 
+/* One row: what held the callback or synchronized, the call, its result and how long it took. */
+static void report(const char *label, const char *name, CUresult r, double ms) {
+    const char *n = "?";
+    cuGetErrorName(r, &n);
+    printf("%-20s %-40s %-24s %9.3f ms %s\n", label, name, n, ms, ms > 100 ? "WAITED" : "");
+    fflush(stdout);
+}
+
 #define TH(holder, label, name, call)                                                      \
     do {                                                                                   \
         CUstream held = holder();                                                          \
@@ -77,11 +85,7 @@ static CUstream by_waiting_on_elsewhere(void) {
         CUresult r = (call);                                                               \
         double ms = now_ms() - t0;                                                         \
         let_go(held);                                                                      \
-        const char *n = "?";                                                               \
-        cuGetErrorName(r, &n);                                                             \
-        printf("%-20s %-40s %-24s %9.3f ms %s\n", label, name, n, ms,                     \
-               ms > 100 ? "WAITED" : "");                                                  \
-        fflush(stdout);                                                                    \
+        report(label, name, r, ms);                                                        \
     } while (0)
 #define T(name, call) TH(by_callback, "callback", name, call)
 
@@ -164,11 +168,7 @@ static void beside(void *(*syncing)(void *), const char *syncing_name) {
             cuModuleUnload(LOADED);                                                        \
         let_go(held);                                                                      \
         cuStreamSynchronize(B);                                                            \
-        const char *n = "?";                                                               \
-        cuGetErrorName(r, &n);                                                             \
-        printf("%-20s %-40s %-24s %9.3f ms %s\n", syncing_name, name, n, ms,              \
-               ms > 100 ? "WAITED" : "");                                                  \
-        fflush(stdout);                                                                    \
+        report(syncing_name, name, r, ms);                                                 \
     } while (0)
     B3("cuCtxGetCurrent", cuCtxGetCurrent(&current));
     B3("cuStreamQuery", cuStreamQuery(B));
