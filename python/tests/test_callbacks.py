@@ -308,6 +308,50 @@ def test_the_first_checks_beside_a_compile_waiting_for_a_python_callback():
     assert p.returncode == 0 and p.stdout.strip() == "True True", p.stdout + p.stderr
 
 
+CLOSED_DURING_THE_FIRST_CHECK = r"""
+import threading, time
+import streambridge as sb
+s = sb.Stream(non_blocking=True)  # owned: its first Go call wraps it, the process's first stream check
+slow = sb.Stream(non_blocking=True)
+started = threading.Event()
+slow.launch_host_func(lambda _: (started.set(), time.sleep(0.5)), None)
+slow.launch_host_func(lambda _: None, None)
+started.wait()
+compile = threading.Thread(target=lambda: sb.Module('extern "C" __global__ void k(long long x) {}'))
+compile.start()
+time.sleep(0.1)
+closer = threading.Thread(target=lambda: (time.sleep(0.15), s.close()))  # while the check waits
+closer.start()
+try:
+    s.begin_capture()  # the key made, the check's learning behind the compile, the GIL let go
+    outcome = "begun"
+except sb.ClosedError:
+    outcome = "closed"
+closer.join()
+compile.join()
+slow.synchronize()
+try:
+    s.query()
+    print(outcome, "open")
+except sb.ClosedError:
+    print(outcome, "closed")
+"""
+
+
+def test_a_stream_closed_while_its_first_check_waits_is_not_used_after():
+    # A stream's first call through Go (a capture's begin) makes its key, whose check may let
+    # the GIL go (a layout learned behind a compile that waits for a Python callback: see the
+    # test above); a close on another thread meanwhile must leave the destroy to that call,
+    # which then asks the driver about the stream's capture. Held only from after the key,
+    # the stream was destroyed first: the GIL chaos soak crashed in cuStreamGetCaptureInfo
+    # (an H200, 1 run in 5 of a two-second seed). On the GPU the close falls inside the
+    # check's wait ("closed"); the software driver's compile waits for nothing, and the close
+    # may come after the begin ("begun"). In a child process: the check is the process's first.
+    p = subprocess.run([sys.executable, "-c", CLOSED_DURING_THE_FIRST_CHECK], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0 and p.stdout.split() in (["closed", "closed"], ["begun", "closed"]), p.stdout + p.stderr
+
+
 EXIT_WITH_CALLBACKS_QUEUED = r"""
 import time
 import streambridge as sb
