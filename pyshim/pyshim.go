@@ -18,8 +18,9 @@
 // callback that waits for the GIL: bench/queue_depth.c), create or destroy no stream or
 // event (those wait while another thread's cuModuleLoadData or cuMemFree synchronizes the
 // context: part three of that probe) but with the GIL let go (the handle checks' layout
-// learning and sentinel events: LetGoAroundWaits), take no lock such a call may hold (the
-// capture lock, which those creates hold), and take nanoseconds to microseconds. The others
+// learning and sentinel events: LetGoAroundWaits), take no lock whose holder may wait for
+// such a callback (the capture lock, held whole by an enqueue of the C core's during a
+// capture: MAY_WAIT), and take nanoseconds to microseconds. The others
 // (synchronize, create, destroy, capture, a module's close, first use of the driver)
 // release it.
 package pyshim
@@ -329,7 +330,7 @@ func StreamHandle(key int64) (uint64, error) {
 // capturing stream.
 //
 // Not kept with the GIL: it takes the capture lock, which a call waiting for a host callback
-// may hold (a handle check's create, made so: internal/cuda, aroundWait).
+// may hold (an enqueue of the C core's during a capture, MAY_WAIT in python/native/holds.inc).
 func StreamID(key int64) (uint64, error) { return call1(key, (*streams.Stream).ID) }
 
 // DeviceCount is the number of devices the driver offers (cuDeviceGetCount).
@@ -379,14 +380,14 @@ func DriverVersion() (int, error) {
 // StreamPriority is cuStreamGetPriority of key.
 //
 // Not kept with the GIL: it takes the capture lock, which a call waiting for a host callback
-// may hold (a handle check's create, made so: internal/cuda, aroundWait).
+// may hold (an enqueue of the C core's during a capture, MAY_WAIT in python/native/holds.inc).
 func StreamPriority(key int64) (int, error) { return call1(key, (*streams.Stream).Priority) }
 
 // StreamNonBlocking reports whether key was created non-blocking; refused while it is
 // capturing (the driver would invalidate the capture).
 //
 // Not kept with the GIL: it takes the capture lock, which a call waiting for a host callback
-// may hold (a handle check's create, made so: internal/cuda, aroundWait).
+// may hold (an enqueue of the C core's during a capture, MAY_WAIT in python/native/holds.inc).
 func StreamNonBlocking(key int64) (bool, error) { return call1(key, (*streams.Stream).NonBlocking) }
 
 // DeviceContext is the CUcontext of device's primary context, retained by the bridge for

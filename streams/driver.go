@@ -107,7 +107,6 @@ func loadCUDA() (*Driver, error) {
 			return
 		}
 		cudaDrv = newDriver(api)
-		cuda.OrderAroundWaits(cudaDrv.lockChange, cudaDrv.unlockChange) // the handle checks' creates (aroundWait)
 	})
 	return cudaDrv, cudaErr
 }

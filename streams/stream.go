@@ -110,7 +110,7 @@ func (c *Context) NewStream(opts StreamOptions) (*Stream, error) {
 // identifyOwned is identify, and the stream of ours whose handle h is (nil for another
 // library's), read in one step against our creates and destroys (oursMu). The check is
 // made before oursMu is taken, as the first check may learn the layout, making streams,
-// which may wait (aroundWait in internal/cuda) and must not hold up a create or a destroy
+// which may wait (driver.AroundWait) and must not hold up a create or a destroy
 // of ours; it refuses what is not a stream. Where h is ours, the check is made again under
 // oursMu: the stream proven must be that one (a stream of ours made at h meanwhile, where
 // another was destroyed, has another identity).

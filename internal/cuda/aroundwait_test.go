@@ -17,8 +17,8 @@ import (
 )
 
 // embedder stands in for the Python module: C functions (purego callbacks) that let its lock
-// go and take it back, counting, and whether the lock is held now; and for the streams
-// package's capture lock (OrderAroundWaits). steps is what happened, in order.
+// go and take it back, counting, and whether the lock is held now. steps is what happened,
+// in order.
 type embedder struct {
 	held          atomic.Bool
 	lets, takes   atomic.Int32
@@ -59,8 +59,7 @@ func installEmbedder(t *testing.T) *embedder {
 		return 0
 	})
 	LetGoAroundWaits(e.letGo, e.takeBk)
-	OrderAroundWaits(func() { e.step("capture lock") }, func() { e.step("capture unlock") })
-	t.Cleanup(func() { embedderLock.Store(nil); captureOrder.Store(nil) })
+	t.Cleanup(func() { driver.LetGoAroundWaits(nil, nil) })
 	return e
 }
 
@@ -99,8 +98,7 @@ func TestAnEventChecksSentinelIsMadeOutsideTheEmbeddersLock(t *testing.T) {
 	assert.Equal(t, []bool{false}, api.whole, "the sentinel, made with the lock let go")
 	assert.Equal(t, [2]int32{1, 1}, [2]int32{e.lets.Load(), e.takes.Load()})
 	assert.True(t, e.held.Load(), "taken back")
-	assert.Equal(t, []string{"let go", "capture lock", "create", "capture unlock", "take back"}, e.taken(),
-		"ordered with captures, inside the embedder's lock let go")
+	assert.Equal(t, []string{"let go", "create", "take back"}, e.taken(), "made inside the embedder's lock let go")
 
 	_, _, r = p.check(api, &l, alone) // beside its sentinel now
 	require.Equal(t, driver.Success, r)
@@ -127,24 +125,23 @@ func TestALayoutIsLearnedOutsideTheEmbeddersLock(t *testing.T) {
 	first := make(chan struct{})
 	go func() {
 		defer close(first)
-		learnOnce(&once, &learned, learn)
+		driver.LearnOnce(&once, &learned, learn)
 	}()
 	<-learning
 	second := make(chan struct{})
 	go func() {
 		defer close(second)
-		learnOnce(&once, &learned, learn)
+		driver.LearnOnce(&once, &learned, learn)
 	}()
-	require.Eventually(t, func() bool { return len(e.taken()) == 5 }, 10*time.Second, time.Millisecond,
+	require.Eventually(t, func() bool { return len(e.taken()) == 3 }, 10*time.Second, time.Millisecond,
 		"the second check let the lock go to wait for the learning")
-	assert.Equal(t, []string{"let go", "capture lock", "learn", "let go", "capture lock"}, e.taken(),
-		"learning ordered with captures; the second check waits for it so too")
+	assert.Equal(t, []string{"let go", "learn", "let go"}, e.taken(), "the second check waits outside the lock too")
 	close(finish)
 	<-first
 	<-second
 	assert.Equal(t, int32(1), runs.Load(), "learned once")
 	assert.False(t, whole.Load(), "learned with the lock let go")
 	assert.Equal(t, int32(2), e.takes.Load())
-	learnOnce(&once, &learned, learn)
+	driver.LearnOnce(&once, &learned, learn)
 	assert.Equal(t, int32(2), e.lets.Load(), "a check after the learning lets nothing go")
 }

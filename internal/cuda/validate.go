@@ -392,57 +392,16 @@ func (l *streamLayout) holds(samples []streamSample) bool {
 	return true
 }
 
-// An embedder may hold a lock while it calls a check that a host callback it runs also
-// takes: the Python module holds the GIL (or, with none, its core lock) across the checks
-// it makes often, which are reads. A check makes a driver call that may wait now and then:
-// a layout's learning (once a process) makes streams and events, an event check its
-// sentinel (once a context); and those calls wait while another thread's cuModuleLoadData
-// or cuMemFree synchronizes the context, which waits for every host callback pending there
-// (bench/callback_waits.c, part three), one of which may wait for that lock. So the
-// embedder hands over two C functions (LetGoAroundWaits): one lets its lock go, returning
-// what the other takes it back with; those calls are made between them (aroundWait), as
-// is the wait for a learning another thread is making. Nothing else of the check runs
-// outside the embedder's lock, and no lock of this package is held across them.
-var embedderLock atomic.Pointer[[2]uintptr]
-
-// Those calls are also ordered with captures, as every call of both cores that hands a
-// stream or an event to the driver is: the streams package hands over its capture lock,
-// taken whole around them (OrderAroundWaits), after the embedder's lock is let go (a call
-// holding the capture lock may wait for a host callback that wants it). With the GIL let
-// go around learning, the Python chaos soak with the GIL crashed in cuStreamGetCaptureInfo
-// after another thread's capture began (3 in 10 two-second runs of one seed on an H200; 0
-// in 10 with the GIL kept); ordered so, still 2 in 12: the cause is open (docs/testing.md).
-var captureOrder atomic.Pointer[[2]func()]
-
-// OrderAroundWaits hands over the capture lock, whole: lock and unlock.
-func OrderAroundWaits(lock, unlock func()) { captureOrder.Store(&[2]func(){lock, unlock}) }
-
-// LetGoAroundWaits hands over an embedder's pair of C functions: letGo() lets its lock go
-// where the calling thread holds it and returns what takeBack(that) needs to take it back
-// (anything, 0 included, where it let nothing go). Given once, before the first check.
-func LetGoAroundWaits(letGo, takeBack uintptr) { embedderLock.Store(&[2]uintptr{letGo, takeBack}) }
-
-// aroundWait runs f, a check's driver calls that may wait, outside the embedder's lock and
-// inside the capture lock. The embedder's functions are called as ones that may call back
-// into Go (callReentrant): rare calls, and a test's stand-ins are Go.
-func aroundWait(f func()) {
-	if p := embedderLock.Load(); p != nil {
-		held, _ := callReentrant(p[0], -1)
-		defer callReentrant(p[1], -1, held)
-	}
-	if o := captureOrder.Load(); o != nil {
-		o[0]()
-		defer o[1]()
-	}
-	f()
-}
-
-// learnOnce runs learn once a process (once, then learned set), outside the embedder's
-// lock; so does a check that waits for another check's learning.
-func learnOnce(once *sync.Once, learned *atomic.Bool, learn func()) {
-	if !learned.Load() {
-		aroundWait(func() { once.Do(func() { learn(); learned.Store(true) }) })
-	}
+// LetGoAroundWaits hands over an embedder's pair of C functions (driver.LetGoAroundWaits):
+// letGo() lets its lock go where the calling thread holds it and returns what
+// takeBack(that) needs to take it back. They are called as functions that may call back
+// into Go (callReentrant): rare calls, and a test's stand-ins are Go. Given once, before
+// the first check.
+func LetGoAroundWaits(letGo, takeBack uintptr) {
+	driver.LetGoAroundWaits(func() uintptr {
+		held, _ := callReentrant(letGo, -1)
+		return held
+	}, func(held uintptr) { callReentrant(takeBack, -1, held) })
 }
 
 // learn runs fn on a locked thread whose capture mode is relaxed
@@ -538,7 +497,7 @@ func (d *Driver) StreamCheck(h driver.Stream) (driver.Context, uint64, driver.Re
 	if uintptr(h) < 4096 || uintptr(h)%8 != 0 || uint64(h) >= 1<<47 {
 		return 0, 0, driver.ErrorInvalidHandle
 	}
-	learnOnce(&layoutOnce, &layoutLearned, func() { d.learn(func() { layout = learnStreamLayout(d) }) })
+	driver.LearnOnce(&layoutOnce, &layoutLearned, func() { d.learn(func() { layout = learnStreamLayout(d) }) })
 	if !layout.OK {
 		return 0, 0, driver.ErrorNotSupported
 	}

@@ -264,7 +264,7 @@ func (p *eventProver) primaryContext(api driver.API, ctx driver.Context) bool {
 
 // check is the event check of h by l over api (see EventCheck), h plausible as an address:
 // its chain read, then, where it names no neighbour, a sentinel made in its context (outside
-// the embedder's lock: aroundWait) and the chain read again.
+// the embedder's lock: driver.AroundWait) and the chain read again.
 func (p *eventProver) check(api driver.API, l *eventLayout, h driver.Event) (driver.Context, uint64, driver.Result) {
 	rd := newReader()
 	var objBuf [layoutSearchWords]uint64
@@ -276,7 +276,7 @@ func (p *eventProver) check(api driver.API, l *eventLayout, h driver.Event) (dri
 	}
 	if !linked { // alone in ctx: no other event lives there
 		var r driver.Result
-		aroundWait(func() { _, r = api.EventCreate(ctx, driver.EventDisableTiming) })
+		driver.AroundWait(func() { _, r = api.EventCreate(ctx, driver.EventDisableTiming) })
 		if r != driver.Success {
 			return 0, 0, driver.ErrorInvalidHandle
 		}
@@ -294,7 +294,7 @@ func (d *Driver) EventCheck(h driver.Event) (driver.Context, uint64, driver.Resu
 	if uintptr(h) < 4096 || uintptr(h)%8 != 0 || uint64(h) >= 1<<47 {
 		return 0, 0, driver.ErrorInvalidHandle
 	}
-	learnOnce(&eventLayoutOnce, &eventLayoutLearned, func() { d.learn(func() { evLayout = learnEventLayout(d) }) })
+	driver.LearnOnce(&eventLayoutOnce, &eventLayoutLearned, func() { d.learn(func() { evLayout = learnEventLayout(d) }) })
 	if !evLayout.OK {
 		return 0, 0, driver.ErrorNotSupported
 	}

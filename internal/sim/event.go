@@ -29,6 +29,10 @@ func (d *Driver) EventCreate(ch driver.Context, flags uint32) (driver.Event, dri
 
 // EventCheck looks the handle up: the software driver knows every event it made.
 func (d *Driver) EventCheck(h driver.Event) (driver.Context, uint64, driver.Result) {
+	if uintptr(h) < 4096 || uintptr(h)%8 != 0 || uint64(h) >= 1<<47 { // as the real check: before it learns
+		return 0, 0, driver.ErrorInvalidHandle
+	}
+	driver.LearnOnce(&eventLearning, &eventLearned, func() {}) // as StreamCheck's
 	if d.unlearnable {
 		return 0, 0, driver.ErrorNotSupported
 	}

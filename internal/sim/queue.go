@@ -4,6 +4,8 @@ package sim
 
 import (
 	"slices"
+	"sync"
+	"sync/atomic"
 
 	"github.com/streambridge/streambridge/internal/driver"
 )
@@ -79,12 +81,25 @@ func (d *Driver) captureWork(ch driver.Context, h driver.Stream) (*stream, drive
 	return s, r
 }
 
+// The first stream check and the first event check of a process: the real driver's learn
+// its layout there, letting an embedder's lock go meanwhile (driver.LearnOnce), and so do
+// these, which have nothing to learn: another thread may run between a check's call and
+// its answer on either driver.
+var (
+	streamLearning, eventLearning sync.Once
+	streamLearned, eventLearned   atomic.Bool
+)
+
 // StreamCheck looks the handle up: the software driver knows every stream it made. Like
 // the real driver's check it reads, and so works during capture.
 func (d *Driver) StreamCheck(h driver.Stream) (driver.Context, uint64, driver.Result) {
 	if h.IsSpecial() {
 		return 0, 0, driver.Success
 	}
+	if uintptr(h) < 4096 || uintptr(h)%8 != 0 || uint64(h) >= 1<<47 { // as the real check: before it learns
+		return 0, 0, driver.ErrorInvalidHandle
+	}
+	driver.LearnOnce(&streamLearning, &streamLearned, func() {})
 	if d.unlearnable {
 		return 0, 0, driver.ErrorNotSupported
 	}
