@@ -5,7 +5,8 @@
 // Prints, for each capture mode and stream kind, what each call from another thread (in its
 // own mode, then relaxed) returns and what becomes of the capture; then the costs. The
 // calls include allocation, synchronous copies and modules (cuMemFree and cuModuleUnload
-// synchronize the context: bench/callback_waits.c).
+// synchronize the context: bench/callback_waits.c), and streams' and events' creates and
+// destroys (what a collection of another library's objects may run on any thread).
 #include <cuda.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -23,10 +24,13 @@ static CUresult got;
 static const char *names[] = {"StreamQuery(other)", "EventQuery(done)", "StreamSynchronize(other)",
   "EventSynchronize(done)", "StreamQuery(legacy)", "StreamQuery(ptds)", "StreamQuery(capturing)",
   "EventRecord+Wait(other)", "StreamIsCapturing(other)", "EventQuery(recorded in capture)",
-  "MemAlloc", "MemFree", "MemcpyHtoD", "MemcpyDtoH", "ModuleLoadData", "ModuleUnload", "CtxSynchronize"};
-#define NCALLS 17
+  "MemAlloc", "MemFree", "MemcpyHtoD", "MemcpyDtoH", "ModuleLoadData", "ModuleUnload", "CtxSynchronize",
+  "StreamCreate", "StreamDestroy", "EventCreate", "EventDestroy"};
+#define NCALLS 21
 static CUdeviceptr mem, allocated; /* mem: 64 bytes made before the capture; allocated: by case 10 */
 static CUmodule loaded, spare;     /* loaded: by case 14; spare: made before the capture, for case 15 */
+static CUstream made_stream, spare_stream; /* made: by case 17; spare: made before the capture, for case 18 */
+static CUevent made_event, spare_event;    /* made: by case 19; spare: made before the capture, for case 20 */
 static char host[64];
 static const char empty_ptx[] = ".version 7.0\n.target sm_50\n.address_size 64\n.visible .entry k() { ret; }\n";
 static void *bystander(void *p) {
@@ -53,6 +57,10 @@ static void *bystander(void *p) {
   case 14: got = cuModuleLoadData(&loaded, empty_ptx); break;
   case 15: got = cuModuleUnload(spare); if (!got) spare = NULL; break;
   case 16: got = cuCtxSynchronize(); break;
+  case 17: got = cuStreamCreate(&made_stream, CU_STREAM_NON_BLOCKING); break;
+  case 18: got = cuStreamDestroy(spare_stream); if (!got) spare_stream = NULL; break;
+  case 19: got = cuEventCreate(&made_event, CU_EVENT_DISABLE_TIMING); break;
+  case 20: got = cuEventDestroy(spare_event); if (!got) spare_event = NULL; break;
   }
   if (relax) CHECK(cuThreadExchangeStreamCaptureMode(&m));
   return NULL;
@@ -74,7 +82,9 @@ int main(int argc, char **argv) {
     CHECK(cuStreamCreate(&cap, blocking ? CU_STREAM_DEFAULT : CU_STREAM_NON_BLOCKING));
     if (!mem) CHECK(cuMemAlloc(&mem, 64));
     if (!spare) CHECK(cuModuleLoadData(&spare, empty_ptx));
-    allocated = 0; loaded = NULL;
+    if (!spare_stream) CHECK(cuStreamCreate(&spare_stream, CU_STREAM_NON_BLOCKING));
+    if (!spare_event) CHECK(cuEventCreate(&spare_event, CU_EVENT_DISABLE_TIMING));
+    allocated = 0; loaded = NULL; made_stream = NULL; made_event = NULL;
     CHECK(cuStreamBeginCapture(cap, modes[mi]));
     CHECK(cuLaunchKernel(empty, 1, 1, 1, 1, 1, 1, 0, cap, NULL, NULL));
     CHECK(cuEventRecord(cap_ev, cap));
@@ -87,6 +97,8 @@ int main(int argc, char **argv) {
     cuStreamSynchronize(other); cuCtxSynchronize();
     if (allocated) cuMemFree(allocated);
     if (loaded) cuModuleUnload(loaded);
+    if (made_stream) cuStreamDestroy(made_stream);
+    if (made_event) cuEventDestroy(made_event);
     CHECK(cuStreamDestroy(cap));
   }
   // cost
