@@ -19,8 +19,9 @@ import (
 // else of a check runs outside the embedder's lock, and no lock of the drivers is held across
 // them. Other threads run meanwhile: the embedder holds what it uses across a check (the
 // Python core holds its objects: python/native/gate.inc). The software driver has nothing to
-// learn, but its first checks let the lock go as the real driver's do (internal/sim), so
-// that what runs meanwhile is tested on a CPU too.
+// learn, but its checks let the lock go where the real driver's do, its first ones and an
+// event check that makes a sentinel (internal/sim), so that what runs meanwhile is tested
+// on a CPU too.
 type embedderLock struct {
 	letGo    func() uintptr
 	takeBack func(uintptr)

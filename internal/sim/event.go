@@ -27,7 +27,10 @@ func (d *Driver) EventCreate(ch driver.Context, flags uint32) (driver.Event, dri
 	return e.handle, driver.Success
 }
 
-// EventCheck looks the handle up: the software driver knows every event it made.
+// EventCheck looks the handle up: the software driver knows every event it made. As the
+// real driver's check (internal/cuda, eventProver.check), where the event has no neighbour
+// in its context's list it makes one there (a sentinel, never destroyed), with an
+// embedder's lock let go (driver.AroundWait), and answers for what the handle names then.
 func (d *Driver) EventCheck(h driver.Event) (driver.Context, uint64, driver.Result) {
 	if uintptr(h) < 4096 || uintptr(h)%8 != 0 || uint64(h) >= 1<<47 { // as the real check: before it learns
 		return 0, 0, driver.ErrorInvalidHandle
@@ -36,13 +39,36 @@ func (d *Driver) EventCheck(h driver.Event) (driver.Context, uint64, driver.Resu
 	if d.unlearnable {
 		return 0, 0, driver.ErrorNotSupported
 	}
+	ctx, id, alone, r := d.eventNow(h)
+	if r != driver.Success || !alone {
+		return ctx, id, r
+	}
+	driver.AroundWait(func() { _, r = d.EventCreate(ctx, driver.EventDisableTiming) })
+	if r != driver.Success {
+		return 0, 0, driver.ErrorInvalidHandle
+	}
+	now, id, alone, r := d.eventNow(h) // read again, as the real check reads the links again
+	if r != driver.Success || now != ctx || alone {
+		return 0, 0, driver.ErrorInvalidHandle
+	}
+	return ctx, id, driver.Success
+}
+
+// eventNow is the event h names now: its context and identity, and whether it is alone in
+// its context's list (in the slab with no neighbour: the real driver keeps every event in
+// one, so a check meets that only for a context's only event).
+func (d *Driver) eventNow(h driver.Event) (driver.Context, uint64, bool, driver.Result) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	e, ok := lookup[*event](d, uintptr(h))
 	if !ok {
-		return 0, 0, driver.ErrorInvalidHandle
+		return 0, 0, false, driver.ErrorInvalidHandle
 	}
-	return e.ctx.handle, e.id, driver.Success
+	alone := false
+	if m := d.events.at(uintptr(h) - d.layout.eventHandleAt()); m != nil {
+		alone = m.obj[d.layout.eventPrevAt] == 0 && m.obj[d.layout.eventNextAt] == 0
+	}
+	return e.ctx.handle, e.id, alone, driver.Success
 }
 
 func (d *Driver) EventDestroy(h driver.Event) driver.Result {

@@ -12,10 +12,11 @@ import (
 )
 
 // The first stream check and the first event check of a process let an embedder's lock go
-// and take it back, as the real driver's do while they learn its layout (internal/cuda); a
+// and take it back, as the real driver's do while they learn its layout (internal/cuda), and
+// so does an event check that makes a sentinel beside an event alone in its context; a
 // check after, or of a handle no check would learn for, lets nothing go. The learning is
 // reset first: it is the process's, and another test may have made it.
-func TestTheFirstChecksLetAnEmbeddersLockGoAsTheRealDriversDo(t *testing.T) {
+func TestTheChecksLetAnEmbeddersLockGoWhereTheRealDriversDo(t *testing.T) {
 	streamLearning, eventLearning = sync.Once{}, sync.Once{}
 	streamLearned.Store(false)
 	eventLearned.Store(false)
@@ -43,6 +44,8 @@ func TestTheFirstChecksLetAnEmbeddersLockGoAsTheRealDriversDo(t *testing.T) {
 	require.Equal(t, driver.Success, r)
 	e, r := d.EventCreate(ctx, driver.EventDisableTiming)
 	require.Equal(t, driver.Success, r)
+	neighbour, r := d.EventCreate(ctx, driver.EventDisableTiming)
+	require.Equal(t, driver.Success, r)
 
 	_, _, r = d.StreamCheck(1 << 50) // not an address: refused before any learning
 	assert.Equal(t, driver.ErrorInvalidHandle, r)
@@ -59,9 +62,22 @@ func TestTheFirstChecksLetAnEmbeddersLockGoAsTheRealDriversDo(t *testing.T) {
 	_, _, r = d.StreamCheck(s)
 	assert.Equal(t, want, r)
 	assert.Equal(t, []string{"let go", "take back 7"}, taken(), "the first stream check only")
-	_, _, r = d.EventCheck(e)
+	_, id, r := d.EventCheck(e)
 	assert.Equal(t, want, r)
 	_, _, r = d.EventCheck(e)
 	assert.Equal(t, want, r)
-	assert.Equal(t, []string{"let go", "take back 7", "let go", "take back 7"}, taken(), "and the first event check")
+	learned := []string{"let go", "take back 7", "let go", "take back 7"}
+	assert.Equal(t, learned, taken(), "and the first event check")
+
+	require.Equal(t, driver.Success, d.EventDestroy(neighbour)) // e is alone in its context now
+	c, again, r := d.EventCheck(e)
+	assert.Equal(t, want, r)
+	_, _, r = d.EventCheck(e)
+	assert.Equal(t, want, r)
+	if d.unlearnable {
+		assert.Equal(t, learned, taken(), "no check, no sentinel")
+		return
+	}
+	assert.Equal(t, [2]any{ctx, id}, [2]any{c, again}, "the same event")
+	assert.Equal(t, append(learned, "let go", "take back 7"), taken(), "a sentinel made beside it, once")
 }
