@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -251,5 +252,66 @@ func TestEventsMadeEveryWayAreProven(t *testing.T) {
 			assert.Equal(t, []string{"a", "b"}, j.get(), name)
 			require.NoError(t, e.Close())
 		}
+	})
+}
+
+// The handle checks let an embedder's lock go (driver.AroundWait: the Python core's GIL) at
+// the same points on both drivers: the first stream check and the first event check of a
+// process, where the real driver learns its layout, and an event check that makes a sentinel
+// beside an event alone in its context; nowhere else. The software driver has nothing to
+// learn and keeps no object lists, so it says where the real one would, and this holds it to
+// the real one on a GPU. Learning happens once per process: in a child.
+func TestTheChecksLetAnEmbeddersLockGoWhereTheRealDriversDo(t *testing.T) {
+	needsLearnedLayout(t)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestLetGoPointsChild$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), "STREAMBRIDGE_LETGO_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "child:\n%s", out)
+	assert.Contains(t, string(out), "--- PASS: TestLetGoPointsChild/sim", "child:\n%s", out)
+	if requireGPU {
+		assert.Contains(t, string(out), "--- PASS: TestLetGoPointsChild/cuda", "child:\n%s", out)
+	}
+	t.Logf("child:\n%s", out)
+}
+
+// TestLetGoPointsChild is the other process of TestTheChecksLetAnEmbeddersLockGoWhereTheRealDriversDo;
+// run alone it has nothing to do.
+func TestLetGoPointsChild(t *testing.T) {
+	if os.Getenv("STREAMBRIDGE_LETGO_CHILD") != "1" {
+		t.Skip("SKIP: runs only as the child of TestTheChecksLetAnEmbeddersLockGoWhereTheRealDriversDo")
+	}
+	var lets atomic.Int32
+	driver.LetGoAroundWaits(func() uintptr { lets.Add(1); return 1 }, func(uintptr) {})
+	t.Cleanup(func() { driver.LetGoAroundWaits(nil, nil) })
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		needsLearnedLayout(t)
+		c := primary(t, d, 0)
+		theirs := newStream(t, c, StreamOptions{NonBlocking: true})
+		ctx := driver.Context(c.Handle())
+		var events [2]driver.Event // another library's: made and destroyed on the driver
+		for i := range events {
+			var r driver.Result
+			events[i], r = d.api.EventCreate(ctx, driver.EventDisableTiming)
+			require.Equal(t, driver.Success, r)
+		}
+		alone, neighbour := events[0], events[1]
+		t.Cleanup(func() { d.api.EventDestroy(alone) })
+		before := lets.Load()
+		letGo := func(step string, want int32, check func() error) {
+			t.Helper()
+			from := lets.Load()
+			require.NoError(t, check(), step)
+			assert.Equal(t, want, lets.Load()-from, "%s: the embedder's lock let go so many times", step)
+		}
+		stream := func() error { _, _, err := d.StreamIdentity(theirs.Handle()); return err }
+		event := func() error { _, _, err := d.EventIdentity(uintptr(alone)); return err }
+		letGo("the first stream check", 1, stream)
+		letGo("a stream check after it", 0, stream)
+		letGo("the first event check, of an event with a neighbour", 1, event)
+		letGo("an event check after it", 0, event)
+		require.Equal(t, driver.Success, d.api.EventDestroy(neighbour))
+		letGo("the check of an event alone in its context (a sentinel made)", 1, event)
+		letGo("its check again, beside its sentinel", 0, event)
+		assert.Equal(t, int32(3), lets.Load()-before)
 	})
 }
