@@ -16,6 +16,18 @@ def _is_plain(arg: Any) -> bool:
     return arg is None or isinstance(arg, (bool, int, float, str, bytes))
 
 
+def _held(streams: List[_BaseStream], call: Callable[[], Any]) -> Any:
+    """call() with every stream of streams held (``_use``): a close on another thread
+    meanwhile leaves the destroy to after it, where the Go function would have met a
+    destroyed handle; a closed one raises ClosedError first. Each stream's Go wrapper is made
+    on the way (open while the stream is): where the driver's layout cannot be learned, the
+    Go function's own wrap of the handle is then taken on the word the stream was taken on
+    (ours, or its framework's object: streams.Vouched)."""
+    if not streams:
+        return call()
+    return streams[0]._use(lambda _key: _held(streams[1:], call))
+
+
 def go_function(fn: Callable[..., Any], hand_over: bool = False) -> Callable[..., Any]:
     """``fn``, a function of a Go package built into the native module next to streambridge
     (``streambridge.ext.gokernels.Saxpy``), made to take streams and arrays:
@@ -41,6 +53,7 @@ def go_function(fn: Callable[..., Any], hand_over: bool = False) -> Callable[...
     @functools.wraps(fn)
     def call(*args: Any) -> Any:
         stream: Optional[_BaseStream] = None
+        streams: List[_BaseStream] = []
         passed: List[Any] = list(args)
         arrays = []
         for i, a in enumerate(args):
@@ -50,10 +63,7 @@ def go_function(fn: Callable[..., Any], hand_over: bool = False) -> Callable[...
                 arrays.append(i)
                 continue
             s = as_stream(a)  # raises TypeError for what is neither
-            # Its Go wrapper (made once, open while s is): where the driver's layout cannot
-            # be learned, the Go function's own wrap of the handle is then taken on the word
-            # s was taken on (ours, or its framework's object: streams.Vouched).
-            s._key
+            streams.append(s)
             passed[i] = s.ptr
             stream = stream or s
         if hand_over and arrays and stream is None:
@@ -72,7 +82,7 @@ def go_function(fn: Callable[..., Any], hand_over: bool = False) -> Callable[...
         if waits:
             wait_producers(stream, waits)
         gate()
-        result = fn(*passed)
+        result = _held(streams, lambda: fn(*passed))
         if hand_over and stream is not None:
             hand_over_arrays(args, stream)
         return result

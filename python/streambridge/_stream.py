@@ -98,7 +98,7 @@ class _BaseStream(_c.StreamCore):
     @property
     def priority(self) -> int:
         """cuStreamGetPriority: lower is higher priority."""
-        return _core.stream_priority(self._key)
+        return self._use(_core.stream_priority)  # held: a close meanwhile waits to destroy it
 
     @property
     def id(self) -> int:
@@ -108,13 +108,13 @@ class _BaseStream(_c.StreamCore):
         known during a capture too, where the driver would refuse the question and
         invalidate the capture. The special handles' (0, 1, 2: the per-thread stream's is
         the calling thread's) is asked each time, and refused while capturing (CaptureError)."""
-        return self._id or _core.stream_id(self._key)
+        return self._id or self._use(_core.stream_id)
 
     @property
     def is_non_blocking(self) -> bool:
         """Whether the stream does not synchronize with the legacy default stream. Refused
         while it is capturing (CaptureError): the driver would invalidate the capture."""
-        return _core.stream_non_blocking(self._key)
+        return self._use(_core.stream_non_blocking)
 
     @property
     def is_nonblocking(self) -> bool:

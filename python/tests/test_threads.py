@@ -17,6 +17,7 @@ import time
 import pytest
 
 import streambridge as sb
+from streambridge.ext import gokernels
 
 CLOSED_OR_OK = (sb.ClosedError,)
 
@@ -46,12 +47,26 @@ CALLS = [
     ("s", "launch_host_func", lambda o: o["s"].launch_host_func(lambda _: None, None)),
     ("s", "is_capturing", lambda o: o["s"].is_capturing()),
     ("s", "graph launch", lambda o: o["g"].launch(o["s"])),
+    ("s", "priority", lambda o: o["s"].priority),
+    ("s", "is_non_blocking", lambda o: o["s"].is_non_blocking),
+    ("s", "id", lambda o: o["s"].id),
+    ("s", "a Go function", lambda o: _describe(o["s"], _Array())),
     ("e", "Event.query", lambda o: o["e"].query()),
     ("e", "Event.synchronize", lambda o: o["e"].synchronize()),
     ("e", "Event.record", lambda o: o["e"].record(o["other"])),
     ("e", "wait_event (event)", lambda o: o["other"].wait_event(o["e"])),
     ("g", "graph launch (graph)", lambda o: o["g"].launch(o["other"])),
 ]
+
+
+class _Array:
+    """A device array as a framework describes it, for a Go function: never dereferenced."""
+
+    __cuda_array_interface__ = dict(version=3, data=(0x10000, False), shape=(4,), typestr="<f4", strides=None,
+                                    stream=None)
+
+
+_describe = sb.go_function(gokernels.Describe)  # wraps the stream's handle in Go, and says what it got
 
 
 def _close_all(o):
