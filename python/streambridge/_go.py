@@ -4,7 +4,7 @@ called with streams and arrays of any framework."""
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple, TypeVar
 
 from ._array import array_info
 from ._core import gate
@@ -12,11 +12,14 @@ from ._kernel import dlpack_stream, hand_over_arrays, is_array, wait_producers
 from ._stream import _BaseStream, as_stream
 
 
+_T = TypeVar("_T")
+
+
 def _is_plain(arg: Any) -> bool:
     return arg is None or isinstance(arg, (bool, int, float, str, bytes))
 
 
-def _held(streams: List[_BaseStream], call: Callable[[], Any]) -> Any:
+def _held(streams: List[_BaseStream], call: Callable[[], _T]) -> _T:
     """call() with every stream of streams held (``_use``): a close on another thread
     meanwhile leaves the destroy to after it, where the Go function would have met a
     destroyed handle; a closed one raises ClosedError first. Each stream's Go wrapper is made
@@ -25,7 +28,11 @@ def _held(streams: List[_BaseStream], call: Callable[[], Any]) -> Any:
     (ours, or its framework's object: streams.Vouched)."""
     if not streams:
         return call()
-    return streams[0]._use(lambda _key: _held(streams[1:], call))
+
+    def rest(_key: int) -> _T:
+        return _held(streams[1:], call)
+
+    return streams[0]._use(rest)
 
 
 def go_function(fn: Callable[..., Any], hand_over: bool = False) -> Callable[..., Any]:
@@ -82,7 +89,7 @@ def go_function(fn: Callable[..., Any], hand_over: bool = False) -> Callable[...
         if waits:
             wait_producers(stream, waits)
         gate()
-        result = _held(streams, lambda: fn(*passed))
+        result = _held(streams, functools.partial(fn, *passed))
         if hand_over and stream is not None:
             hand_over_arrays(args, stream)
         return result

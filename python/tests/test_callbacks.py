@@ -265,25 +265,30 @@ print(ran)
     assert p.returncode == 0 and p.stdout.strip() == str(list(range(20))), p.stdout + p.stderr
 
 
-FIRST_CHECKS_BESIDE_A_COMPILE = r"""
+# A child's setup: beside_a_compile(check) runs check() while another thread's compile
+# (cuModuleLoadData) waits for a Python host callback, which waits for the GIL: on a GPU a
+# create in the check then waits as long (half a second), unless the check lets the GIL go.
+BESIDE_A_COMPILE = r"""
 import threading, time
 import streambridge as sb
-s = sb.Stream(non_blocking=True)
-theirs_stream = sb.Stream(non_blocking=True)
-theirs_event = sb.Event(disable_timing=True)  # the only event of its context: its check makes a sentinel
+slow = sb.Stream(non_blocking=True)
 def beside_a_compile(check):
-    # a Python callback running, another behind it, and a compile waiting for both; then the check
     started = threading.Event()
-    s.launch_host_func(lambda _: (started.set(), time.sleep(0.5)), None)
-    s.launch_host_func(lambda _: None, None)
+    slow.launch_host_func(lambda _: (started.set(), time.sleep(0.5)), None)
+    slow.launch_host_func(lambda _: None, None)
     started.wait()
     compile = threading.Thread(target=lambda: sb.Module('extern "C" __global__ void k(long long x) {}'))
     compile.start()
     time.sleep(0.1)
     made = check()
     compile.join()
-    s.synchronize()
+    slow.synchronize()
     return made
+"""
+
+FIRST_CHECKS_BESIDE_A_COMPILE = BESIDE_A_COMPILE + r"""
+theirs_stream = sb.Stream(non_blocking=True)
+theirs_event = sb.Event(disable_timing=True)  # the only event of its context: its check makes a sentinel
 wrapped = beside_a_compile(lambda: sb.ExternalStream(theirs_stream.ptr))  # the first stream check: the layout learned
 borrowed = beside_a_compile(lambda: sb.Event.from_handle(theirs_event.ptr))  # the first event check: learned, and a sentinel
 borrowed.record(wrapped)
@@ -308,28 +313,19 @@ def test_the_first_checks_beside_a_compile_waiting_for_a_python_callback():
     assert p.returncode == 0 and p.stdout.strip() == "True True", p.stdout + p.stderr
 
 
-CLOSED_DURING_THE_FIRST_CHECK = r"""
-import threading, time
-import streambridge as sb
+CLOSED_DURING_THE_FIRST_CHECK = BESIDE_A_COMPILE + r"""
 s = sb.Stream(non_blocking=True)  # owned: its first Go call wraps it, the process's first stream check
-slow = sb.Stream(non_blocking=True)
-started = threading.Event()
-slow.launch_host_func(lambda _: (started.set(), time.sleep(0.5)), None)
-slow.launch_host_func(lambda _: None, None)
-started.wait()
-compile = threading.Thread(target=lambda: sb.Module('extern "C" __global__ void k(long long x) {}'))
-compile.start()
-time.sleep(0.1)
-closer = threading.Thread(target=lambda: (time.sleep(0.15), s.close()))  # while the check waits
-closer.start()
-try:
-    s.begin_capture()  # the key made, the check's learning behind the compile, the GIL let go
-    outcome = "begun"
-except sb.ClosedError:
-    outcome = "closed"
-closer.join()
-compile.join()
-slow.synchronize()
+def begin_while_another_thread_closes():
+    closer = threading.Thread(target=lambda: (time.sleep(0.15), s.close()))  # while the check waits
+    closer.start()
+    try:
+        s.begin_capture()  # the key made, the check's learning behind the compile, the GIL let go
+        return "begun"
+    except sb.ClosedError:
+        return "closed"
+    finally:
+        closer.join()
+outcome = beside_a_compile(begin_while_another_thread_closes)
 try:
     s.query()
     print(outcome, "open")
