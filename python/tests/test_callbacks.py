@@ -341,10 +341,11 @@ def test_a_stream_closed_while_its_first_check_waits_is_not_used_after():
     # which then asks the driver about the stream's capture. Held only from after the key,
     # the stream was destroyed first: the GIL chaos soak crashed in cuStreamGetCaptureInfo
     # (an H200, 1 run in 5 of a two-second seed). On the GPU, run alone, the close falls
-    # inside the check's wait ("closed": 10 of 11 runs on an H200; the wheel before the fix
-    # crashed in 2 of 6); where the compile ends before the callback (ten at once on one
-    # machine), or on the software driver, whose compile waits for nothing, the close may
-    # come after the begin ("begun"). In a child process: the check is the process's first.
+    # inside the check's wait ("closed": 18 of 19 runs on an H200, with and without the GIL;
+    # the wheel before the fix crashed in 2 of 6); where the compile ends before the callback
+    # (ten at once on one machine), or on the software driver, whose compile waits for
+    # nothing, the close may come after the begin ("begun"). In a child process: the check
+    # is the process's first.
     p = subprocess.run([sys.executable, "-c", CLOSED_DURING_THE_FIRST_CHECK], capture_output=True, text=True,
                        timeout=120)
     assert p.returncode == 0 and p.stdout.split() in (["closed", "closed"], ["begun", "closed"]), p.stdout + p.stderr
