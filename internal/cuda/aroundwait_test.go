@@ -110,8 +110,7 @@ func TestAnEventChecksSentinelIsMadeOutsideTheEmbeddersLock(t *testing.T) {
 // another learns waits for it outside the lock too, and a check after it lets nothing go.
 func TestALayoutIsLearnedOutsideTheEmbeddersLock(t *testing.T) {
 	e := installEmbedder(t)
-	var once sync.Once
-	var learned atomic.Bool
+	var once driver.Learning // a learning of its own: the package's are the process's
 	learning, finish := make(chan struct{}), make(chan struct{})
 	var runs atomic.Int32
 	var whole atomic.Bool
@@ -125,13 +124,13 @@ func TestALayoutIsLearnedOutsideTheEmbeddersLock(t *testing.T) {
 	first := make(chan struct{})
 	go func() {
 		defer close(first)
-		driver.LearnOnce(&once, &learned, learn)
+		once.Do(learn)
 	}()
 	<-learning
 	second := make(chan struct{})
 	go func() {
 		defer close(second)
-		driver.LearnOnce(&once, &learned, learn)
+		once.Do(learn)
 	}()
 	require.Eventually(t, func() bool { return len(e.taken()) == 3 }, 10*time.Second, time.Millisecond,
 		"the second check let the lock go to wait for the learning")
@@ -142,6 +141,6 @@ func TestALayoutIsLearnedOutsideTheEmbeddersLock(t *testing.T) {
 	assert.Equal(t, int32(1), runs.Load(), "learned once")
 	assert.False(t, whole.Load(), "learned with the lock let go")
 	assert.Equal(t, int32(2), e.takes.Load())
-	driver.LearnOnce(&once, &learned, learn)
+	once.Do(learn)
 	assert.Equal(t, int32(2), e.lets.Load(), "a check after the learning lets nothing go")
 }

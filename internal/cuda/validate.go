@@ -45,9 +45,8 @@ import (
 type streamLayout driver.StreamMemory
 
 var (
-	layoutOnce    sync.Once
-	layout        streamLayout
-	layoutLearned atomic.Bool // layout is set: readable without layoutOnce
+	layoutLearning driver.Learning // layout is set once it is Done
+	layout         streamLayout
 
 	// The first two words of every active primary context seen: a candidate's context
 	// must start like one. Learned from contexts that are already active, so validation
@@ -272,7 +271,7 @@ func layoutsOf(h, ctx uintptr, id uint64) map[streamLayout]bool {
 		if len(ids) == 0 {
 			box := make([]uint64, layoutSearchWords)
 			for p, w := range obj {
-				if pointerLike(w) && rd.peek(uintptr(w), box) {
+				if driver.PointerLike(w) && rd.peek(uintptr(w), box) {
 					for _, at := range wordsHolding(box, id) {
 						ids = append(ids, idPlace{p, at})
 					}
@@ -295,7 +294,7 @@ func layoutsOf(h, ctx uintptr, id uint64) map[streamLayout]bool {
 	}
 	obj := make([]uint64, layoutSearchWords)
 	for via, w := range block {
-		if pointerLike(w) && rd.peek(uintptr(w), obj) {
+		if driver.PointerLike(w) && rd.peek(uintptr(w), obj) {
 			objectAt(via, obj)
 		}
 	}
@@ -312,9 +311,6 @@ func wordsHolding(words []uint64, v uint64) []int {
 	}
 	return at
 }
-
-// pointerLike reports whether w could be the address of a block of words.
-func pointerLike(w uint64) bool { return w >= 4096 && w%8 == 0 && w < 1<<47 }
 
 // simplest is the layout of found with the fewest levels of indirection, then the lowest
 // offsets; false where found is empty.
@@ -494,10 +490,10 @@ func (d *Driver) StreamCheck(h driver.Stream) (driver.Context, uint64, driver.Re
 	if h.IsSpecial() {
 		return 0, 0, driver.Success
 	}
-	if uintptr(h) < 4096 || uintptr(h)%8 != 0 || uint64(h) >= 1<<47 {
+	if !driver.PointerLike(uint64(h)) {
 		return 0, 0, driver.ErrorInvalidHandle
 	}
-	driver.LearnOnce(&layoutOnce, &layoutLearned, func() { d.learn(func() { layout = learnStreamLayout(d) }) })
+	layoutLearning.Do(func() { d.learn(func() { layout = learnStreamLayout(d) }) })
 	if !layout.OK {
 		return 0, 0, driver.ErrorNotSupported
 	}
@@ -582,7 +578,7 @@ func (d *Driver) otherContext(h driver.Stream, ctx driver.Context, hdr [2]uint64
 // outside it). Not OK until a check has learned the layout, or where none was found, or
 // the heap's start cannot be read.
 func (*Driver) StreamMemory() driver.StreamMemory {
-	if !layoutLearned.Load() || !layout.OK {
+	if !layoutLearning.Done() || !layout.OK {
 		return driver.StreamMemory{}
 	}
 	m := driver.StreamMemory(layout)

@@ -39,10 +39,9 @@ import (
 type eventLayout driver.EventMemory
 
 var (
-	eventLayoutOnce    sync.Once
-	evLayout           eventLayout
-	eventLayoutLearned atomic.Bool
-	events             eventProver // the real driver's
+	eventLayoutLearning driver.Learning // evLayout is set once it is Done
+	evLayout            eventLayout
+	events              eventProver // the real driver's
 )
 
 // eventProver is what the event check keeps beside the layout, over any driver (the real
@@ -124,7 +123,7 @@ func eventWordsOf(hs, objs [3]uint64, w [3][]uint64, ctx uint64, via int) (event
 		}
 	}
 	for i := 0; l.IDAt < 0 && i < len(a); i++ {
-		if i == l.CtxAt || i == l.NextAt || i == l.PrevAt || i == l.BackAt || !pointerLike(a[i]) {
+		if i == l.CtxAt || i == l.NextAt || i == l.PrevAt || i == l.BackAt || !driver.PointerLike(a[i]) {
 			continue
 		}
 		box, ok := readEach([3]uint64{a[i], b[i], c[i]})
@@ -148,7 +147,7 @@ func readEach(at [3]uint64) ([3][]uint64, bool) {
 	var w [3][]uint64
 	for i, a := range at {
 		w[i] = make([]uint64, layoutSearchWords)
-		if !pointerLike(a) || !(reader{}).peek(uintptr(a), w[i]) {
+		if !driver.PointerLike(a) || !(reader{}).peek(uintptr(a), w[i]) {
 			return w, false
 		}
 	}
@@ -291,10 +290,10 @@ func (p *eventProver) check(api driver.API, l *eventLayout, h driver.Event) (dri
 // context and identity: driver.Success, or ErrorInvalidHandle for anything else;
 // ErrorNotSupported where the driver's layout could not be learned.
 func (d *Driver) EventCheck(h driver.Event) (driver.Context, uint64, driver.Result) {
-	if uintptr(h) < 4096 || uintptr(h)%8 != 0 || uint64(h) >= 1<<47 {
+	if !driver.PointerLike(uint64(h)) {
 		return 0, 0, driver.ErrorInvalidHandle
 	}
-	driver.LearnOnce(&eventLayoutOnce, &eventLayoutLearned, func() { d.learn(func() { evLayout = learnEventLayout(d) }) })
+	eventLayoutLearning.Do(func() { d.learn(func() { evLayout = learnEventLayout(d) }) })
 	if !evLayout.OK {
 		return 0, 0, driver.ErrorNotSupported
 	}
@@ -304,7 +303,7 @@ func (d *Driver) EventCheck(h driver.Event) (driver.Context, uint64, driver.Resu
 // EventMemory is the learned event layout, in the brk heap as StreamMemory's is; not OK
 // until a check has learned it, or where none was found.
 func (*Driver) EventMemory() driver.EventMemory {
-	if !eventLayoutLearned.Load() || !evLayout.OK {
+	if !eventLayoutLearning.Done() || !evLayout.OK {
 		return driver.EventMemory{}
 	}
 	m := driver.EventMemory(evLayout)

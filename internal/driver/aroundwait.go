@@ -15,7 +15,7 @@ import (
 // pending there (bench/callback_waits.c, part three), one of which may wait for that lock.
 // So the embedder hands over a pair of functions (LetGoAroundWaits): one lets its lock go,
 // returning what the other takes it back with; those calls are made between them
-// (AroundWait), as is the wait for a learning another thread is making (LearnOnce). Nothing
+// (AroundWait), as is the wait for a learning another thread is making (Learning). Nothing
 // else of a check runs outside the embedder's lock, and no lock of the drivers is held across
 // them. Other threads run meanwhile: the embedder holds what it uses across a check (the
 // Python core holds its objects: python/native/gate.inc). The software driver has nothing to
@@ -49,10 +49,24 @@ func AroundWait(f func()) {
 	f()
 }
 
-// LearnOnce runs learn once a process (once, then learned set), outside the embedder's
-// lock; so does a check that waits for another check's learning.
-func LearnOnce(once *sync.Once, learned *atomic.Bool, learn func()) {
-	if !learned.Load() {
-		AroundWait(func() { once.Do(func() { learn(); learned.Store(true) }) })
+// Learning is a layout learned once a process (Do), and whether it is (Done): its answer
+// readable without the once.
+type Learning struct {
+	once    sync.Once
+	learned atomic.Bool
+}
+
+// Do runs learn once a process, outside the embedder's lock; so does a check that waits for
+// another check's learning.
+func (l *Learning) Do(learn func()) {
+	if !l.learned.Load() {
+		AroundWait(func() { l.once.Do(func() { learn(); l.learned.Store(true) }) })
 	}
 }
+
+// Done reports whether the learning ran.
+func (l *Learning) Done() bool { return l.learned.Load() }
+
+// PointerLike reports whether w could be the address of a block of words: what a handle
+// check takes further (both drivers refuse anything else before they learn).
+func PointerLike(w uint64) bool { return w >= 4096 && w%8 == 0 && w < 1<<47 }

@@ -32,10 +32,10 @@ func (d *Driver) EventCreate(ch driver.Context, flags uint32) (driver.Event, dri
 // in its context's list it makes one there (a sentinel, never destroyed), with an
 // embedder's lock let go (driver.AroundWait), and answers for what the handle names then.
 func (d *Driver) EventCheck(h driver.Event) (driver.Context, uint64, driver.Result) {
-	if uintptr(h) < 4096 || uintptr(h)%8 != 0 || uint64(h) >= 1<<47 { // as the real check: before it learns
+	if !driver.PointerLike(uint64(h)) { // as the real check: before it learns
 		return 0, 0, driver.ErrorInvalidHandle
 	}
-	driver.LearnOnce(&eventLearning, &eventLearned, func() {}) // as StreamCheck's
+	eventLearning.Do(func() {}) // as StreamCheck's
 	if d.unlearnable {
 		return 0, 0, driver.ErrorNotSupported
 	}

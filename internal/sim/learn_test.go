@@ -17,9 +17,7 @@ import (
 // check after, or of a handle no check would learn for, lets nothing go. The learning is
 // reset first: it is the process's, and another test may have made it.
 func TestTheChecksLetAnEmbeddersLockGoWhereTheRealDriversDo(t *testing.T) {
-	streamLearning, eventLearning = sync.Once{}, sync.Once{}
-	streamLearned.Store(false)
-	eventLearned.Store(false)
+	streamLearning, eventLearning = driver.Learning{}, driver.Learning{}
 	var mu sync.Mutex
 	var steps []string
 	step := func(s string) {

@@ -4,8 +4,6 @@ package sim
 
 import (
 	"slices"
-	"sync"
-	"sync/atomic"
 
 	"github.com/streambridge/streambridge/internal/driver"
 )
@@ -82,13 +80,10 @@ func (d *Driver) captureWork(ch driver.Context, h driver.Stream) (*stream, drive
 }
 
 // The first stream check and the first event check of a process: the real driver's learn
-// its layout there, letting an embedder's lock go meanwhile (driver.LearnOnce), and so do
+// its layout there, letting an embedder's lock go meanwhile (driver.Learning), and so do
 // these, which have nothing to learn: another thread may run between a check's call and
 // its answer on either driver.
-var (
-	streamLearning, eventLearning sync.Once
-	streamLearned, eventLearned   atomic.Bool
-)
+var streamLearning, eventLearning driver.Learning
 
 // StreamCheck looks the handle up: the software driver knows every stream it made. Like
 // the real driver's check it reads, and so works during capture.
@@ -96,10 +91,10 @@ func (d *Driver) StreamCheck(h driver.Stream) (driver.Context, uint64, driver.Re
 	if h.IsSpecial() {
 		return 0, 0, driver.Success
 	}
-	if uintptr(h) < 4096 || uintptr(h)%8 != 0 || uint64(h) >= 1<<47 { // as the real check: before it learns
+	if !driver.PointerLike(uint64(h)) { // as the real check: before it learns
 		return 0, 0, driver.ErrorInvalidHandle
 	}
-	driver.LearnOnce(&streamLearning, &streamLearned, func() {})
+	streamLearning.Do(func() {})
 	if d.unlearnable {
 		return 0, 0, driver.ErrorNotSupported
 	}
