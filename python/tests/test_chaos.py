@@ -25,7 +25,8 @@ import time
 
 import streambridge as sb
 from streambridge import _core, _xla
-from streambridge.ext import gokernels
+
+from test_go_function import Array, describe  # a Go function given a stream, and an array for it
 
 # What a call may raise: streambridge's errors, and the ValueError of a closed object.
 TYPED = (sb.CUDAError, sb.ClosedError, sb.CallbackReentryError, sb.DeviceMismatchError, sb.ForkedProcessError)
@@ -83,14 +84,6 @@ def _callback(rng, s):
     return lambda _: None
 
 
-class _Array:
-    """A device array as a framework describes it, for a Go function: never dereferenced."""
-
-    __cuda_array_interface__ = dict(version=3, data=(0x10000, False), shape=(4,), typestr="<f4", strides=None,
-                                    stream=None)
-
-
-_describe = sb.go_function(gokernels.Describe)  # wraps the stream's handle in Go, and says what it got
 
 
 def _calls(w):
@@ -184,7 +177,7 @@ def _calls(w):
         ("launch_host_func", lambda rng, mine: (lambda s: s.launch_host_func(_callback(rng, s), None))(w.stream(rng))),
         ("is_capturing", lambda rng, mine: w.stream(rng).is_capturing()),
         ("a stream's questions to Go", lambda rng, mine: (lambda s: (s.priority, s.is_non_blocking, s.id))(w.stream(rng))),
-        ("a Go function", lambda rng, mine: _describe(w.stream(rng), _Array())),
+        ("a Go function", lambda rng, mine: describe(w.stream(rng), Array())),
         ("Event.query", lambda rng, mine: w.event(rng).query()),
         ("Event.synchronize", lambda rng, mine: w.event(rng).synchronize()),
         ("begin_capture", begin),

@@ -17,7 +17,8 @@ import time
 import pytest
 
 import streambridge as sb
-from streambridge.ext import gokernels
+
+from test_go_function import Array, describe  # a Go function given a stream, and an array for it
 
 CLOSED_OR_OK = (sb.ClosedError,)
 
@@ -50,7 +51,7 @@ CALLS = [
     ("s", "priority", lambda o: o["s"].priority),
     ("s", "is_non_blocking", lambda o: o["s"].is_non_blocking),
     ("s", "id", lambda o: o["s"].id),
-    ("s", "a Go function", lambda o: _describe(o["s"], _Array())),
+    ("s", "a Go function", lambda o: describe(o["s"], Array())),
     ("e", "Event.query", lambda o: o["e"].query()),
     ("e", "Event.synchronize", lambda o: o["e"].synchronize()),
     ("e", "Event.record", lambda o: o["e"].record(o["other"])),
@@ -59,14 +60,6 @@ CALLS = [
 ]
 
 
-class _Array:
-    """A device array as a framework describes it, for a Go function: never dereferenced."""
-
-    __cuda_array_interface__ = dict(version=3, data=(0x10000, False), shape=(4,), typestr="<f4", strides=None,
-                                    stream=None)
-
-
-_describe = sb.go_function(gokernels.Describe)  # wraps the stream's handle in Go, and says what it got
 
 
 def _close_all(o):
