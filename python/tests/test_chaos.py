@@ -39,7 +39,7 @@ class World:
     def __init__(self, rng):
         self.lock = threading.Lock()
         self.streams = [sb.Stream(non_blocking=True) for _ in range(4)]
-        self.events = [sb.Event() for _ in range(4)]
+        self.events = [self.new_event(i) for i in range(4)]
         self.graphs = [None, None]
         # JAX's stream: XLA hands the handler a stream that lives for the call (the handler
         # wraps it vouched for, where the layout cannot be learned): never closed here
@@ -51,6 +51,11 @@ class World:
             self.modules = [self.module() for _ in range(2)]
         except (sb.NoDriverError, sb.CUDAError):
             self.modules = None
+
+    @staticmethod
+    def new_event(i):
+        """Slot i's event: timed in even slots, interprocess in slot 3 (which IPC needs untimed)."""
+        return sb.Event(disable_timing=i % 2 == 1, interprocess=i == 3)
 
     @staticmethod
     def module():
@@ -69,6 +74,16 @@ class World:
             old, self.graphs[i] = self.graphs[i], g
         if old is not None:
             old.close()
+
+
+class _Protocol:
+    """A framework's stream, as ``__cuda_stream__`` shows it (cuda.core's protocol)."""
+
+    def __init__(self, s):
+        self.s = s
+
+    def __cuda_stream__(self):
+        return self.s.__cuda_stream__()
 
 
 def _callback(rng, s):
@@ -132,7 +147,7 @@ def _calls(w):
     def remake_event(rng, mine):
         i = rng.randrange(len(w.events))
         with w.lock:
-            old, w.events[i] = w.events[i], sb.Event()
+            old, w.events[i] = w.events[i], w.new_event(i)
         old.close()
 
     # streambridge.jax's calls as XLA's handler makes them (_xla.run: python/native/xla.inc
@@ -163,6 +178,34 @@ def _calls(w):
             old, w.modules[i] = w.modules[i], made
         old[0].close()
 
+    def graph_upload(rng, mine):
+        g = w.graphs[rng.randrange(len(w.graphs))]
+        if g is not None:
+            g.upload(w.stream(rng))
+
+    def within(rng, mine):
+        s = w.stream(rng)
+        if rng.randrange(2):
+            with s:
+                sb.current_stream().query()
+        else:
+            s.use()
+            sb.current_stream().query()
+
+    def as_stream(rng, mine):
+        s = sb.as_stream(_Protocol(w.stream(rng)))  # a framework's object: wrapped, proven first
+        try:
+            s.query()
+        finally:
+            s.close()
+
+    def ipc(rng, mine):
+        opened = sb.Event.from_ipc_handle(0, w.event(rng).ipc_handle())  # the real driver refuses this process's
+        try:
+            w.stream(rng).wait_event(opened)
+        finally:
+            opened.close()
+
     def close_graph(rng, mine):
         g = w.graphs[rng.randrange(len(w.graphs))]
         if g is not None:
@@ -178,11 +221,22 @@ def _calls(w):
         ("is_capturing", lambda rng, mine: w.stream(rng).is_capturing()),
         ("a stream's questions to Go", lambda rng, mine: (lambda s: (s.priority, s.is_non_blocking, s.id))(w.stream(rng))),
         ("a Go function", lambda rng, mine: describe(w.stream(rng), Array())),
+        ("record_event", lambda rng, mine: w.stream(rng).record_event().close()),
+        ("Stream.wait", lambda rng, mine: w.stream(rng).wait(rng.choice((w.event, w.stream))(rng))),
+        ("add_callback", lambda rng, mine: w.stream(rng).add_callback(lambda s, status, arg: None, None)),
+        ("hand_over", lambda rng, mine: sb.hand_over(bytearray(8), w.stream(rng))),
+        ("with and use()", within),
+        ("as_stream", as_stream),
         ("Event.query", lambda rng, mine: w.event(rng).query()),
+        ("Event.record", lambda rng, mine: w.event(rng).record(w.stream(rng))),
+        ("Event.wait", lambda rng, mine: w.event(rng).wait(w.stream(rng))),
+        ("elapsed_time", lambda rng, mine: w.event(rng).elapsed_time(w.event(rng))),
+        ("IPC", ipc),
         ("Event.synchronize", lambda rng, mine: w.event(rng).synchronize()),
         ("begin_capture", begin),
         ("end_capture", end),
         ("Graph.launch", graph_launch),
+        ("Graph.upload", graph_upload),
         ("ExternalStream", wrap),
         ("Event.from_handle", wrap_event),
         ("streambridge.jax's calls", xla_run),

@@ -34,7 +34,46 @@ def _objects(device=0):
     other.record()  # an event record node: no host callback, which the blocked one would hold up
     g = other.end_capture()
     other.synchronize()
-    return {"s": s, "other": other, "e": e, "end": end, "g": g}
+    ipc = sb.Event(interprocess=True, disable_timing=True, device=device)
+    return {"s": s, "other": other, "e": e, "end": end, "g": g, "ipc": ipc}
+
+
+class _Destroyed(sb.ClosedError):
+    """A wrap's check refused a handle its owner's close destroyed: what ends the wrap's
+    calls in a race, as ClosedError ends the others'."""
+
+
+def _wrap(wrap, origin):
+    """A wrapper of origin's handle, queried and closed. Once origin is closed the handle
+    is a destroyed one, which the check or the query refuses, or the driver has given it to
+    a stream made since (the soak's remakes), which may be capturing: any error of the
+    driver's then; none while origin is open."""
+    handle = origin.ptr
+    try:
+        w = wrap(handle)
+        try:
+            w.query()
+        finally:
+            w.close()
+    except sb.CUDAError as e:
+        if origin._open:
+            raise
+        raise _Destroyed(str(e)) from e
+
+
+def _elapsed(start, end):
+    """start's time to end's; not ready while either is recorded again on a busy stream."""
+    try:
+        return start.elapsed_time(end)
+    except sb.CUDAError as e:
+        if e.name != "CUDA_ERROR_NOT_READY":
+            raise
+
+
+def _within(s):
+    """A ``with`` block on s, and a call on the current stream inside it."""
+    with s:
+        sb.current_stream().query()
 
 
 # Every call that has a stream's or an event's handle, and which object the round closes.
@@ -52,10 +91,26 @@ CALLS = [
     ("s", "is_non_blocking", lambda o: o["s"].is_non_blocking),
     ("s", "id", lambda o: o["s"].id),
     ("s", "a Go function", lambda o: describe(o["s"], Array())),
+    ("s", "record_event", lambda o: o["s"].record_event()),
+    ("s", "Stream.wait", lambda o: o["s"].wait(o["e"])),
+    ("s", "Stream.wait (stream)", lambda o: o["other"].wait(o["s"])),
+    ("s", "add_callback", lambda o: o["s"].add_callback(lambda s, status, arg: None, None)),
+    ("s", "hand_over", lambda o: sb.hand_over(bytearray(8), o["s"])),
+    ("s", "graph upload", lambda o: o["g"].upload(o["s"])),
+    ("s", "__cuda_stream__", lambda o: o["s"].__cuda_stream__()),
+    ("s", "as_stream", lambda o: sb.as_stream(o["s"]).query()),
+    ("s", "ExternalStream", lambda o: _wrap(sb.ExternalStream, o["s"])),
+    ("s", "with", lambda o: _within(o["s"])),
     ("e", "Event.query", lambda o: o["e"].query()),
     ("e", "Event.synchronize", lambda o: o["e"].synchronize()),
     ("e", "Event.record", lambda o: o["e"].record(o["other"])),
     ("e", "wait_event (event)", lambda o: o["other"].wait_event(o["e"])),
+    ("e", "Event.wait", lambda o: o["e"].wait(o["other"])),
+    ("e", "elapsed_time", lambda o: _elapsed(o["e"], o["end"])),
+    ("e", "elapsed_time (end)", lambda o: _elapsed(o["end"], o["e"])),
+    ("e", "Event.from_handle", lambda o: _wrap(sb.Event.from_handle, o["e"])),
+    ("e", "as_event", lambda o: sb.as_event(o["e"]).query()),
+    ("ipc", "ipc_handle", lambda o: o["ipc"].ipc_handle()),
     ("g", "graph launch (graph)", lambda o: o["g"].launch(o["other"])),
 ]
 
