@@ -29,6 +29,7 @@ def _child(code, *flags):
     env = dict(os.environ)
     for setting in ("STREAMBRIDGE_LAYOUT", "STREAMBRIDGE_SIM_LAYOUT"):  # the loads are the subject: a layout to learn
         env.pop(setting, None)
+    env.pop("PYTHONFAULTHANDLER", None)  # whether faulthandler comes before the guard is each case's: its flags say
     p = subprocess.run([sys.executable, *flags, "-c", textwrap.dedent(SETUP) + textwrap.dedent(code)],
                        capture_output=True, text=True, timeout=60, env=env)
     return p.returncode, p.stdout, p.stderr
