@@ -2,7 +2,7 @@
 back out into each of the others: the same CUstream, usable by every framework."""
 
 import pytest
-from _interop import framework
+from _interop import framework, run_child
 
 import streambridge
 
@@ -85,3 +85,61 @@ def test_default_streams_convert_to_each_frameworks_meaning(special, target):
         assert out == torch.cuda.default_stream(0), "not a new pooled stream, as torch.cuda.ExternalStream(0) gives"
     else:
         assert got == special or (special == 0 and got in (0, 1)), (target, special, got)
+
+
+_CONVERSIONS_RACING_A_CLOSE = """
+import random, sys, threading
+import streambridge
+target = sys.argv[1]
+convert = getattr(streambridge.Stream, "to_" + target.replace(".", "_"))
+made = refused = 0
+lock = threading.Lock()
+for _ in range(100):
+    s = streambridge.Stream(non_blocking=True)
+    start = threading.Barrier(4)
+
+    def use():
+        global made, refused
+        start.wait()
+        n = 0
+        try:
+            while True:
+                convert(s)
+                n += 1
+        except streambridge.ClosedError:
+            with lock:
+                made, refused = made + n, refused + 1
+
+    threads = [threading.Thread(target=use) for _ in range(3)]
+    for t in threads:
+        t.start()
+    start.wait()
+    threading.Event().wait(random.random() * 0.003)
+    s.close()
+    for t in threads:
+        t.join(30)
+        assert not t.is_alive(), "a conversion did not return after close"
+print("made", made > 0, "refused", refused)
+"""
+
+
+@pytest.mark.parametrize("target", ["torch", "cupy", "cuda.core", "numba"])
+def test_a_conversion_racing_a_close_on_another_thread_gets_a_live_handle_or_closed_error(target):
+    """The framework makes its object from the handle (and may ask the driver about it)
+    while the stream is held: a close on another thread meanwhile is left until it is done,
+    and the conversions after raise ClosedError. In a child: a destroyed handle reaching the
+    driver would end the process."""
+    framework(target if target != "numba" else "numba.cuda")
+    rc, out, err = run_child(_CONVERSIONS_RACING_A_CLOSE, target)
+    assert rc == 0, f"exit {rc}\n{out}\n{err[-4000:]}"
+    assert out.split() == ["made", "True", "refused", "300"], out + err
+
+
+@pytest.mark.parametrize("target", ["torch", "cupy", "cuda.core", "numba"])
+def test_a_conversion_of_a_capturing_stream_leaves_the_capture_going(target):
+    s = streambridge.Stream(non_blocking=True)
+    s.begin_capture("global")
+    getattr(s, "to_" + target.replace(".", "_"))()
+    s.record()
+    s.end_capture().close()
+    s.close()

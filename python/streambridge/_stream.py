@@ -193,7 +193,9 @@ class _BaseStream(_c.StreamCore):
         return Device(self.device_id)
 
     # Conversions. Each returns the framework's own object for this same CUstream, which
-    # keeps this stream alive; the framework is imported only here.
+    # keeps this stream alive; the framework is imported only here. The stream is held while
+    # the framework makes its object (_use): a close on another thread meanwhile leaves the
+    # destroy until the framework is done with the handle, where it may ask the driver.
 
     def to_torch(self) -> Any:
         """A ``torch.cuda.Stream`` for this stream. 0 and 1 become
@@ -204,9 +206,11 @@ class _BaseStream(_c.StreamCore):
         ``non_blocking=True`` (and in a tensor given to ``record_stream``) and records an
         event on it when the tensor is freed: close this stream only after such tensors are
         gone, or the process ends in torch (docs/python.md)."""
-        self._verify()  # before the framework sees the handle
         import torch
 
+        return self._use(self._to_torch, torch)
+
+    def _to_torch(self, _key: int, torch: Any) -> Any:
         dev = torch.device("cuda", self.device_id)
         if self._ptr in (0, 1):  # torch reads 1 as a stream ID; its default stream is the legacy one
             return torch.cuda.default_stream(dev)
@@ -219,9 +223,11 @@ class _BaseStream(_c.StreamCore):
         device (``device_id``), so CuPy runs work on it on that device whichever is current.
         The legacy default stream too is this device's (``cupy.cuda.Stream.null`` would be
         the current device's)."""
-        self._verify()  # before the framework sees the handle
         import cupy
 
+        return self._use(self._to_cupy, cupy)
+
+    def _to_cupy(self, _key: int, cupy: Any) -> Any:
         with cupy.cuda.Device(self.device_id):
             from_external = getattr(cupy.cuda.Stream, "from_external", None)
             if from_external is None:  # before CuPy 14
@@ -236,9 +242,11 @@ class _BaseStream(_c.StreamCore):
     def to_cuda_core(self) -> Any:
         """A ``cuda.core.Stream`` for this stream, through ``Device.create_stream(self)``,
         which speaks ``__cuda_stream__`` and keeps this object alive."""
-        self._verify()  # before the framework sees the handle
         from cuda.core import Device as CoreDevice
 
+        return self._use(self._to_cuda_core, CoreDevice)
+
+    def _to_cuda_core(self, _key: int, CoreDevice: Any) -> Any:
         dev = CoreDevice(self.device_id)
         dev.set_current()
         return dev.create_stream(self)
@@ -246,9 +254,11 @@ class _BaseStream(_c.StreamCore):
     def to_numba(self) -> Any:
         """A Numba stream for this stream (``numba.cuda.external_stream``; 0, 1 and 2 are
         Numba's default, legacy and per-thread default streams)."""
-        self._verify()  # before the framework sees the handle
         from numba import cuda
 
+        return self._use(self._to_numba, cuda)
+
+    def _to_numba(self, _key: int, cuda: Any) -> Any:
         with cuda.gpus[self.device_id]:
             if self._ptr == 0:
                 return cuda.default_stream()

@@ -2,8 +2,9 @@
 events, graphs, wrappers and (where the driver runs device code) kernels and modules, and
 streambridge.jax's as XLA's handler makes them, on shared objects, with captures in every
 mode begun on any thread, ended there or abandoned (one in five), joins through waits on
-events recorded in captures, host callbacks that raise, query their stream or close it, and
-a close and remake of some object in one call of ten. Any
+events recorded in captures, host callbacks that raise, query their stream or close it, the
+frameworks' objects for a stream (to_torch, to_cupy, ...: where one is installed, on the
+real driver), and a close and remake of some object in one call of ten. Any
 error of streambridge's is accepted; the soak fails only on a crash (a destroyed handle
 reaching either driver ends the process), a hang (a watchdog ends the process with every
 thread's stack), or an error that is none of streambridge's. As streams/chaos_test.go does
@@ -15,6 +16,7 @@ regular expression, keeps the calls whose names it finds (all by default)."""
 
 import faulthandler
 import gc
+import importlib.util
 import os
 import random
 import re
@@ -51,6 +53,12 @@ class World:
             self.modules = [self.module() for _ in range(2)]
         except (sb.NoDriverError, sb.CUDAError):
             self.modules = None
+        # each framework's first conversion starts it (torch's lazy init): here, before any
+        # capture, as a program starts its frameworks before it captures
+        self.targets = [name for name, module in (("torch", "torch"), ("cupy", "cupy"), ("cuda_core", "cuda.core"),
+                                                  ("numba", "numba.cuda")) if sb.driver() == "cuda" and _installed(module)]
+        for name in self.targets:
+            getattr(self.streams[0], "to_" + name)()
 
     @staticmethod
     def new_event(i):
@@ -74,6 +82,13 @@ class World:
             old, self.graphs[i] = self.graphs[i], g
         if old is not None:
             old.close()
+
+
+def _installed(module):
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ImportError:  # its parent package is missing
+        return False
 
 
 class _Protocol:
@@ -199,6 +214,10 @@ def _calls(w):
         finally:
             s.close()
 
+    def convert(rng, mine):  # a framework's object for a stream, dropped at once: a close meanwhile waits for it
+        if w.targets:
+            getattr(w.stream(rng), "to_" + rng.choice(w.targets))()
+
     def ipc(rng, mine):
         opened = sb.Event.from_ipc_handle(0, w.event(rng).ipc_handle())  # the real driver refuses this process's
         try:
@@ -227,6 +246,7 @@ def _calls(w):
         ("hand_over", lambda rng, mine: sb.hand_over(bytearray(8), w.stream(rng))),
         ("with and use()", within),
         ("as_stream", as_stream),
+        ("conversions", convert),
         ("Event.query", lambda rng, mine: w.event(rng).query()),
         ("Event.record", lambda rng, mine: w.event(rng).record(w.stream(rng))),
         ("Event.wait", lambda rng, mine: w.event(rng).wait(w.stream(rng))),
@@ -252,8 +272,8 @@ def _calls(w):
 
 
 def soak(seconds, seed, threads=8):
-    """Runs the soak; returns the number of calls and of typed errors, and whether kernels
-    were launched (modules compiled, launched and closed) in it. A hang ends the
+    """Runs the soak; returns the number of calls and of typed errors, whether kernels
+    were launched (modules compiled, launched and closed) in it, and the frameworks converted to. A hang ends the
     process (status 1) with every thread's stack; an untyped error ends the soak with it;
     streams or events the core made and did not destroy once all is closed fail it."""
     streams_before, events_before = _core.live_streams(), _core.live_events()
@@ -307,7 +327,7 @@ def soak(seconds, seed, threads=8):
     for m, _ in w.modules or ():
         m.close()
     sb.callback_errors()
-    kernels = w.modules is not None
+    kernels, targets = w.modules is not None, w.targets
     w = None
     gc.collect()
     s = sb.Stream()
@@ -318,7 +338,7 @@ def soak(seconds, seed, threads=8):
                  for o in gc.get_objects() if isinstance(o, sb.Stream) and o._owned and (o._open or o._busy or o._closing)]
         raise AssertionError(f"left alive after the soak: {left[0]} streams, {left[1]} events the core made (seed {seed}); "
                              f"streams made here and not released: {alive}")
-    return made[0], refused[0], kernels
+    return made[0], refused[0], kernels, targets
 
 
 def test_chaos_soak_in_a_child_process():
@@ -335,8 +355,9 @@ if __name__ == "__main__":
     if len(sys.argv) in (3, 4) and sys.argv[1] == "--soak":
         faulthandler.enable()  # a crash prints every thread's Python stack
         seed = int(sys.argv[3]) if len(sys.argv) == 4 else int(time.time())
-        made, refused, kernels = soak(float(sys.argv[2]), seed)
+        made, refused, kernels, targets = soak(float(sys.argv[2]), seed)
         print(f"chaos soak: {made} calls, {refused} refused with streambridge's errors, 8 threads, seed {seed}, "
-              f"driver {sb.driver()}, kernels {'launched' if kernels else 'left out (no device code here)'}")
+              f"driver {sb.driver()}, kernels {'launched' if kernels else 'left out (no device code here)'}, "
+              f"conversions to {', '.join(targets) or 'none (no framework here)'}")
     else:
         sys.exit("usage: test_chaos.py --soak SECONDS [SEED]")
