@@ -92,6 +92,9 @@ import random, sys, threading
 import streambridge
 target = sys.argv[1]
 convert = getattr(streambridge.Stream, "to_" + target.replace(".", "_"))
+first = streambridge.Stream(non_blocking=True)
+convert(first)  # the framework's first use, on one thread: Numba's device list is made lazily, unlocked
+first.close()
 made = refused = 0
 lock = threading.Lock()
 for _ in range(100):

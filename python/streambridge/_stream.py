@@ -193,9 +193,10 @@ class _BaseStream(_c.StreamCore):
         return Device(self.device_id)
 
     # Conversions. Each returns the framework's own object for this same CUstream, which
-    # keeps this stream alive; the framework is imported only here. The stream is held while
-    # the framework makes its object (_use): a close on another thread meanwhile leaves the
-    # destroy until the framework is done with the handle, where it may ask the driver.
+    # keeps this stream alive; the framework is imported only here, once the stream is
+    # proven usable. The stream is held while the framework makes its object (_use): a close
+    # on another thread meanwhile leaves the destroy until the framework is done with the
+    # handle, which it may ask the driver about.
 
     def to_torch(self) -> Any:
         """A ``torch.cuda.Stream`` for this stream. 0 and 1 become
@@ -206,11 +207,11 @@ class _BaseStream(_c.StreamCore):
         ``non_blocking=True`` (and in a tensor given to ``record_stream``) and records an
         event on it when the tensor is freed: close this stream only after such tensors are
         gone, or the process ends in torch (docs/python.md)."""
+        return self._use(self._to_torch)
+
+    def _to_torch(self, _key: int) -> Any:
         import torch
 
-        return self._use(self._to_torch, torch)
-
-    def _to_torch(self, _key: int, torch: Any) -> Any:
         dev = torch.device("cuda", self.device_id)
         if self._ptr in (0, 1):  # torch reads 1 as a stream ID; its default stream is the legacy one
             return torch.cuda.default_stream(dev)
@@ -223,18 +224,22 @@ class _BaseStream(_c.StreamCore):
         device (``device_id``), so CuPy runs work on it on that device whichever is current.
         The legacy default stream too is this device's (``cupy.cuda.Stream.null`` would be
         the current device's)."""
+        return self._use(self._to_cupy)
+
+    def _to_cupy(self, _key: int) -> Any:
         import cupy
 
-        return self._use(self._to_cupy, cupy)
-
-    def _to_cupy(self, _key: int, cupy: Any) -> Any:
         with cupy.cuda.Device(self.device_id):
             from_external = getattr(cupy.cuda.Stream, "from_external", None)
             if from_external is None:  # before CuPy 14
                 cs = cupy.cuda.ExternalStream(self._ptr, self.device_id)
                 cs._streambridge = self  # kept alive with it
                 return cs
-            cs = from_external(self)  # keeps this object alive itself
+            held = _Held(self)
+            try:
+                cs = from_external(held)  # keeps held, and with it this stream, alive
+            finally:
+                held.held = False
         # __cuda_stream__ carries no device, so CuPy 14 leaves it unset (-1: the current one)
         cs.device_id = self.device_id
         return cs
@@ -242,11 +247,11 @@ class _BaseStream(_c.StreamCore):
     def to_cuda_core(self) -> Any:
         """A ``cuda.core.Stream`` for this stream, through ``Device.create_stream(self)``,
         which speaks ``__cuda_stream__`` and keeps this object alive."""
+        return self._use(self._to_cuda_core)
+
+    def _to_cuda_core(self, _key: int) -> Any:
         from cuda.core import Device as CoreDevice
 
-        return self._use(self._to_cuda_core, CoreDevice)
-
-    def _to_cuda_core(self, _key: int, CoreDevice: Any) -> Any:
         dev = CoreDevice(self.device_id)
         dev.set_current()
         return dev.create_stream(self)
@@ -254,11 +259,11 @@ class _BaseStream(_c.StreamCore):
     def to_numba(self) -> Any:
         """A Numba stream for this stream (``numba.cuda.external_stream``; 0, 1 and 2 are
         Numba's default, legacy and per-thread default streams)."""
+        return self._use(self._to_numba)
+
+    def _to_numba(self, _key: int) -> Any:
         from numba import cuda
 
-        return self._use(self._to_numba, cuda)
-
-    def _to_numba(self, _key: int, cuda: Any) -> Any:
         with cuda.gpus[self.device_id]:
             if self._ptr == 0:
                 return cuda.default_stream()
@@ -269,6 +274,20 @@ class _BaseStream(_c.StreamCore):
             ns = cuda.external_stream(self._ptr)
             ns._streambridge = self
             return ns
+
+
+class _Held:
+    """A stream as ``__cuda_stream__`` shows it to a framework that makes its object from
+    the protocol (CuPy 14's ``Stream.from_external``), while the conversion holds it: its
+    handle then, though a close on another thread has already refused the stream's own
+    ``__cuda_stream__`` (whose ClosedError the framework would turn into its TypeError),
+    and the stream's answer after."""
+
+    def __init__(self, stream: "_BaseStream") -> None:
+        self.stream, self.held = stream, True
+
+    def __cuda_stream__(self) -> Tuple[int, int]:
+        return (0, self.stream._ptr) if self.held else self.stream.__cuda_stream__()
 
 
 class ExternalStream(_c.ExternalCore, _BaseStream):

@@ -163,7 +163,12 @@ def _race(call, close, threads=3, ends=CLOSED_OR_OK):
     return errors, any(t.is_alive() for t in workers)
 
 
-@pytest.mark.parametrize("closes,name,call", CALLS, ids=[c[1] for c in CALLS])
+# The wraps of a bare handle, which only a learned layout proves (conftest.py)
+WRAPS = {"ExternalStream", "Event.from_handle"}
+
+
+@pytest.mark.parametrize("closes,name,call", [pytest.param(*c, id=c[1], marks=[pytest.mark.learned_layout] * (c[1] in WRAPS))
+                                              for c in CALLS])
 def test_close_racing_a_call_on_other_threads(closes, name, call, host_callback_waiting):
     for _ in range(10):
         o = _objects()
@@ -291,6 +296,9 @@ def soak(seconds, threads=8, seed=0):
     """Eight threads doing random calls on shared objects, spread over every device (up to
     four), closing and remaking them now and then; returns (calls, refused as closed,
     devices). Any other error is raised."""
+    from conftest import UNLEARNABLE
+
+    calls = [c for c in CALLS if not (UNLEARNABLE and c[1] in WRAPS)]  # refused as unprovable there, as designed
     devices = min(sb.device_count(), 4)
     slots = [_objects(i % devices) for i in range(4)]
     lock = threading.Lock()
@@ -303,7 +311,7 @@ def soak(seconds, threads=8, seed=0):
         while time.monotonic() < deadline and not errors:
             i = rng.randrange(len(slots))
             o = slots[i]
-            closes, _, call = rng.choice(CALLS)
+            closes, _, call = rng.choice(calls)
             try:
                 if rng.randrange(200) == 0:
                     o[closes].close()
