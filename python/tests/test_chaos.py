@@ -133,7 +133,7 @@ def _calls(w):
     def graph_launch(rng, mine):
         g = w.graphs[rng.randrange(len(w.graphs))]
         if g is not None:
-            g.launch(w.stream(rng))
+            rng.choice((g.launch, g.upload))(w.stream(rng))
 
     def wrap(rng, mine):
         s = w.stream(rng)
@@ -193,11 +193,6 @@ def _calls(w):
             old, w.modules[i] = w.modules[i], made
         old[0].close()
 
-    def graph_upload(rng, mine):
-        g = w.graphs[rng.randrange(len(w.graphs))]
-        if g is not None:
-            g.upload(w.stream(rng))
-
     def within(rng, mine):
         s = w.stream(rng)
         if rng.randrange(2):
@@ -255,8 +250,7 @@ def _calls(w):
         ("Event.synchronize", lambda rng, mine: w.event(rng).synchronize()),
         ("begin_capture", begin),
         ("end_capture", end),
-        ("Graph.launch", graph_launch),
-        ("Graph.upload", graph_upload),
+        ("Graph.launch and Graph.upload", graph_launch),
         ("ExternalStream", wrap),
         ("Event.from_handle", wrap_event),
         ("streambridge.jax's calls", xla_run),
