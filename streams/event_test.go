@@ -201,6 +201,18 @@ func TestIPCEventWithinOneProcess(t *testing.T) {
 	})
 }
 
+// 64 zero bytes are no event's handle: the real driver answers CUDA_ERROR_MAP_FAILED (an
+// H200, driver 580, asked through the Python package), and so does the software driver.
+func TestIPCHandleOfZerosIsRefused(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		c := primary(t, d, 0)
+		_, err := c.OpenIPCEvent(IPCEventHandle{})
+		var r Result
+		require.ErrorAs(t, err, &r)
+		assert.Equal(t, "CUDA_ERROR_MAP_FAILED", r.Name())
+	})
+}
+
 func ipcWithinOneProcess(t *testing.T, d *Driver) {
 	c := primary(t, d, 0)
 	producer := newStream(t, c, StreamOptions{NonBlocking: true})

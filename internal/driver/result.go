@@ -27,6 +27,7 @@ const (
 	ErrorInvalidDevice        Result = 101
 	ErrorInvalidImage         Result = 200
 	ErrorInvalidContext       Result = 201
+	ErrorMapFailed            Result = 205
 	ErrorNoBinaryForGPU       Result = 209
 	ErrorInvalidPTX           Result = 218
 	ErrorInvalidSource        Result = 300
@@ -68,6 +69,7 @@ var results = map[Result]resultText{
 	ErrorInvalidDevice:        {"CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
 	ErrorInvalidImage:         {"CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
 	ErrorInvalidContext:       {"CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+	ErrorMapFailed:            {"CUDA_ERROR_MAP_FAILED", "mapping of buffer object failed"},
 	ErrorNoBinaryForGPU:       {"CUDA_ERROR_NO_BINARY_FOR_GPU", "no kernel image is available for execution on the device"},
 	ErrorInvalidPTX:           {"CUDA_ERROR_INVALID_PTX", "a PTX JIT compilation failed"},
 	ErrorInvalidSource:        {"CUDA_ERROR_INVALID_SOURCE", "device kernel image is invalid"},

@@ -218,7 +218,10 @@ func (d *Driver) EventElapsedTime(start, end driver.Event) (float32, driver.Resu
 }
 
 // The software driver's IPC handle names the event and the process that made it; it can be
-// opened in that process only.
+// opened in that process only, where the real driver refuses it (CUDA_ERROR_INVALID_CONTEXT,
+// H200, driver 580): a program's waits on an opened event can be tested here, in one process.
+// Any other 64 bytes (another process's handle, which the software driver cannot reach, or
+// garbage) are refused as the real driver refuses 64 zero bytes: CUDA_ERROR_MAP_FAILED.
 const ipcMagic = "streambridge-sim-ipc"
 
 func (d *Driver) IpcGetEventHandle(h driver.Event) (driver.IPCEventHandle, driver.Result) {
@@ -244,11 +247,11 @@ func (d *Driver) IpcOpenEventHandle(in driver.IPCEventHandle) (driver.Event, dri
 	}
 	n := len(ipcMagic)
 	if string(in[:n]) != ipcMagic || binary.LittleEndian.Uint64(in[n:]) != uint64(os.Getpid()) {
-		return 0, driver.ErrorInvalidValue
+		return 0, driver.ErrorMapFailed
 	}
 	src, ok := lookup[*event](d, uintptr(binary.LittleEndian.Uint64(in[n+8:])))
 	if !ok {
-		return 0, driver.ErrorInvalidValue
+		return 0, driver.ErrorMapFailed
 	}
 	e := &event{ctx: c, state: src.state, opened: true}
 	e.handle = driver.Event(d.placeEvent(e))

@@ -195,6 +195,9 @@ def test_ipc_handle_round_trip():
                                capture_output=True, text=True, timeout=120)
         assert child.returncode == 0, child.stderr
         assert child.stdout.strip() == "opened True"
+    with pytest.raises(streambridge.CUDAError) as zeros:
+        streambridge.Event.from_ipc_handle(0, bytes(64))  # no event's handle
+    assert zeros.value.name == "CUDA_ERROR_MAP_FAILED"  # the real driver's answer (H200, driver 580)
     with pytest.raises(ValueError, match="64 bytes"):
         streambridge.Event.from_ipc_handle(0, b"short")
     with pytest.raises(TypeError):
