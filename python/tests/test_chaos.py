@@ -29,6 +29,7 @@ import streambridge as sb
 from streambridge import _core, _xla
 
 from test_go_function import Array, describe  # a Go function given a stream, and an array for it
+from test_protocol import Protocol  # a __cuda_stream__ object
 
 # What a call may raise: streambridge's errors, and the ValueError of a closed object.
 TYPED = (sb.CUDAError, sb.ClosedError, sb.CallbackReentryError, sb.DeviceMismatchError, sb.ForkedProcessError)
@@ -89,16 +90,6 @@ def _installed(module):
         return importlib.util.find_spec(module) is not None
     except ImportError:  # its parent package is missing
         return False
-
-
-class _Protocol:
-    """A framework's stream, as ``__cuda_stream__`` shows it (cuda.core's protocol)."""
-
-    def __init__(self, s):
-        self.s = s
-
-    def __cuda_stream__(self):
-        return self.s.__cuda_stream__()
 
 
 def _callback(rng, s):
@@ -203,7 +194,8 @@ def _calls(w):
             sb.current_stream().query()
 
     def as_stream(rng, mine):
-        s = sb.as_stream(_Protocol(w.stream(rng)))  # a framework's object: wrapped, proven first
+        version, handle = w.stream(rng).__cuda_stream__()
+        s = sb.as_stream(Protocol(handle, version))  # a framework's object: wrapped, proven first
         try:
             s.query()
         finally:
