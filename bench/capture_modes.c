@@ -2,8 +2,10 @@
 // costs: the probe behind streambridge's relaxed queries (bench/RESULTS.md, issue 25).
 // Build: nvcc -O2 bench/capture_modes.c -lcuda -lpthread -o capture_modes
 // Run: ./capture_modes internal/kernels/kernels.ptx
-// Prints, for each capture mode and stream kind, what each call from another thread (in its
-// own mode, then relaxed) returns and what becomes of the capture; then the costs. The
+// Prints, for each capture mode and stream kind, what each call from another thread, then
+// from the capturing thread itself (in its own mode, then relaxed), returns and what becomes
+// of the capture; then the costs. The capturing thread's own case is what a collection run
+// inside a capture does (a finalizer that frees memory or unloads a module). The
 // calls include allocation, synchronous copies and modules (cuMemFree and cuModuleUnload
 // synchronize the context: bench/callback_waits.c), and streams' and events' creates and
 // destroys (what a collection of another library's objects may run on any thread).
@@ -19,7 +21,7 @@ static CUcontext ctx;
 static CUstream cap, other, tl;
 static CUevent done_ev, cap_ev;
 static CUfunction empty;
-static int which, relax;
+static int which, relax, itself;
 static CUresult got;
 static const char *names[] = {"StreamQuery(other)", "EventQuery(done)", "StreamSynchronize(other)",
   "EventSynchronize(done)", "StreamQuery(legacy)", "StreamQuery(ptds)", "StreamQuery(capturing)",
@@ -78,7 +80,8 @@ int main(int argc, char **argv) {
   CUstreamCaptureMode modes[] = {CU_STREAM_CAPTURE_MODE_GLOBAL, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, CU_STREAM_CAPTURE_MODE_RELAXED};
   const char *mn[] = {"global", "thread-local", "relaxed"};
   for (int blocking = 0; blocking < 2; blocking++)
-  for (int mi = 0; mi < 3; mi++) for (which = 0; which < NCALLS; which++) for (relax = 0; relax < 2; relax++) {
+  for (int mi = 0; mi < 3; mi++) for (which = 0; which < NCALLS; which++) for (itself = 0; itself < 2; itself++)
+  for (relax = 0; relax < 2; relax++) {
     CHECK(cuStreamCreate(&cap, blocking ? CU_STREAM_DEFAULT : CU_STREAM_NON_BLOCKING));
     if (!mem) CHECK(cuMemAlloc(&mem, 64));
     if (!spare) CHECK(cuModuleLoadData(&spare, empty_ptx));
@@ -88,11 +91,12 @@ int main(int argc, char **argv) {
     CHECK(cuStreamBeginCapture(cap, modes[mi]));
     CHECK(cuLaunchKernel(empty, 1, 1, 1, 1, 1, 1, 0, cap, NULL, NULL));
     CHECK(cuEventRecord(cap_ev, cap));
-    pthread_t t; pthread_create(&t, NULL, bystander, NULL); pthread_join(t, NULL);
+    if (itself) bystander(NULL);
+    else { pthread_t t; pthread_create(&t, NULL, bystander, NULL); pthread_join(t, NULL); }
     CUresult before = cuLaunchKernel(empty, 1, 1, 1, 1, 1, 1, 0, cap, NULL, NULL);
     CUgraph g = NULL; CUresult end = cuStreamEndCapture(cap, &g);
-    printf("%-9s %-12s %-34s bystander %-7s -> %-36s; capture then %-36s end %s\n", blocking ? "blocking" : "nonblock",
-           mn[mi], names[which], relax ? "relaxed" : "as is", nm(got), nm(before), nm(end));
+    printf("%-9s %-12s %-34s %-9s %-7s -> %-36s; capture then %-36s end %s\n", blocking ? "blocking" : "nonblock",
+           mn[mi], names[which], itself ? "itself" : "bystander", relax ? "relaxed" : "as is", nm(got), nm(before), nm(end));
     if (g) cuGraphDestroy(g);
     cuStreamSynchronize(other); cuCtxSynchronize();
     if (allocated) cuMemFree(allocated);

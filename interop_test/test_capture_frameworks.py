@@ -1,7 +1,10 @@
 """One graph capturing PyTorch work, a kernel launched through streambridge (compiled with
 NVRTC by the Go core) and CuPy work on one stream, replayed with correct results."""
 
+import gc
+
 import numpy
+import pytest
 from _interop import framework
 
 import streambridge
@@ -188,3 +191,50 @@ def test_a_query_of_a_cupy_stream_capturing_is_refused_and_the_capture_goes_on()
     cs.synchronize()
     assert bool((y == x * 2 + 1).all())
     assert borrowed.query() is True
+
+
+def _garbage_module():
+    """A Module only a collection frees (it sits in a reference cycle)."""
+    cycle = [streambridge.Module('extern "C" __global__ void k() {}')]
+    cycle.append(cycle)
+
+
+@pytest.mark.parametrize("capturer", ["global", "thread_local", "relaxed", "cupy"])
+def test_a_collection_inside_a_capture_that_unloads_a_module_leaves_the_capture_whole(capturer):
+    """A collection runs on whichever thread allocates, the capturing one too: a Module it
+    finalizes there unloads (cuModuleUnload synchronizes the context, which a capture in the
+    thread's own global or thread-local mode refuses and is invalidated by). The unload runs
+    relaxed, so each capture, streambridge's in each mode and CuPy's (relaxed), goes on and
+    replays."""
+    cupy = framework("cupy")
+    kernel = streambridge.Module(SOURCE).get_kernel("axpb")
+    x = cupy.arange(N, dtype=cupy.float32)
+    y = cupy.empty_like(x)
+    if capturer == "cupy":
+        cs = cupy.cuda.Stream(non_blocking=True)
+        s, begin, end, on = streambridge.as_stream(cs), cs.begin_capture, cs.end_capture, cs
+    else:
+        s = streambridge.Stream(non_blocking=True)
+        begin, end, on = (lambda: s.begin_capture(capturer)), s.end_capture, s
+
+    def axpb(out, a, b, src):  # raw pointers: no producer's stream to wait for in the capture
+        kernel((N + 255) // 256, 256, (out.data.ptr, src.data.ptr, numpy.float32(a), numpy.float32(b), numpy.int32(N)),
+               stream=s)
+
+    cupy.cuda.Device().synchronize()
+    gc.collect()
+    gc.disable()  # the collection below is the one that frees the module
+    try:
+        _garbage_module()
+        begin()
+        axpb(y, 2, 1, x)
+        assert gc.collect() >= 2  # the module and its cycle
+        axpb(y, 1, 1, y)
+        graph = end()
+    finally:
+        gc.enable()
+    y.fill(0)
+    cupy.cuda.Device().synchronize()
+    graph.launch(on)
+    s.synchronize()
+    assert bool((y == 2 * x + 2).all())
