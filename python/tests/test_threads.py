@@ -346,14 +346,6 @@ def test_soak_in_a_child_process():
     assert f"8 threads, {min(sb.device_count(), 4)} devices" in r.stdout
 
 
-if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--soak":
-        calls, refused, devices = soak(float(sys.argv[2]))
-        print(f"soak: {calls} calls, {refused} refused as closed, 8 threads, {devices} devices, driver {sb.driver()}")
-    else:
-        sys.exit("usage: test_threads.py --soak SECONDS")
-
-
 def test_end_capture_from_another_thread_is_a_capture_error():
     """CUDA wants a global or thread-local capture ended on the thread that began it: from
     another it is refused (CaptureError), and the capture goes on for its own thread."""
@@ -450,3 +442,11 @@ def test_captures_racing_callbacks():
     assert sb.callback_errors() == []
     assert captures > 0 and ran[0] > 0
     s.close()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--soak":
+        calls, refused, devices = soak(float(sys.argv[2]))
+        print(f"soak: {calls} calls, {refused} refused as closed, 8 threads, {devices} devices, driver {sb.driver()}")
+    else:
+        sys.exit("usage: test_threads.py --soak SECONDS")
