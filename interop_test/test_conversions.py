@@ -93,7 +93,7 @@ import streambridge
 target = sys.argv[1]
 convert = getattr(streambridge.Stream, "to_" + target.replace(".", "_"))
 first = streambridge.Stream(non_blocking=True)
-convert(first)  # the framework's first use, on one thread: Numba's device list is made lazily, unlocked
+convert(first)  # the framework's first use (at once on many threads: the test after this one)
 first.close()
 made = refused = 0
 lock = threading.Lock()
@@ -146,3 +146,39 @@ def test_a_conversion_of_a_capturing_stream_leaves_the_capture_going(target):
     s.record()
     s.end_capture().close()
     s.close()
+
+
+_FIRST_CONVERSIONS_AT_ONCE = """
+import sys, threading, traceback
+import streambridge
+target = sys.argv[1]
+convert = getattr(streambridge.Stream, "to_" + target.replace(".", "_"))
+streams = [streambridge.Stream(non_blocking=True) for _ in range(8)]
+start = threading.Barrier(8)
+errors = []
+
+def first(s):
+    start.wait()
+    try:
+        convert(s)
+    except Exception:
+        errors.append(traceback.format_exc())
+
+threads = [threading.Thread(target=first, args=(s,)) for s in streams]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join(60)
+print("".join(errors[:1]), file=sys.stderr)
+print("errors", len(errors))
+"""
+
+
+@pytest.mark.parametrize("target", ["torch", "cupy", "cuda.core", "numba"])
+def test_first_conversions_on_eight_threads_at_once_all_succeed(target):
+    """Eight threads each make the process's first conversion to the framework at once (its
+    first use, which it may set up lazily): each gets its stream. In a child, so that this
+    conversion is the framework's first."""
+    framework(target if target != "numba" else "numba.cuda")
+    rc, out, err = run_child(_FIRST_CONVERSIONS_AT_ONCE, target)
+    assert (rc, out.split()) == (0, ["errors", "0"]), f"exit {rc}\n{out}\n{err[-4000:]}"

@@ -262,6 +262,14 @@ class _BaseStream(_c.StreamCore):
         return self._use(self._to_numba)
 
     def _to_numba(self, _key: int) -> Any:
+        if _numba_started.is_set():
+            return self._numba_stream()
+        with _numba_first:  # Numba's first use, one thread at a time (_numba_first says why)
+            ns = self._numba_stream()
+            _numba_started.set()
+            return ns
+
+    def _numba_stream(self) -> Any:
         from numba import cuda
 
         with cuda.gpus[self.device_id]:
@@ -274,6 +282,14 @@ class _BaseStream(_c.StreamCore):
             ns = cuda.external_stream(self._ptr)
             ns._streambridge = self
             return ns
+
+
+# Numba makes its device list (``cuda.gpus``) on first use without a lock: eight threads making
+# their first conversions at once, two or three raised AssertionError("key already in
+# dictionary: 0") from numba-cuda's ``driver.get_device`` (H200). So the first conversion to
+# Numba in a process runs alone, the later ones as they come.
+_numba_first = threading.Lock()
+_numba_started = threading.Event()
 
 
 class _Held:
