@@ -66,11 +66,7 @@ pytest-jax: wheel
 FT_VERSION ?= 3.13
 FT_PY = $$(bash scripts/free-threaded-python.sh $(FT_VERSION))
 ft-module:
-	py=$(FT_PY) && \
-	inc=$$($$py -c 'import sysconfig; print(sysconfig.get_paths()["include"])') && \
-	suffix=$$($$py -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))') && \
-	STREAMBRIDGE_GO_PACKAGES="$(GO_PACKAGES)" bash scripts/build-native.sh "$$inc" "$$suffix" && \
-	rm -rf build/ft && mkdir -p build/ft && cp -r python/streambridge build/ft/ && rm -f python/streambridge/_native/*$$suffix
+	STREAMBRIDGE_GO_PACKAGES="$(GO_PACKAGES)" bash scripts/package-for.sh $(FT_PY) build/ft
 
 # The suite on the free-threaded CPython, on the software driver: as imported (the module
 # declares it needs no GIL, so the GIL stays off: test_build.py holds it to that), then with
@@ -193,12 +189,16 @@ gpu-build: wheel-cp312
 
 # For the GPU machine, which has only CPython 3.12: the free-threaded CPython (its
 # interpreter, standard library and the test tools, without what builds or edits) with the
-# package built for it, in .device-ft/ (carry it; scripts/gpu-ft.sh runs it there).
+# package built for it, in .device-ft/ (carry it; scripts/gpu-ft.sh runs it there). With
+# GIL_TWIN=1 also the same CPython built with the GIL (free-threaded-python.sh --with-gil) and
+# its package, which scripts/gpu-ft.sh times one thread on, taking turns with the free-threaded one.
+GIL_TWIN ?=
 gpu-build-ft: ft-module
-	py=$(FT_PY) && prefix=$$(dirname $$(dirname $$py)) && rm -rf .device-ft && mkdir -p .device-ft && \
-	tar -cJf .device-ft/python.tar.xz --exclude=__pycache__ --exclude='config-$(FT_VERSION)t-*' \
-	  --exclude=idlelib --exclude=ensurepip --exclude=tkinter --exclude=pydoc_data --exclude='site-packages/pip' \
-	  -C $$prefix bin/python$(FT_VERSION)t lib/python$(FT_VERSION)t -C $(CURDIR)/build/ft streambridge
+	rm -rf .device-ft && mkdir -p .device-ft
+	bash scripts/pack-python.sh $(FT_PY) build/ft .device-ft/python.tar.xz
+	if [ "$(GIL_TWIN)" = 1 ]; then py=$$(bash scripts/free-threaded-python.sh $(FT_VERSION) --with-gil) && \
+	  STREAMBRIDGE_GO_PACKAGES="$(GO_PACKAGES)" bash scripts/package-for.sh $$py build/ft-gil && \
+	  bash scripts/pack-python.sh $$py build/ft-gil .device-ft/python-gil.tar.xz; fi
 	@ls -la .device-ft
 
 # Go beside C on this machine's GPU; prints the ratios.

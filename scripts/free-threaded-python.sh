@@ -2,8 +2,11 @@
 # Builds a free-threaded CPython (--disable-gil) into
 # ${STREAMBRIDGE_FT_PREFIX:-$HOME/.cache/streambridge/python<VERSION>t} (outside the clone, so
 # a second run finds it), once, with pip, pytest, Hypothesis and NumPy; prints its python.
-#   python=$(bash scripts/free-threaded-python.sh [VERSION])
-#   bash scripts/free-threaded-python.sh --built   # each one built so far, a line each; builds none
+#   python=$(bash scripts/free-threaded-python.sh [VERSION] [--with-gil])
+#   bash scripts/free-threaded-python.sh --built   # each free-threaded one built so far, a line each; builds none
+# --with-gil: the same source with the same `configure` less --disable-gil, into
+# .../python<VERSION> (no "t"): the GIL build a free-threaded one is measured against
+# (bench/threads_bench.py's one-thread row; scripts/gpu-ft.sh runs both where both are packed).
 # VERSION 3.13 (the default, CI's): Debian 13's source package (a deb-src line for Debian 13 is
 # added for the download and removed; needs root), about 2.5 minutes on this project's 2-core
 # machine. VERSION 3.14: CPython's own source at tag v$CPYTHON_314 (no Debian release ships
@@ -12,14 +15,22 @@
 set -euo pipefail
 VERSIONS="3.13 3.14"
 CPYTHON_314=3.14.7
-prefix_of() { echo "${STREAMBRIDGE_FT_PREFIX:-$HOME/.cache/streambridge/python${1}t}"; }
+t=t # the ABI suffix of the build: "t" free-threaded, "" with the GIL (--with-gil)
+prefix_of() { echo "${STREAMBRIDGE_FT_PREFIX:-$HOME/.cache/streambridge/python${1}$t}"; }
 # Ready once the last step below has run (a build cut short is built again).
-built() { local p; p=$(prefix_of "$1"); [ -f "$p/.ready" ] && [ -x "$p/bin/python${1}t" ] && echo "$p/bin/python${1}t"; }
+built() { local p; p=$(prefix_of "$1"); [ -f "$p/.ready" ] && [ -x "$p/bin/python${1}$t" ] && echo "$p/bin/python${1}$t"; }
 if [ "${1:-}" = --built ]; then
   for v in $VERSIONS; do built "$v" || true; done
   exit 0
 fi
-version=${1:-3.13}
+version=3.13
+configure_gil=--disable-gil
+for arg in "$@"; do
+  case $arg in
+  --with-gil) t= configure_gil= ;;
+  *) version=$arg ;;
+  esac
+done
 case " $VERSIONS " in *" $version "*) ;; *) echo "free-threaded-python.sh: builds one of $VERSIONS, not $version" >&2; exit 2 ;; esac
 prefix=$(prefix_of "$version")
 built "$version" && exit 0
@@ -48,11 +59,11 @@ else
   grep -rlI '^#!' "$work/src" | xargs chmod +x
 fi
 cd "$work/src"
-./configure -q --disable-gil --prefix="$prefix" --with-ensurepip=install >&2
+./configure -q $configure_gil --prefix="$prefix" --with-ensurepip=install >&2
 make -s -j"$(nproc)" >&2
 make -s altinstall >&2
 cd /
-rm -rf "$prefix/lib/python${version}t/test" "$work"
-"$prefix/bin/python${version}t" -m pip install -q --root-user-action=ignore --only-binary :all: pytest hypothesis numpy >&2
+rm -rf "$prefix/lib/python${version}$t/test" "$work"
+"$prefix/bin/python${version}$t" -m pip install -q --root-user-action=ignore --only-binary :all: pytest hypothesis numpy >&2
 touch "$prefix/.ready"
-echo "$prefix/bin/python${version}t"
+echo "$prefix/bin/python${version}$t"

@@ -2,8 +2,11 @@
 # On a GPU machine without a free-threaded CPython: the one `make gpu-build-ft` packed into
 # .device-ft/ (its interpreter and the package built for it), unpacked to a temporary
 # folder, then, with the GIL off as imported (the module declares it needs none; the import
-# fails if it turned the GIL on): the Python suite on the real driver, and the chaos soak
-# for DURATION per seed, the seeds at once. Logs under $OUT (or a temporary folder); a line each.
+# fails if it turned the GIL on): the Python suite on the real driver, the chaos soak for
+# DURATION per seed, the seeds at once, then the benchmark's thread rows (bench/threads_bench.py)
+# and, where the same CPython built with the GIL is packed too (make gpu-build-ft GIL_TWIN=1),
+# one thread on each in turn, ROUNDS times (4 unless set). Logs under $OUT (or a temporary
+# folder); a line each.
 #   bash scripts/gpu-ft.sh DURATION SEED...
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -37,4 +40,22 @@ for seed in "$@"; do
   [ "$rc" -eq 0 ] || status=1
   echo "chaos soak, free-threaded, GIL off, seed $seed: exit $rc; $(grep -m1 -E 'chaos soak:|Fatal|Error|hang' "$out/chaos-ft-$seed.log")"
 done
+(cd "$root" && timeout 300 $py bench/threads_bench.py --rounds 3 >"$out/threads-bench-ft.log" 2>&1) || status=1
+echo "== bench/threads_bench.py, free-threaded, GIL off:"
+tail -7 "$out/threads-bench-ft.log"
+if [ -f "$root/.device-ft/python-gil.tar.xz" ]; then
+  gil=$(mktemp -d)
+  tar -xJf "$root/.device-ft/python-gil.tar.xz" -C "$gil" || exit 1
+  gpy=$(ls "$gil"/bin/python3.* | grep -v 't$')
+  echo "== one thread, taking turns: the free-threaded build (GIL off), then $(basename "$gpy") (the same CPython with the GIL)"
+  one() { # PYTHON PYTHONPATH: its one-thread row
+    (cd "$root" && PYTHONPATH=$2 timeout 120 "$1" bench/threads_bench.py --threads 1 --rounds 5 --n 400000 \
+      >"$out/threads-bench-one.log" 2>&1) || status=1
+    echo "$(basename "$1"): $(grep '^| 1 |' "$out/threads-bench-one.log")"
+  }
+  for _ in $(seq "${ROUNDS:-4}"); do
+    one "$py" "$ft"
+    one "$gpy" "$gil"
+  done
+fi
 exit $status
