@@ -15,7 +15,7 @@ import streambridge
 UNLEARNABLE = os.environ.get("STREAMBRIDGE_LAYOUT") == "unlearnable"
 
 
-def _refused_as_unprovable(exc: BaseException) -> bool:
+def refused_as_unprovable(exc: BaseException) -> bool:
     return (isinstance(exc, streambridge.CUDAError) and exc.name == "CUDA_ERROR_NOT_SUPPORTED"
             and "could not be learned" in str(exc))
 
@@ -40,7 +40,7 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
     if (UNLEARNABLE and call.when == "call" and report.failed and call.excinfo is not None
-            and _refused_as_unprovable(call.excinfo.value)):
+            and refused_as_unprovable(call.excinfo.value)):
         report.outcome = "skipped"  # pytest's own spelling of an expected failure
         report.wasxfail = "refused as unprovable (STREAMBRIDGE_LAYOUT=unlearnable), as designed"
 

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import streambridge as sb  # noqa: E402
+from conftest import UNLEARNABLE, refused_as_unprovable  # noqa: E402
 from streambridge._device import device_index  # noqa: E402
 
 TYPED = (TypeError, ValueError, sb.ClosedError, sb.CaptureError, sb.InvalidHandleError, sb.NoDriverError)
@@ -115,5 +116,9 @@ def test_a_cuda_stream_answer_is_a_stream_or_a_typed_error(read, answer):
     try:
         s = read(Protocol())
     except TYPED:
+        return
+    except sb.CUDAError as e:  # a bare handle where no layout was learned: refused by design, and the search goes on
+        if not (UNLEARNABLE and refused_as_unprovable(e)):
+            raise
         return
     assert answer[0] == 0 and s.ptr in (answer[1], 0) or s.ptr == answer[1]
