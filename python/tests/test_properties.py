@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import streambridge as sb  # noqa: E402
-from conftest import UNLEARNABLE, refused_as_unprovable  # noqa: E402
+from _unlearnable import UNLEARNABLE, refused_as_unprovable  # noqa: E402
 from streambridge._device import device_index  # noqa: E402
 
 TYPED = (TypeError, ValueError, sb.ClosedError, sb.CaptureError, sb.InvalidHandleError, sb.NoDriverError)

@@ -296,7 +296,7 @@ def soak(seconds, threads=8, seed=0):
     """Eight threads doing random calls on shared objects, spread over every device (up to
     four), closing and remaking them now and then; returns (calls, refused as closed,
     devices). Any other error is raised."""
-    from conftest import UNLEARNABLE
+    from _unlearnable import UNLEARNABLE
 
     calls = [c for c in CALLS if not (UNLEARNABLE and c[1] in WRAPS)]  # refused as unprovable there, as designed
     devices = min(sb.device_count(), 4)
