@@ -105,8 +105,6 @@ def _callback(rng, s):
     return lambda _: None
 
 
-
-
 def _calls(w):
     def begin(rng, mine):
         s = w.stream(rng)

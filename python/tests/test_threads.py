@@ -18,6 +18,7 @@ import pytest
 
 import streambridge as sb
 
+from _unlearnable import UNLEARNABLE
 from test_go_function import Array, describe  # a Go function given a stream, and an array for it
 
 CLOSED_OR_OK = (sb.ClosedError,)
@@ -113,8 +114,6 @@ CALLS = [
     ("ipc", "ipc_handle", lambda o: o["ipc"].ipc_handle()),
     ("g", "graph launch (graph)", lambda o: o["g"].launch(o["other"])),
 ]
-
-
 
 
 def _close_all(o):
@@ -296,8 +295,6 @@ def soak(seconds, threads=8, seed=0):
     """Eight threads doing random calls on shared objects, spread over every device (up to
     four), closing and remaking them now and then; returns (calls, refused as closed,
     devices). Any other error is raised."""
-    from _unlearnable import UNLEARNABLE
-
     calls = [c for c in CALLS if not (UNLEARNABLE and c[1] in WRAPS)]  # refused as unprovable there, as designed
     devices = min(sb.device_count(), 4)
     slots = [_objects(i % devices) for i in range(4)]
