@@ -5,7 +5,7 @@
 // expected; what is looked for is a crash or a hang.
 // Build: gcc -O2 bench/capture_races.c -I/usr/local/cuda/include -lcuda -lpthread -o capture_races
 // Run: ./capture_races [seconds [mode [case]]] (mode: 0 global, 1 thread-local, 2 relaxed, the default;
-// BLOCKING_O=1: O is a blocking stream; NO_HOST_NODE=1: the executables of the graph cases record an event instead; NO_USER_OBJECT=1:
+// BLOCKING_O=1: O is a blocking stream; SYNC_RELAXED=1: the synchronizers of cases 38-48 relaxed; PROGRESS=1: each thread's calls/failures every tenth of a second; NO_HOST_NODE=1: the executables of the graph cases record an event instead; NO_USER_OBJECT=1:
 // their host node has no user object)
 #include <cuda.h>
 #include <dlfcn.h>
@@ -210,6 +210,56 @@ static void *info_host_launcher_of(long i, void (*fn)(void *)) {
 }
 static void *info_host_launcher(void *p) { return info_host_launcher_of((long)p, nothing); }
 static void *slow_host_launcher(void *p) { return info_host_launcher_of((long)p, napping); }
+// A synchronize of the capturing stream itself, and of the event recorded into its capture,
+// from another thread, as the capture begins and ends; slow_capturer first puts a host function
+// of 200 us on the stream, outside any capture, so that the synchronize is waiting as the
+// begin comes (docs/lifetimes.md, "A Synchronize already waiting").
+static void long_nap(void *p) { (void)p; usleep(200); }
+static void *slow_capturer(void *p) {
+  long i = (long)p; cuCtxSetCurrent(ctx);
+  while (!stop) {
+    CUgraph g = 0;
+    COUNT(i, cuLaunchHostFunc(O, long_nap, NULL));
+    COUNT(i, cuStreamBeginCapture(O, mode));
+    COUNT(i, cuEventRecord(e, O));
+    COUNT(i, cuStreamEndCapture(O, &g));
+    if (g) cuGraphDestroy(g);
+  }
+  return NULL;
+}
+static void *steady_plain(void *p) { // one capture on O, begun once, nothing recorded into it
+  long i = (long)p; cuCtxSetCurrent(ctx);
+  COUNT(i, cuStreamBeginCapture(O, mode));
+  while (!stop) usleep(1000);
+  return NULL;
+}
+static void *bare_capturer(void *p) { // Begin and End on O, nothing between
+  long i = (long)p; cuCtxSetCurrent(ctx);
+  while (!stop) { CUgraph g = 0; COUNT(i, cuStreamBeginCapture(O, mode)); COUNT(i, cuStreamEndCapture(O, &g)); if (g) cuGraphDestroy(g); }
+  return NULL;
+}
+static void *slow_host_launcher_O(void *p) {
+  long i = (long)p; cuCtxSetCurrent(ctx);
+  while (!stop) { COUNT(i, cuLaunchHostFunc(O, long_nap, NULL)); usleep(100); }
+  return NULL;
+}
+// SYNC_RELAXED=1: the synchronizing threads' capture mode relaxed first, as streambridge's waits run.
+static void sync_mode(void) {
+  if (getenv("SYNC_RELAXED")) { CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED; cuThreadExchangeStreamCaptureMode(&m); }
+}
+static void *f_syncer(void *p) { // an event recorded once on u, outside any capture, synchronized
+  long i = (long)p; cuCtxSetCurrent(ctx); sync_mode();
+  COUNT(i, cuEventRecord(f, u));
+  while (!stop) COUNT(i, cuEventSynchronize(f));
+  return NULL;
+}
+static void *keeping_capturer(void *p) { // as capturer, its graphs never destroyed
+  long i = (long)p; cuCtxSetCurrent(ctx);
+  while (!stop) { CUgraph g = 0; COUNT(i, cuStreamBeginCapture(O, mode)); COUNT(i, cuEventRecord(e, O)); COUNT(i, cuStreamEndCapture(O, &g)); }
+  return NULL;
+}
+static void *O_syncer(void *p) { long i = (long)p; cuCtxSetCurrent(ctx); sync_mode(); while (!stop) COUNT(i, cuStreamSynchronize(O)); return NULL; }
+static void *e_syncer(void *p) { long i = (long)p; cuCtxSetCurrent(ctx); sync_mode(); while (!stop) COUNT(i, cuEventSynchronize(e)); return NULL; }
 static void *u_info_asker(void *p) {
   long i = (long)p; cuCtxSetCurrent(ctx);
   CUstreamCaptureStatus st; unsigned long long id; CUgraph g;
@@ -257,6 +307,17 @@ static const struct { const char *name; worker w[3]; } cases[] = {
   {"capture, its status asked between + other streams made and destroyed", {self_asker, stream_maker}},
   {"capture, its status asked between + record and wait on streams it never sees", {self_asker, unrelated}},
   {"capture, its status asked between + blocking and high-priority streams and events made and destroyed", {self_asker, sample_maker}},
+  {"capture + synchronize of the capturing stream", {capturer, O_syncer}},
+  {"slow host functions, then a capture + synchronize of the capturing stream (waiting as it begins)", {slow_capturer, O_syncer}},
+  {"slow host functions, then a capture + synchronize of the event it records", {slow_capturer, e_syncer}},
+  {"slow host functions, then a capture + synchronize of the stream and of the event", {slow_capturer, O_syncer, e_syncer}},
+  {"steady capture (nothing recorded) + synchronize of the capturing stream", {steady_plain, O_syncer}},
+  {"steady capture + synchronize of the event recorded into it", {steady, e_syncer}},
+  {"captures begun and ended, nothing between + synchronize of the stream", {bare_capturer, O_syncer}},
+  {"no capture: slow host functions + synchronize of the stream (control)", {slow_host_launcher_O, O_syncer}},
+  {"captures begun and ended, nothing between + synchronize of an event recorded on another stream", {bare_capturer, f_syncer}},
+  {"capture + synchronize of the event it records", {capturer, e_syncer}},
+  {"capture, its graphs kept + synchronize of the event it records", {keeping_capturer, e_syncer}},
 };
 #define NCASES (int)(sizeof cases / sizeof cases[0])
 
@@ -271,7 +332,11 @@ static void run(int which, int seconds) {
   exec = make_exec();
   pthread_t th[3]; int n = 0;
   for (int i = 0; i < 3 && cases[which].w[i]; i++, n++) pthread_create(&th[i], NULL, cases[which].w[i], (void *)(long)i);
-  sleep(seconds); stop = 1;
+  for (int tenth = 0; tenth < 10 * seconds; tenth++) { // PROGRESS=1: the calls so far, each tenth of a second
+    usleep(100000);
+    if (getenv("PROGRESS")) { printf("  %.1f s:", (tenth + 1) / 10.0); for (int i = 0; i < n; i++) printf(" %ld/%ld", calls[i], fails[i]); printf("\n"); fflush(stdout); }
+  }
+  stop = 1;
   for (int i = 0; i < n; i++) pthread_join(th[i], NULL);
   for (int i = 0; i < n; i++) printf("  thread %d: %ld calls, %ld failed (last %d)\n", i, calls[i], fails[i], last[i]);
   fflush(stdout);

@@ -4,12 +4,19 @@ the same calls on the driver API alone (bench/inproc.c's throughput_ns). Only st
 imported, so it runs on every CPython streambridge is built for, the free-threaded one too,
 where no peer framework is at hand (python_bench.py has the peers' thread rows, with the GIL).
 
-    python3 bench/threads_bench.py [--n 200000] [--rounds 5] [--threads 1 2 4 8 16]
+    python3 bench/threads_bench.py [--n 200000] [--rounds 5] [--threads 1 2 4 8 16] [--pin [CPU ...]]
 
 Each row: the median over rounds of ns a pair over all threads (the Python threads' own
 clocks, as python_bench.threads_ns reads them; C's from its barrier), the pairs a second that
 makes, and Python's throughput over C's (the bar with the GIL off: 0.8 at every count). Rounds
 take the two in turn. The first line says the Python and whether its GIL is on.
+
+With --pin, each row's threads run on that many CPUs only, the first of those given (else of
+those this process may use, in order), the Python threads and C's alike: the main thread's
+CPU mask is set to them before it starts either, and threads inherit it (sched_setaffinity
+of the calling thread, as Linux applies it). One thread then runs on one CPU for the row, C's
+and Python's the same one, where the scheduler otherwise moves each where it likes, and the
+two sides can land on CPUs that differ (a core's sibling busy, another NUMA node).
 
 The last column is the interpreter's own part, measured the same way: the same loop with
 ``list.count`` on empty lists of each thread's own in place of record and wait (two method
@@ -38,15 +45,22 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=200000, help="pairs a measurement, over all threads")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", type=int, nargs="+", default=list(COUNTS), help="the thread counts, a row each")
+    ap.add_argument("--pin", type=int, nargs="*", metavar="CPU",
+                    help="run each row's threads on as many CPUs, the first of these (none: of this process's)")
     args = ap.parse_args()
     rows = args.threads
+    allowed = sorted(os.sched_getaffinity(0))
+    cpus = (args.pin or allowed) if args.pin is not None else None
+    if cpus is not None and max(rows) > len(cpus):
+        sys.exit(f"threads_bench: --pin has {len(cpus)} CPUs for a row of {max(rows)} threads")
 
     import streambridge as sb
     from streambridge import _core
 
     gil = getattr(sys, "_is_gil_enabled", lambda: True)()
     built = " (free-threaded build)" if sysconfig.get_config_var("Py_GIL_DISABLED") else ""
-    print(f"Python {sys.version.split()[0]}{built}, GIL {'on' if gil else 'off'}, streambridge driver {sb.driver()}")
+    print(f"Python {sys.version.split()[0]}{built}, GIL {'on' if gil else 'off'}, streambridge driver {sb.driver()}"
+          + (f", each row on its first CPUs of {cpus}" if cpus is not None else ""))
     floor = inprocess_c()
     if floor is None:
         sys.exit("threads_bench: bench/inproc.c could not be built here, and C's rows are the point")
@@ -76,12 +90,16 @@ def main() -> None:
     gc.disable()  # no collection (a stop of every thread, without the GIL) inside a measurement
     for _ in range(args.rounds):
         for k in rows:
+            if cpus is not None:
+                os.sched_setaffinity(0, cpus[:k])  # this thread's, which the row's threads inherit
             py[k].append(threads_ns(make, pair, k, args.n, enter=lambda: _core.core.enter_device(0)))
             ns = floor.throughput_ns(ctx.value, 0, k, args.n)
             if ns < 0:
                 sys.exit(f"threads_bench: C's threads failed at {k} threads")
             c[k].append(ns)
             loop[k].append(threads_ns(lists, idle_pair, k, args.n))
+            if cpus is not None:
+                os.sched_setaffinity(0, allowed)
     print("| threads | streambridge ns/pair | pairs/s | C ns/pair | C pairs/s | streambridge / C "
           "| the interpreter's part, ns/pair |")
     print("|---:|---:|---:|---:|---:|---:|---:|")

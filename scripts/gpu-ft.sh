@@ -5,7 +5,8 @@
 # fails if it turned the GIL on): the Python suite on the real driver, the chaos soak for
 # DURATION per seed, the seeds at once, then the benchmark's thread rows (bench/threads_bench.py)
 # and, where the same CPython built with the GIL is packed too (make gpu-build-ft GIL_TWIN=1),
-# one thread on each in turn, ROUNDS times (4 unless set). Logs under $OUT (or a temporary
+# one thread on each in turn, ROUNDS times (4 unless set); the benchmark's threads pinned
+# (--pin: a row of k threads on the first k CPUs, Python's and C's alike). Logs under $OUT (or a temporary
 # folder); a line each.
 #   bash scripts/gpu-ft.sh DURATION SEED...
 set -uo pipefail
@@ -40,7 +41,7 @@ for seed in "$@"; do
   [ "$rc" -eq 0 ] || status=1
   echo "chaos soak, free-threaded, GIL off, seed $seed: exit $rc; $(grep -m1 -E 'chaos soak:|Fatal|Error|hang' "$out/chaos-ft-$seed.log")"
 done
-(cd "$root" && timeout 300 $py bench/threads_bench.py --rounds 3 >"$out/threads-bench-ft.log" 2>&1) || status=1
+(cd "$root" && timeout 300 $py bench/threads_bench.py --rounds 3 --pin >"$out/threads-bench-ft.log" 2>&1) || status=1
 echo "== bench/threads_bench.py, free-threaded, GIL off:"
 tail -7 "$out/threads-bench-ft.log"
 if [ -f "$root/.device-ft/python-gil.tar.xz" ]; then
@@ -49,7 +50,7 @@ if [ -f "$root/.device-ft/python-gil.tar.xz" ]; then
   gpy=$(ls "$gil"/bin/python3.* | grep -v 't$')
   echo "== one thread, taking turns: the free-threaded build (GIL off), then $(basename "$gpy") (the same CPython with the GIL)"
   one() { # PYTHON PYTHONPATH: its one-thread row
-    (cd "$root" && PYTHONPATH=$2 timeout 120 "$1" bench/threads_bench.py --threads 1 --rounds 5 --n 400000 \
+    (cd "$root" && PYTHONPATH=$2 timeout 120 "$1" bench/threads_bench.py --threads 1 --rounds 5 --n 400000 --pin \
       >"$out/threads-bench-one.log" 2>&1) || status=1
     echo "$(basename "$1"): $(grep '^| 1 |' "$out/threads-bench-one.log")"
   }

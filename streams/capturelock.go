@@ -3,7 +3,6 @@ package streams
 import (
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -36,12 +35,10 @@ import (
 //     launch or an upload takes its stream's stripe alone too (lockLaunch): the driver
 //     did not survive a query or a synchronize of a stream beside a launch on it of a
 //     graph a user object kept, and every captured host function is kept by one;
-//   - a wait (Synchronize) is the driver's where its lock would be a stripe shared, taken
-//     and given back before it: a wait holding a lock would hold up every capture for as
-//     long as it waits, and a host function a capture's end waits for could never run.
-//     Otherwise it is polled, a query at a time under captureMu whole (Driver.wait). A
-//     stream's synchronize in the driver and a graph's launch on that stream are kept
-//     apart by counts in the gate (apart; driver.CaptureGate's Waits and Launches).
+//   - a wait (Synchronize) is polled, a query at a time under lockOp (Driver.wait), never
+//     the driver's own wait: that crashed where a capture began or ended on the stream,
+//     or recorded the event, on another thread (bench/capture_races.c, cases 38 to 48),
+//     and a wait holding a lock would hold up every capture for as long as it waits.
 //
 // The Python package's C core takes the same lock for its own driver calls, through its
 // face in this memory (Driver.gate, driver.CaptureGate): counts by stripe that takeWhole
@@ -87,9 +84,9 @@ func (d *Driver) stripe(h uintptr) *sync.RWMutex { return &d.stripes[(h>>6)%capt
 // once with a launch on it of a graph whose host node a user object keeps: SIGSEGV, or the
 // launch failing CUDA_ERROR_UNKNOWN (an H200, driver 580: bench/capture_races.c,
 // cases 22, 24, 26 and 27; the same graph without the user object ran clean), and every
-// host function captured through streambridge is kept by one (Stream.LaunchHostFunc). The
-// synchronizes, which hold no lock while they wait, are kept apart from it by apart. The
-// C core's calls stay out while the lock is held whole. unlockLaunch gives it back.
+// host function captured through streambridge is kept by one (Stream.LaunchHostFunc). A
+// synchronize's queries take the stripe shared (Driver.wait). The C core's calls stay out
+// while the lock is held whole. unlockLaunch gives it back.
 func (d *Driver) lockLaunch(h uintptr) *sync.RWMutex {
 	d.takeWhole()
 	stripe := d.stripe(h)
@@ -134,17 +131,6 @@ func backOff(try int) {
 	time.Sleep(min(time.Microsecond<<min(try-64, 7), 100*time.Microsecond))
 }
 
-// apart keeps a call on stream h apart from the other kind's (driver.CaptureGate's Waits
-// and Launches): it takes mine's stripe for h once other's is 0 and returns that count,
-// which the caller gives back with Add(-1) when its call returns. A stream's synchronize,
-// which waits holding no lock, and a graph's launch on it (see lockLaunch): a launch waits
-// for the synchronize to return, and a synchronize for the launch, holding nothing else.
-func (d *Driver) apart(mine, other *[driver.GateStreams]atomic.Int32, h uintptr) (taken *atomic.Int32) {
-	i := driver.GateStream(h)
-	driver.KeepApart(&mine[i], &other[i], backOff)
-	return &mine[i]
-}
-
 // CaptureGate is the address of the capture lock's face to code in another language in
 // this process (driver.CaptureGate), for the Python package's C core, which orders its own
 // driver calls with Go's through it. It lives as long as d; 0 for a nil d.
@@ -155,25 +141,37 @@ func (d *Driver) CaptureGate() uintptr {
 	return uintptr(unsafe.Pointer(&d.gate))
 }
 
-// wait is a wait on handle h (a stream's, or event e's): block, the driver's wait, where the
-// capture lock would be a stripe shared (no capture of ours counted, e not linked to one);
-// otherwise query, under the capture lock whole, with naps between, until it answers other
-// than CUDA_ERROR_NOT_READY: a wait holding the lock would hold up every call for as long as
-// it waits, and one not holding it raced the capture (the chaos soak, H100).
-func (d *Driver) wait(h uintptr, e *Event, block, query func() driver.Result) driver.Result {
-	for nap := time.Microsecond; ; nap = min(2*nap, time.Millisecond) {
-		if lock := d.lockOp(h, e != nil && e.linked()); lock != nil {
-			d.unlockOp(lock)
-			return block()
-		}
+// wait waits until the work behind handle h (a stream's, or event e's) is done: query, each
+// time under the capture lock (lockOp: h's stripe shared, or captureMu whole where a capture
+// of ours is counted or e is linked to one), until it answers other than
+// CUDA_ERROR_NOT_READY; back to back for waitSpin, as the driver's own wait spins by default,
+// then with naps of a two-hundredth of the time waited so far (10 us to 1 ms), so that it
+// answers about 0.5% late at worst, as the C core's waits (python/native/wait.inc). Never
+// the driver's own wait, which would hold no lock of ours while it waits: the real driver
+// crashed (SIGSEGV, an H200, driver 580: bench/capture_races.c, cases 38, 40, 41, 44, 47
+// and 48, the waiting thread's capture mode relaxed or not) where its synchronize of a
+// stream met a capture's begin or end on that stream, or its synchronize of an event met a
+// capture recording it, on other threads; and a wait holding the lock would hold up every
+// capture for as long as it waits (a host function a capture's end waits for could never
+// run). A question under the lock meets no begin, end or graph launch on the stream
+// (lockChange, lockLaunch); between questions no lock is held.
+func (d *Driver) wait(h uintptr, e *Event, query func() driver.Result) driver.Result {
+	start := time.Now()
+	for {
+		lock := d.lockOp(h, e != nil && e.linked())
 		r := query()
-		d.unlockOp(nil)
+		d.unlockOp(lock)
 		if r != driver.ErrorNotReady {
 			return r
 		}
-		time.Sleep(nap)
+		if waited := time.Since(start); waited > waitSpin {
+			time.Sleep(min(max(waited/200, 10*time.Microsecond), time.Millisecond))
+		}
 	}
 }
+
+// waitSpin is how long wait asks back to back before it naps.
+const waitSpin = 50 * time.Millisecond
 
 // unlockOp gives back what lockOp took.
 func (d *Driver) unlockOp(stripe *sync.RWMutex) {

@@ -369,7 +369,8 @@ func (e *Event) Query() (bool, error) {
 	}
 }
 
-// Synchronize waits for the last record to complete (cuEventSynchronize). From inside a
+// Synchronize waits for the last record to complete, as cuEventSynchronize, by queries
+// (Driver.wait). From inside a
 // host function it fails with [ErrInHostFunc]; while the last record is in a capture that
 // BeginCapture began and that goes on, with [ErrCapturing], as Query.
 func (e *Event) Synchronize() error {
@@ -382,7 +383,6 @@ func (e *Event) Synchronize() error {
 	}
 	d := e.ctx.drv
 	return d.check("cuEventSynchronize", d.wait(uintptr(e.handle), e,
-		func() driver.Result { return e.ctx.api.EventSynchronize(e.handle) },
 		func() driver.Result { return e.ctx.api.EventQuery(e.handle) }))
 }
 

@@ -271,8 +271,7 @@ func (e *GraphExec) Launch(s *Stream) error {
 	}
 	defer e.done(s)
 	d := s.ctx.drv
-	defer d.apart(&d.gate.Launches, &d.gate.Waits, uintptr(s.handle)).Add(-1) // no synchronize of s in the driver meanwhile
-	lock := d.lockLaunch(uintptr(s.handle))                                   // nor any other call on s; no capture begins between the question and the launch, nor does s join one
+	lock := d.lockLaunch(uintptr(s.handle)) // no other call on s meanwhile (a synchronize's queries too); no capture begins between the question and the launch, nor does s join one
 	defer d.unlockLaunch(lock)
 	status, _, r := s.api.StreamGetCaptureInfo(s.callCtx(), s.handle)
 	if err := d.check("cuStreamGetCaptureInfo", r); err != nil {
@@ -292,7 +291,6 @@ func (e *GraphExec) Upload(s *Stream) error {
 	}
 	defer e.done(s)
 	d := s.ctx.drv
-	defer d.apart(&d.gate.Launches, &d.gate.Waits, uintptr(s.handle)).Add(-1)
 	lock := d.lockLaunch(uintptr(s.handle))
 	defer d.unlockLaunch(lock)
 	return d.check("cuGraphUpload", s.run(func() driver.Result { return s.api.GraphUpload(e.handle, s.handle) }))

@@ -511,3 +511,66 @@ func TestGraphLaunchesBesideSynchronizesOfTheirStream(t *testing.T) {
 		t.Logf("%d launches, %d synchronizes", launches.Load(), syncs.Load())
 	})
 }
+
+// One goroutine puts a host function of 0.2 ms and a record of an event on a stream, then
+// begins and ends a capture on it that records the event, and closes its graph, over and
+// over, while two others synchronize the stream and the event. The real
+// driver crashed (SIGSEGV, an H200, driver 580: bench/capture_races.c, cases 38 to 41 and
+// 44, in every capture mode) where its synchronize of a stream met a capture's begin or end
+// on that stream, and where its synchronize of an event met a capture that records it; the
+// software driver ends the process there too (sim's StreamBeginCapture, StreamEndCapture and
+// EventRecord). Every wait is queries under the capture lock (Driver.wait); every call
+// succeeds or fails with a typed error.
+func TestSynchronizesRacingCaptures(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		c := primary(t, d, 0)
+		s := newStream(t, c, StreamOptions{NonBlocking: true})
+		e := newEvent(t, c, EventOptions{DisableTiming: true})
+		var stop, pending atomic.Bool
+		var wg sync.WaitGroup
+		var waits [2]atomic.Int64
+		untyped := make(chan error, 2)
+		for i, wait := range []func() error{s.Synchronize, e.Synchronize} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for ; !stop.Load(); waits[i].Add(1) {
+					if err := wait(); err != nil && !typedError(err) {
+						untyped <- err
+						return
+					}
+				}
+			}()
+		}
+		captures := 0
+		for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); captures++ {
+			// work for the waits to wait for as the capture begins (one at a time), and the
+			// event's record outside it
+			if pending.CompareAndSwap(false, true) {
+				require.NoError(t, s.LaunchHostFunc(func() { time.Sleep(200 * time.Microsecond); pending.Store(false) }))
+			}
+			require.NoError(t, s.Record(e))
+			if err := s.BeginCapture(CaptureRelaxed); err != nil {
+				require.True(t, typedError(err), "BeginCapture: %v", err)
+				continue
+			}
+			if err := s.Record(e); err != nil {
+				require.True(t, typedError(err), "Record: %v", err)
+			}
+			g, err := s.EndCapture()
+			if err != nil {
+				require.True(t, typedError(err), "EndCapture: %v", err)
+				continue
+			}
+			require.NoError(t, g.Close())
+		}
+		stop.Store(true)
+		wg.Wait()
+		close(untyped)
+		for err := range untyped {
+			t.Errorf("a synchronize failed untyped: %v", err)
+		}
+		require.NoError(t, s.Synchronize())
+		t.Logf("%d captures, %d stream and %d event synchronizes", captures, waits[0].Load(), waits[1].Load())
+	})
+}

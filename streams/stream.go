@@ -606,8 +606,8 @@ func (s *Stream) Query() (bool, error) {
 	}
 }
 
-// Synchronize waits until all work submitted to the stream has completed
-// (cuStreamSynchronize). From inside a host function it fails with [ErrInHostFunc]; on a
+// Synchronize waits until all work submitted to the stream has completed, as
+// cuStreamSynchronize, by queries (Driver.wait). From inside a host function it fails with [ErrInHostFunc]; on a
 // capturing stream, whoever began the capture, with [ErrCapturing], before the driver,
 // which would invalidate the capture.
 func (s *Stream) Synchronize() error {
@@ -620,10 +620,6 @@ func (s *Stream) Synchronize() error {
 	}
 	d := s.ctx.drv
 	return d.check("cuStreamSynchronize", d.wait(uintptr(s.handle), nil,
-		func() driver.Result {
-			defer d.apart(&d.gate.Waits, &d.gate.Launches, uintptr(s.handle)).Add(-1)
-			return s.api.StreamSynchronize(s.callCtx(), s.handle)
-		},
 		func() driver.Result { return s.api.StreamQuery(s.callCtx(), s.handle) }))
 }
 

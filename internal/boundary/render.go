@@ -94,17 +94,13 @@ func renderC() string {
 	fmt.Fprintf(&b, "#define SB_VOUCHED_EVENT_ID %#xULL\n\n", VouchedEventID)
 	var gate driver.CaptureGate
 	b.WriteString("/* The capture lock's face to the C core (driver.CaptureGate, Go's memory; capturelock.inc). */\n")
-	fmt.Fprintf(&b, "#define SB_GATE_STRIPES %d\n#define SB_GATE_STREAMS %d\n#define SB_GATE_STREAM_SHIFT %d\n",
-		driver.GateStripes, driver.GateStreams, driver.GateStreamShift)
+	fmt.Fprintf(&b, "#define SB_GATE_STRIPES %d\n", driver.GateStripes)
 	fmt.Fprintf(&b, "typedef struct {\n    _Atomic long long closed; /* offset %d */\n    _Atomic long long owner; /* offset %d */\n",
 		unsafe.Offsetof(gate.Closed), unsafe.Offsetof(gate.Owner))
 	fmt.Fprintf(&b, "    char pad[%d];\n    struct {\n        _Atomic long long n;\n        char pad[%d];\n    } busy[SB_GATE_STRIPES]; /* offset %d */\n",
 		unsafe.Offsetof(gate.Busy)-unsafe.Offsetof(gate.Owner)-8, unsafe.Sizeof(gate.Busy[0])-8, unsafe.Offsetof(gate.Busy))
-	fmt.Fprintf(&b, "    _Atomic int waits[SB_GATE_STREAMS]; /* offset %d */\n    _Atomic int launches[SB_GATE_STREAMS]; /* offset %d */\n} sb_capture_gate;\n",
-		unsafe.Offsetof(gate.Waits), unsafe.Offsetof(gate.Launches))
-	fmt.Fprintf(&b, "_Static_assert(sizeof(sb_capture_gate) == %d, \"driver.CaptureGate's layout\");\n", unsafe.Sizeof(gate))
-	b.WriteString("/* The stripe of waits and launches of a stream (driver.GateStream). */\n")
-	b.WriteString("#define SB_GATE_STREAM(h) ((int)(((uintptr_t)(h) >> SB_GATE_STREAM_SHIFT) % SB_GATE_STREAMS))\n\n")
+	b.WriteString("} sb_capture_gate;\n")
+	fmt.Fprintf(&b, "_Static_assert(sizeof(sb_capture_gate) == %d, \"driver.CaptureGate's layout\");\n\n", unsafe.Sizeof(gate))
 	b.WriteString("/* What a destroyed borrowed stream's or event's use says (see boundary.StreamGoneMessage). */\n")
 	fmt.Fprintf(&b, "#define SB_STREAM_GONE_MESSAGE %q\n", cVerbs.Replace(StreamGoneMessage))
 	fmt.Fprintf(&b, "#define SB_STREAM_REUSED_MESSAGE %q\n", cVerbs.Replace(StreamReusedMessage))

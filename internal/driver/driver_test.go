@@ -2,9 +2,6 @@ package driver
 
 import (
 	"errors"
-	"runtime"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -80,45 +77,4 @@ func TestInHostFuncIsTheHostFunctionsOwnGoroutine(t *testing.T) {
 	close(release)
 	<-done
 	assert.False(t, HostFuncRuns(), "none runs once it returned")
-}
-
-// KeepApart lets one side in at a time: goroutines of both sides, each counting itself in
-// while it holds its side, never see the other side counted.
-func TestKeepApartLetsOneSideInAtATime(t *testing.T) {
-	var gate CaptureGate
-	var inside [2]atomic.Int32
-	var wg sync.WaitGroup
-	var overlaps, entries atomic.Int64
-	sides := [2]*atomic.Int32{&gate.Waits[3], &gate.Launches[3]}
-	for g := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			mine, other := g%2, 1-g%2
-			for range 2000 {
-				KeepApart(sides[mine], sides[other], func(int) { runtime.Gosched() })
-				inside[mine].Add(1)
-				if inside[other].Load() != 0 {
-					overlaps.Add(1)
-				}
-				entries.Add(1)
-				inside[mine].Add(-1)
-				sides[mine].Add(-1)
-			}
-		}()
-	}
-	wg.Wait()
-	require.Equal(t, int64(16000), entries.Load())
-	require.Zero(t, overlaps.Load(), "a wait and a launch were let in at once")
-	require.Zero(t, gate.Waits[3].Load()+gate.Launches[3].Load(), "a side left counted")
-}
-
-func TestGateStreamSpreadsHandlesOverTheStripes(t *testing.T) {
-	seen := map[int]bool{}
-	for h := uintptr(0x7f0000000000); len(seen) < GateStreams && h < 0x7f0000100000; h += 0x240 {
-		i := GateStream(h)
-		require.True(t, i >= 0 && i < GateStreams)
-		seen[i] = true
-	}
-	require.Len(t, seen, GateStreams, "handles 0x240 bytes apart reach every stripe")
 }

@@ -25,6 +25,9 @@ func (d *Driver) StreamBeginCapture(h driver.Stream, mode driver.CaptureMode) dr
 	if s.capture != nil {
 		return driver.ErrorIllegalState
 	}
+	if s.waits > 0 {
+		crashSynchronized("began")
+	}
 	d.nextID++
 	g := &graph{owns: owned{}, capturing: true}
 	g.handle = driver.Graph(d.newHandle(g))
@@ -32,6 +35,15 @@ func (d *Driver) StreamBeginCapture(h driver.Stream, mode driver.CaptureMode) dr
 	d.ongoing[s.capture] = struct{}{}
 	s.frontier = nil
 	return driver.Success
+}
+
+// crashSynchronized ends the process where a capture begins or ends on a stream another
+// thread is synchronizing in the driver: the real driver crashed there (SIGSEGV, an H200,
+// driver 580: bench/capture_races.c, cases 38, 39 and 44, in every capture mode; a
+// synchronize of a stream whose capture went on, begun before, was refused and survived:
+// case 42, as this driver's streamSynchronize refuses it).
+func crashSynchronized(what string) {
+	crash(what + " a capture on a stream another thread is synchronizing (cuStreamSynchronize)")
 }
 
 func (d *Driver) StreamEndCapture(h driver.Stream) (driver.Graph, driver.Result) {
@@ -44,6 +56,9 @@ func (d *Driver) StreamEndCapture(h driver.Stream) (driver.Graph, driver.Result)
 	c := s.capture
 	if c == nil {
 		return 0, driver.ErrorIllegalState
+	}
+	if s.waits > 0 {
+		crashSynchronized("ended")
 	}
 	if c.origin != s { // and the capture is invalidated (H100, driver 580: bench/capture_lifetimes.c, case 7)
 		c.invalid = true

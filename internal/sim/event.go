@@ -91,6 +91,12 @@ func (d *Driver) EventRecord(ch driver.Context, eh driver.Event, sh driver.Strea
 		return driver.ErrorInvalidHandle // contexts.go: a context of its own shares no events
 	}
 	if s.capture != nil {
+		if e.state.waits > 0 {
+			// the real driver crashed (SIGSEGV, an H200, driver 580) where captures recorded
+			// an event another thread synchronized, relaxed or not (bench/capture_races.c,
+			// cases 40, 47 and 48); one recorded outside any capture was safe (case 46)
+			crash("recorded an event into a capture while another thread synchronizes it (cuEventSynchronize)")
+		}
 		e.state.captured = &capturedRecord{capture: s.capture, frontier: append([]*node(nil), s.frontier...)}
 		return driver.Success
 	}
@@ -190,10 +196,14 @@ func (d *Driver) eventSynchronize(h driver.Event, relaxed bool) driver.Result {
 		return r
 	}
 	rec := e.rec
+	e.waits++
 	d.mu.Unlock()
 	if rec != nil {
 		<-rec.done
 	}
+	d.mu.Lock()
+	e.waits--
+	d.mu.Unlock()
 	return driver.Success
 }
 

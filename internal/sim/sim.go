@@ -135,6 +135,7 @@ type eventState struct {
 	flags    uint32
 	rec      *record
 	captured *capturedRecord // last recorded in a capturing stream
+	waits    int             // synchronizes of the event in the driver (see EventRecord)
 }
 
 type event struct {

@@ -133,8 +133,6 @@ enum {
 
 /* The capture lock's face to the C core (driver.CaptureGate, Go's memory; capturelock.inc). */
 #define SB_GATE_STRIPES 32
-#define SB_GATE_STREAMS 64
-#define SB_GATE_STREAM_SHIFT 6
 typedef struct {
     _Atomic long long closed; /* offset 0 */
     _Atomic long long owner; /* offset 8 */
@@ -143,12 +141,8 @@ typedef struct {
         _Atomic long long n;
         char pad[56];
     } busy[SB_GATE_STRIPES]; /* offset 64 */
-    _Atomic int waits[SB_GATE_STREAMS]; /* offset 2112 */
-    _Atomic int launches[SB_GATE_STREAMS]; /* offset 2368 */
 } sb_capture_gate;
-_Static_assert(sizeof(sb_capture_gate) == 2624, "driver.CaptureGate's layout");
-/* The stripe of waits and launches of a stream (driver.GateStream). */
-#define SB_GATE_STREAM(h) ((int)(((uintptr_t)(h) >> SB_GATE_STREAM_SHIFT) % SB_GATE_STREAMS))
+_Static_assert(sizeof(sb_capture_gate) == 2112, "driver.CaptureGate's layout");
 
 /* What a destroyed borrowed stream's or event's use says (see boundary.StreamGoneMessage). */
 #define SB_STREAM_GONE_MESSAGE "stream %#llx was destroyed (it is no longer a live stream); it was not passed to the driver"

@@ -7,6 +7,7 @@ The soak is also a command of its own, for the GPU machine:
 ``python3 python/tests/test_threads.py --soak SECONDS``."""
 
 import gc
+import json
 import os
 import random
 import subprocess
@@ -440,6 +441,68 @@ def test_captures_racing_callbacks():
     assert captures > 0 and ran[0] > 0
     s.close()
 
+
+# A child's program: this thread puts a host callback of 0.2 ms and a record of an event on a
+# stream, then begins and ends a capture on it that records the event, and closes its graph,
+# over and over, while two threads synchronize the stream and the event; every call returns
+# or raises a CUDAError. Prints the counts.
+SYNCHRONIZES_RACING_CAPTURES = """
+import json, sys, threading, time
+import streambridge as sb
+s, e = sb.Stream(non_blocking=True), sb.Event(disable_timing=True)
+stop, pending, untyped, waits = threading.Event(), threading.Event(), [], [0, 0]
+def ran(_):
+    time.sleep(0.0002)
+    pending.clear()
+def waiter(i, wait):
+    while not stop.is_set():
+        try:
+            wait()
+        except sb.CUDAError:
+            pass
+        except BaseException as x:
+            untyped.append(repr(x))
+            return
+        waits[i] += 1
+threads = [threading.Thread(target=waiter, args=(i, w)) for i, w in enumerate((s.synchronize, e.synchronize))]
+for t in threads:
+    t.start()
+captures, deadline = 0, time.monotonic() + float(sys.argv[1])
+while time.monotonic() < deadline:
+    try:
+        if not pending.is_set():  # work for the waits to wait for as the capture begins, one at a time
+            pending.set()
+            s.launch_host_func(ran, None)
+        s.record(e)
+        s.begin_capture("relaxed")
+        s.record(e)
+        s.end_capture().close()
+        captures += 1
+    except sb.CUDAError:
+        try:
+            s.end_capture().close()
+        except sb.CUDAError:
+            pass
+stop.set()
+for t in threads:
+    t.join(60)
+s.synchronize()
+print(json.dumps({"captures": captures, "waits": waits, "untyped": untyped, "hung": any(t.is_alive() for t in threads)}))
+"""
+
+
+def test_synchronizes_racing_captures():
+    """A capture's begin and end, and its record of an event, on one thread while two others
+    synchronize the stream and the event: the real driver's own synchronize crashed there
+    (SIGSEGV, an H200, driver 580: bench/capture_races.c, cases 38 to 48, the waiting thread
+    relaxed or not), and the software driver ends the process there too. Every wait is now
+    queries under the capture lock. In a child process, so that a crash fails this test."""
+    p = subprocess.run([sys.executable, "-c", SYNCHRONIZES_RACING_CAPTURES, "1.0"], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr[-3000:]
+    seen = json.loads(p.stdout)
+    assert seen["untyped"] == [] and not seen["hung"], seen
+    assert seen["captures"] > 0 and min(seen["waits"]) > 0, seen
 
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--soak":
