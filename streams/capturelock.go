@@ -144,8 +144,9 @@ func (d *Driver) CaptureGate() uintptr {
 // wait waits until the work behind handle h (a stream's, or event e's) is done: query, each
 // time under the capture lock (lockOp: h's stripe shared, or captureMu whole where a capture
 // of ours is counted or e is linked to one), until it answers other than
-// CUDA_ERROR_NOT_READY; back to back for waitSpin, as the driver's own wait spins by default,
-// then with naps of a two-hundredth of the time waited so far (10 us to 1 ms), so that it
+// CUDA_ERROR_NOT_READY; back to back for waitSpin, as the driver's own wait spins by default
+// (yielding the P between questions: what it waits for may be a goroutine, or a host
+// function that needs a P to run Go, and GOMAXPROCS may be 1), then with naps of a two-hundredth of the time waited so far (10 us to 1 ms), so that it
 // answers about 0.5% late at worst, as the C core's waits (python/native/wait.inc). Never
 // the driver's own wait, which would hold no lock of ours while it waits: the real driver
 // crashed (SIGSEGV, an H200, driver 580: bench/capture_races.c, cases 38, 40, 41, 44, 47
@@ -166,6 +167,8 @@ func (d *Driver) wait(h uintptr, e *Event, query func() driver.Result) driver.Re
 		}
 		if waited := time.Since(start); waited > waitSpin {
 			time.Sleep(min(max(waited/200, 10*time.Microsecond), time.Millisecond))
+		} else {
+			runtime.Gosched() // what the wait waits for may be a goroutine, or a host function wanting this P
 		}
 	}
 }

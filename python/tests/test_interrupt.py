@@ -45,7 +45,8 @@ def test_ctrl_c_ends_a_synchronize(what):
 
 
 def test_a_synchronize_on_another_thread_waits_for_the_work():
-    """Off the main thread, where no signal handler runs, the wait is the driver's."""
+    """Off the main thread, where no signal handler runs, the wait polls as on the main
+    thread (queries under the capture lock), and returns once the work is done."""
     import threading
 
     import streambridge as sb
