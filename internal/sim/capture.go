@@ -39,9 +39,10 @@ func (d *Driver) StreamBeginCapture(h driver.Stream, mode driver.CaptureMode) dr
 
 // crashSynchronized ends the process where a capture begins or ends on a stream another
 // thread is synchronizing in the driver: the real driver crashed there (SIGSEGV, an H200,
-// driver 580: bench/capture_races.c, cases 38, 39 and 44, in every capture mode; a
-// synchronize of a stream whose capture went on, begun before, was refused and survived:
-// case 42, as this driver's streamSynchronize refuses it).
+// driver 580: bench/capture_races.c, cases 38 and 44 in every capture mode, the
+// synchronizing thread's own mode relaxed or not, and case 39 where it was not). A
+// synchronize of a stream whose capture, begun before, went on was refused and survived
+// (case 42), as this driver's streamSynchronize refuses it.
 func crashSynchronized(what string) {
 	crash(what + " a capture on a stream another thread is synchronizing (cuStreamSynchronize)")
 }
