@@ -5,11 +5,17 @@ imported, so it runs on every CPython streambridge is built for, the free-thread
 where no peer framework is at hand (python_bench.py has the peers' thread rows, with the GIL).
 
     python3 bench/threads_bench.py [--n 200000] [--rounds 5] [--threads 1 2 4 8 16] [--pin [CPU ...]]
+                                   [--call record-wait|query]
 
 Each row: the median over rounds of ns a pair over all threads (the Python threads' own
 clocks, as python_bench.threads_ns reads them; C's from its barrier), the pairs a second that
 makes, and Python's throughput over C's (the bar with the GIL off: 0.8 at every count). Rounds
 take the two in turn. The first line says the Python and whether its GIL is on.
+
+With --call query, each thread queries a stream of its own, over and over: streambridge's
+Stream.query (cuStreamQuery with the thread's capture mode relaxed around it, which costs
+about 7% of a query), C's threads a bare cuStreamQuery (bench/floor.h's floor_work); the
+interpreter's part is one list.count a call.
 
 With --pin, each row's threads run on that many CPUs only, the first of those given (else of
 those this process may use, in order), the Python threads and C's alike: the main thread's
@@ -45,6 +51,8 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=200000, help="pairs a measurement, over all threads")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", type=int, nargs="+", default=list(COUNTS), help="the thread counts, a row each")
+    ap.add_argument("--call", choices=("record-wait", "query"), default="record-wait",
+                    help="what each thread calls: a record and a wait (a pair), or a query of its stream")
     ap.add_argument("--pin", type=int, nargs="*", metavar="CPU",
                     help="run each row's threads on as many CPUs, the first of these (none: of this process's)")
     args = ap.parse_args()
@@ -84,6 +92,15 @@ def main() -> None:
         a.count(e)
         b.count(e)
 
+    def query(a, b, e):
+        a.query()
+
+    def idle_query(a, b, e):
+        a.count(e)
+
+    query_rows = args.call == "query"
+    call, idle = (query, idle_query) if query_rows else (pair, idle_pair)
+
     py = {k: [] for k in rows}
     c = {k: [] for k in rows}
     loop = {k: [] for k in rows}
@@ -92,16 +109,17 @@ def main() -> None:
         for k in rows:
             if cpus is not None:
                 os.sched_setaffinity(0, cpus[:k])  # this thread's, which the row's threads inherit
-            py[k].append(threads_ns(make, pair, k, args.n, enter=lambda: _core.core.enter_device(0)))
-            ns = floor.throughput_ns(ctx.value, 0, k, args.n)
+            py[k].append(threads_ns(make, call, k, args.n, enter=lambda: _core.core.enter_device(0)))
+            ns = floor.throughput_ns(ctx.value, int(query_rows), k, args.n)
             if ns < 0:
                 sys.exit(f"threads_bench: C's threads failed at {k} threads")
             c[k].append(ns)
-            loop[k].append(threads_ns(lists, idle_pair, k, args.n))
+            loop[k].append(threads_ns(lists, idle, k, args.n))
             if cpus is not None:
                 os.sched_setaffinity(0, allowed)
-    print("| threads | streambridge ns/pair | pairs/s | C ns/pair | C pairs/s | streambridge / C "
-          "| the interpreter's part, ns/pair |")
+    unit = "query" if query_rows else "pair"
+    print(f"| threads | streambridge ns/{unit} | {unit}s/s | C ns/{unit} | C {unit}s/s | streambridge / C "
+          f"| the interpreter's part, ns/{unit} |")
     print("|---:|---:|---:|---:|---:|---:|---:|")
     for k in rows:
         p, q, i = statistics.median(py[k]), statistics.median(c[k]), statistics.median(loop[k])
