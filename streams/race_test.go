@@ -574,3 +574,53 @@ func TestSynchronizesRacingCaptures(t *testing.T) {
 		t.Logf("%d captures, %d stream and %d event synchronizes", captures, waits[0].Load(), waits[1].Load())
 	})
 }
+
+// Two goroutines query a stream while this one begins and ends captures on it: a query
+// either answers (no capture) or fails with ErrCapturing, and never reaches the driver on
+// the capturing stream, where the driver refuses it and invalidates the capture, so every
+// EndCapture returns its graph.
+func TestQueriesRacingCapturesNeverInvalidateThem(t *testing.T) {
+	eachDriver(t, func(t *testing.T, d *Driver) {
+		c := primary(t, d, 0)
+		s := newStream(t, c, StreamOptions{NonBlocking: true})
+		var stop atomic.Bool
+		var wg sync.WaitGroup
+		var answered, refused atomic.Int64
+		failed := make(chan error, 2)
+		for range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for !stop.Load() {
+					switch _, err := s.Query(); {
+					case err == nil:
+						answered.Add(1)
+					case errors.Is(err, ErrCapturing):
+						refused.Add(1)
+					default:
+						failed <- err
+						return
+					}
+				}
+			}()
+		}
+		ended := 0
+		for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); ended++ {
+			require.NoError(t, s.BeginCapture(CaptureRelaxed))
+			g, err := s.EndCapture()
+			if err != nil {
+				stop.Store(true)
+				wg.Wait()
+				require.NoError(t, err, "capture %d, after %d queries answered and %d refused", ended, answered.Load(), refused.Load())
+			}
+			require.NoError(t, g.Close())
+		}
+		stop.Store(true)
+		wg.Wait()
+		close(failed)
+		for err := range failed {
+			t.Errorf("a query failed: %v", err)
+		}
+		t.Logf("%d captures, %d queries answered, %d refused", ended, answered.Load(), refused.Load())
+	})
+}

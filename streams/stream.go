@@ -587,13 +587,21 @@ func (s *Stream) Query() (bool, error) {
 		return false, err
 	}
 	defer s.doneBy(g)
-	if !s.owned || s.ctx.drv.capturing.Load() != 0 { // ours asked only while a capture of ours may go on: the query is hot
-		if err := s.notCapturing("a query (cuStreamQuery)"); err != nil {
+	d := s.ctx.drv
+	lock := d.lockOp(uintptr(s.handle), false)
+	// The question and the query, one step under the lock: asked where a capture of ours
+	// may go on (one is counted: the lock is whole) or the stream is borrowed; ours asked
+	// only then, for the query is hot. Asked under a lock of its own, a BeginCapture between
+	// the two let the query reach the capturing stream, which invalidates the capture.
+	if lock == nil || !s.owned {
+		if capturing, err := s.capturingLocked(); err != nil || capturing {
+			d.unlockOp(lock)
+			if err == nil {
+				err = capturingError("a query (cuStreamQuery)")
+			}
 			return false, err
 		}
 	}
-	d := s.ctx.drv
-	lock := d.lockOp(uintptr(s.handle), false)
 	r := s.api.StreamQuery(s.callCtx(), s.handle)
 	d.unlockOp(lock)
 	switch r {
@@ -873,6 +881,11 @@ func (s *Stream) notCapturing(what string) error {
 	if capturing, err := s.capturingNow(); err != nil || !capturing {
 		return err
 	}
+	return capturingError(what)
+}
+
+// capturingError is what refuses a call on a capturing stream before the driver.
+func capturingError(what string) error {
 	return fmt.Errorf("streambridge: %s on a capturing stream: %w (the driver would invalidate the capture)", what, ErrCapturing)
 }
 
@@ -880,11 +893,17 @@ func (s *Stream) notCapturing(what string) error {
 // counts a capture of ours that ended elsewhere. The caller holds a use of s.
 func (s *Stream) capturingNow() (bool, error) {
 	lock := s.ctx.drv.lockOp(uintptr(s.handle), false)
+	capturing, err := s.capturingLocked()
+	s.ctx.drv.unlockOp(lock)
+	return capturing, err
+}
+
+// capturingLocked is capturingNow for a caller that holds the capture lock (lockOp).
+func (s *Stream) capturingLocked() (bool, error) {
 	status, _, r := s.api.StreamGetCaptureInfo(s.callCtx(), s.handle)
 	if r == driver.Success && status == driver.CaptureStatusNone {
 		s.count(false) // ended elsewhere; under the lock, no BeginCapture can count one meanwhile
 	}
-	s.ctx.drv.unlockOp(lock)
 	if err := s.ctx.drv.check("cuStreamGetCaptureInfo", r); err != nil {
 		return false, err
 	}

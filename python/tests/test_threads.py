@@ -442,6 +442,44 @@ def test_captures_racing_callbacks():
     s.close()
 
 
+def test_queries_racing_captures_never_invalidate_them():
+    """Two threads query a stream while this one begins and ends captures on it: a query
+    either answers (no capture) or is refused (CaptureError), never reaches the driver on the
+    capturing stream, where the driver refuses it and invalidates the capture. A begin
+    through streambridge is counted in Go (the capture lock whole) before the core counts
+    it: a query that meets the lock whole asks the stream's capture first."""
+    s = sb.Stream(non_blocking=True)
+    stop, errors, answers = threading.Event(), [], [0, 0]
+
+    def query():
+        while not stop.is_set():
+            try:
+                s.query()
+                answers[0] += 1
+            except sb.CaptureError:
+                answers[1] += 1
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+                return
+
+    threads = [threading.Thread(target=query) for _ in range(2)]
+    for t in threads:
+        t.start()
+    ended, deadline = 0, time.monotonic() + 1.0
+    try:
+        while time.monotonic() < deadline:
+            s.begin_capture("relaxed")
+            s.end_capture().close()  # an invalidated capture raises CaptureError here
+            ended += 1
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert errors == []
+    assert ended > 0 and answers[0] > 0, (ended, answers)
+    s.close()
+
+
 # A child's program: this thread puts a host callback of 0.2 ms and a record of an event on a
 # stream, then begins and ends a capture on it that records the event, and closes its graph,
 # over and over, while two threads synchronize the stream and the event; every call returns
