@@ -370,9 +370,9 @@ func (e *Event) Query() (bool, error) {
 }
 
 // Synchronize waits for the last record to complete, as cuEventSynchronize, by queries
-// (Driver.wait). From inside a
-// host function it fails with [ErrInHostFunc]; while the last record is in a capture that
-// BeginCapture began and that goes on, with [ErrCapturing], as Query.
+// (Driver.wait). From inside a host function it fails with [ErrInHostFunc]; while the last
+// record is in a capture that BeginCapture began and that goes on, with [ErrCapturing], as
+// Query.
 func (e *Event) Synchronize() error {
 	if err := e.use(); err != nil {
 		return err

@@ -615,9 +615,9 @@ func (s *Stream) Query() (bool, error) {
 }
 
 // Synchronize waits until all work submitted to the stream has completed, as
-// cuStreamSynchronize, by queries (Driver.wait). From inside a host function it fails with [ErrInHostFunc]; on a
-// capturing stream, whoever began the capture, with [ErrCapturing], before the driver,
-// which would invalidate the capture.
+// cuStreamSynchronize, by queries (Driver.wait). From inside a host function it fails with
+// [ErrInHostFunc]; on a capturing stream, whoever began the capture, with [ErrCapturing],
+// before the driver, which would invalidate the capture.
 func (s *Stream) Synchronize() error {
 	if err := s.use(); err != nil {
 		return err
