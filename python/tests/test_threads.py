@@ -399,46 +399,63 @@ def test_per_thread_stream_is_each_calling_threads():
     s.close()
 
 
+def _captures_beside(s, call, capture, threads=2, seconds=1.0):
+    """`capture()` over and over for `seconds` (each a capture begun and ended on s by this
+    thread), while `threads` others each run `call()` until then, each until it raises
+    something other than a CaptureError: the captures made, the calls that returned and
+    those refused (CaptureError), and what else they raised."""
+    stop, errors, answers = threading.Event(), [], [0, 0]
+
+    def caller():
+        while not stop.is_set():
+            try:
+                call()
+                answers[0] += 1
+            except sb.CaptureError:
+                answers[1] += 1
+            except Exception as e:  # noqa: BLE001 - reported to the caller
+                errors.append(e)
+                return
+
+    workers = [threading.Thread(target=caller) for _ in range(threads)]
+    for t in workers:
+        t.start()
+    captures, deadline = 0, time.monotonic() + seconds
+    try:
+        while time.monotonic() < deadline:
+            capture()
+            captures += 1
+    finally:
+        stop.set()
+        for t in workers:
+            t.join()
+    return captures, answers, errors
+
+
 def test_captures_racing_callbacks():
     """One thread begins and ends captures on a stream, replays and closes their graphs,
     while two others launch host callbacks on it: each callback is captured and kept for
     the replays, or runs once; none is lost or run freed (this crashed both drivers when a
     capture ended between a launch's look at the capture and its launch)."""
     s = sb.Stream(non_blocking=True)
-    stop = threading.Event()
-    errors, ran = [], [0]
+    ran = [0]
 
     def count(_):
         ran[0] += 1
 
-    def launcher():
-        try:
-            while not stop.is_set():
-                s.launch_host_func(count, None)
-        except Exception as e:  # noqa: BLE001 - reported below
-            errors.append(e)
+    def capture():
+        s.begin_capture("relaxed")
+        time.sleep(0.0002)
+        g = s.end_capture()
+        g.launch(s)
+        g.launch(s)
+        g.close()
 
-    threads = [threading.Thread(target=launcher) for _ in range(2)]
-    for t in threads:
-        t.start()
-    captures, deadline = 0, time.monotonic() + 1.0
-    try:
-        while time.monotonic() < deadline:
-            s.begin_capture("relaxed")
-            time.sleep(0.0002)
-            g = s.end_capture()
-            g.launch(s)
-            g.launch(s)
-            g.close()
-            captures += 1
-    finally:
-        stop.set()
-        for t in threads:
-            t.join()
+    captures, (launched, refused), errors = _captures_beside(s, lambda: s.launch_host_func(count, None), capture)
     s.synchronize()
-    assert errors == []
+    assert errors == [] and refused == 0
     assert sb.callback_errors() == []
-    assert captures > 0 and ran[0] > 0
+    assert captures > 0 and launched > 0 and ran[0] > 0
     s.close()
 
 
@@ -449,34 +466,14 @@ def test_queries_racing_captures_never_invalidate_them():
     through streambridge is counted in Go (the capture lock whole) before the core counts
     it: a query that meets the lock whole asks the stream's capture first."""
     s = sb.Stream(non_blocking=True)
-    stop, errors, answers = threading.Event(), [], [0, 0]
 
-    def query():
-        while not stop.is_set():
-            try:
-                s.query()
-                answers[0] += 1
-            except sb.CaptureError:
-                answers[1] += 1
-            except Exception as e:  # noqa: BLE001 - reported below
-                errors.append(e)
-                return
+    def capture():
+        s.begin_capture("relaxed")
+        s.end_capture().close()  # an invalidated capture raises CaptureError here
 
-    threads = [threading.Thread(target=query) for _ in range(2)]
-    for t in threads:
-        t.start()
-    ended, deadline = 0, time.monotonic() + 1.0
-    try:
-        while time.monotonic() < deadline:
-            s.begin_capture("relaxed")
-            s.end_capture().close()  # an invalidated capture raises CaptureError here
-            ended += 1
-    finally:
-        stop.set()
-        for t in threads:
-            t.join()
+    captures, (answered, refused), errors = _captures_beside(s, s.query, capture)
     assert errors == []
-    assert ended > 0 and answers[0] > 0, (ended, answers)
+    assert captures > 0 and answered > 0, (captures, answered, refused)
     s.close()
 
 
