@@ -313,11 +313,15 @@ func (e *Event) linked() bool { return e.capturedIn.Load() != 0 }
 const capturedLinked = ^uint64(0)
 
 // notCaptured refuses a query or synchronize (what) of e while its last record is in a
-// capture of ours that goes on.
-func (e *Event) notCaptured(what string) error {
+// capture of ours that goes on, and returns the capturedIn it answered for. The caller
+// takes the capture lock and queries only where capturedIn is still that: a record into a
+// capture in between (Event.recorded, under the capture lock, whole while a capture of ours
+// is counted) had the query reach the captured event, which the driver refuses,
+// invalidating the capture (TestEventQueriesRacingCapturesNeverInvalidateThem).
+func (e *Event) notCaptured(what string) (uint64, error) {
 	serial := e.capturedIn.Load()
 	if serial == 0 || serial == capturedLinked {
-		return nil
+		return serial, nil
 	}
 	capturing := false
 	if on := e.ctx.drv.countedStream(serial); on != nil && on.use() == nil { // else ended, or closed with it
@@ -325,14 +329,14 @@ func (e *Event) notCaptured(what string) error {
 		capturing, err = on.capturingNow()
 		on.done()
 		if err != nil {
-			return err
+			return 0, err
 		}
 	}
 	if !capturing {
 		e.capturedIn.CompareAndSwap(serial, capturedLinked) // ended: linked to its graph until recorded again
-		return nil
+		return capturedLinked, nil                          // where the swap failed, a record since: the caller asks again
 	}
-	return fmt.Errorf("streambridge: %s of %s, whose last record was captured into a graph while the capture goes on: %w (the driver would invalidate the capture)", what, e.String(), ErrCapturing)
+	return 0, fmt.Errorf("streambridge: %s of %s, whose last record was captured into a graph while the capture goes on: %w (the driver would invalidate the capture)", what, e.String(), ErrCapturing)
 }
 
 // Record records the event on s (cuEventRecord); see [Stream.Record].
@@ -352,13 +356,21 @@ func (e *Event) Query() (bool, error) {
 		return false, err
 	}
 	defer e.done()
-	if err := e.notCaptured("a query (cuEventQuery)"); err != nil {
-		return false, err
-	}
 	d := e.ctx.drv
-	lock := d.lockOp(uintptr(e.handle), e.linked())
-	r := e.ctx.api.EventQuery(e.handle)
-	d.unlockOp(lock)
+	var r driver.Result
+	for {
+		asked, err := e.notCaptured("a query (cuEventQuery)")
+		if err != nil {
+			return false, err
+		}
+		lock := d.lockOp(uintptr(e.handle), e.linked())
+		if e.capturedIn.Load() == asked {
+			r = e.ctx.api.EventQuery(e.handle)
+			d.unlockOp(lock)
+			break
+		}
+		d.unlockOp(lock) // recorded since the question: asked again
+	}
 	switch r {
 	case driver.Success:
 		return true, nil
@@ -378,13 +390,27 @@ func (e *Event) Synchronize() error {
 		return err
 	}
 	defer e.done()
-	if err := e.notCaptured("a synchronize (cuEventSynchronize)"); err != nil {
-		return err
-	}
 	d := e.ctx.drv
-	return d.check("cuEventSynchronize", d.wait(uintptr(e.handle), e,
-		func() driver.Result { return e.ctx.api.EventQuery(e.handle) }))
+	for {
+		asked, err := e.notCaptured("a synchronize (cuEventSynchronize)")
+		if err != nil {
+			return err
+		}
+		r := d.wait(uintptr(e.handle), e, func() driver.Result {
+			if e.capturedIn.Load() != asked {
+				return resultRecordedAgain
+			}
+			return e.ctx.api.EventQuery(e.handle)
+		})
+		if r != resultRecordedAgain {
+			return d.check("cuEventSynchronize", r)
+		}
+	}
 }
+
+// resultRecordedAgain is what a wait's query of an event answers where the event was
+// recorded since its capture was asked (Event.notCaptured): it is asked again.
+const resultRecordedAgain driver.Result = -1
 
 // ElapsedTime is the time from e's completion to end's (cuEventElapsedTime), with the
 // driver's resolution of about half a microsecond. Both must have timing enabled and
