@@ -143,11 +143,12 @@ func (d *Driver) CaptureGate() uintptr {
 
 // wait waits until the work behind handle h (a stream's, or event e's) is done: query, each
 // time under the capture lock (lockOp: h's stripe shared, or captureMu whole where a capture
-// of ours is counted or e is linked to one), until it answers other than
-// CUDA_ERROR_NOT_READY; back to back for waitSpin, as the driver's own wait spins by default
-// (yielding the P between questions: what it waits for may be a goroutine, or a host
-// function that needs a P to run Go, and GOMAXPROCS may be 1), then with naps of a two-hundredth of the time waited so far (10 us to 1 ms), so that it
-// answers about 0.5% late at worst, as the C core's waits (python/native/wait.inc). Never
+// of ours is counted or e is linked to one; whole, query's argument), until it answers other
+// than CUDA_ERROR_NOT_READY; back to back for waitSpin, as the driver's own wait spins by
+// default (yielding the P between questions: what it waits for may be a goroutine, or a
+// host function that needs a P to run Go, and GOMAXPROCS may be 1), then with naps of a
+// two-hundredth of the time waited so far (10 us to 1 ms), so that it answers about 0.5%
+// late at worst, as the C core's waits (python/native/wait.inc). Never
 // the driver's own wait, which would hold no lock of ours while it waits: the real driver
 // crashed (SIGSEGV, an H200, driver 580: bench/capture_races.c, cases 38, 40, 41, 44, 47
 // and 48, the waiting thread's capture mode relaxed or not) where its synchronize of a
@@ -156,11 +157,11 @@ func (d *Driver) CaptureGate() uintptr {
 // capture for as long as it waits (a host function a capture's end waits for could never
 // run). A question under the lock meets no begin, end or graph launch on the stream
 // (lockChange, lockLaunch); between questions no lock is held.
-func (d *Driver) wait(h uintptr, e *Event, query func() driver.Result) driver.Result {
+func (d *Driver) wait(h uintptr, e *Event, query func(whole bool) driver.Result) driver.Result {
 	start := time.Now()
 	for {
 		lock := d.lockOp(h, e != nil && e.linked())
-		r := query()
+		r := query(lock == nil)
 		d.unlockOp(lock)
 		if r != driver.ErrorNotReady {
 			return r
@@ -175,6 +176,14 @@ func (d *Driver) wait(h uintptr, e *Event, query func() driver.Result) driver.Re
 
 // waitSpin is how long wait asks back to back before it naps.
 const waitSpin = 50 * time.Millisecond
+
+// What a query made holding the capture lock answers where it did not reach the driver:
+// the stream captures (Stream.queryHeld), or the event was recorded since its capture was
+// asked (Event.queryHeld). Not driver results (those are not negative).
+const (
+	resultRecordedAgain driver.Result = -1 - iota
+	resultCapturing
+)
 
 // unlockOp gives back what lockOp took.
 func (d *Driver) unlockOp(stripe *sync.RWMutex) {

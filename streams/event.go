@@ -358,18 +358,14 @@ func (e *Event) Query() (bool, error) {
 	defer e.done()
 	d := e.ctx.drv
 	var r driver.Result
-	for {
+	for r = resultRecordedAgain; r == resultRecordedAgain; {
 		asked, err := e.notCaptured("a query (cuEventQuery)")
 		if err != nil {
 			return false, err
 		}
 		lock := d.lockOp(uintptr(e.handle), e.linked())
-		if e.capturedIn.Load() == asked {
-			r = e.ctx.api.EventQuery(e.handle)
-			d.unlockOp(lock)
-			break
-		}
-		d.unlockOp(lock) // recorded since the question: asked again
+		r = e.queryHeld(asked)
+		d.unlockOp(lock)
 	}
 	switch r {
 	case driver.Success:
@@ -396,21 +392,22 @@ func (e *Event) Synchronize() error {
 		if err != nil {
 			return err
 		}
-		r := d.wait(uintptr(e.handle), e, func() driver.Result {
-			if e.capturedIn.Load() != asked {
-				return resultRecordedAgain
-			}
-			return e.ctx.api.EventQuery(e.handle)
-		})
+		r := d.wait(uintptr(e.handle), e, func(bool) driver.Result { return e.queryHeld(asked) })
 		if r != resultRecordedAgain {
 			return d.check("cuEventSynchronize", r)
 		}
 	}
 }
 
-// resultRecordedAgain is what a wait's query of an event answers where the event was
-// recorded since its capture was asked (Event.notCaptured): it is asked again.
-const resultRecordedAgain driver.Result = -1
+// queryHeld is e's query, made holding the capture lock (lockOp), where e's capturedIn is
+// still what notCaptured answered for (asked); else resultRecordedAgain, and the caller
+// asks again.
+func (e *Event) queryHeld(asked uint64) driver.Result {
+	if e.capturedIn.Load() != asked {
+		return resultRecordedAgain
+	}
+	return e.ctx.api.EventQuery(e.handle)
+}
 
 // ElapsedTime is the time from e's completion to end's (cuEventElapsedTime), with the
 // driver's resolution of about half a microsecond. Both must have timing enabled and

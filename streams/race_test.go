@@ -526,102 +526,47 @@ func TestSynchronizesRacingCaptures(t *testing.T) {
 		c := primary(t, d, 0)
 		s := newStream(t, c, StreamOptions{NonBlocking: true})
 		e := newEvent(t, c, EventOptions{DisableTiming: true})
-		var stop, pending atomic.Bool
-		var wg sync.WaitGroup
-		var waits [2]atomic.Int64
-		untyped := make(chan error, 2)
-		for i, wait := range []func() error{s.Synchronize, e.Synchronize} {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for ; !stop.Load(); waits[i].Add(1) {
-					if err := wait(); err != nil && !typedError(err) {
-						untyped <- err
-						return
-					}
-				}
-			}()
-		}
-		captures := 0
-		for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); captures++ {
+		var pending atomic.Bool
+		captures, waits := capturesBeside(t, typedError, func() error {
 			// work for the waits to wait for as the capture begins (one at a time), and the
 			// event's record outside it
 			if pending.CompareAndSwap(false, true) {
-				require.NoError(t, s.LaunchHostFunc(func() { time.Sleep(200 * time.Microsecond); pending.Store(false) }))
-			}
-			require.NoError(t, s.Record(e))
-			if err := s.BeginCapture(CaptureRelaxed); err != nil {
-				require.True(t, typedError(err), "BeginCapture: %v", err)
-				continue
+				if err := s.LaunchHostFunc(func() { time.Sleep(200 * time.Microsecond); pending.Store(false) }); err != nil {
+					return err
+				}
 			}
 			if err := s.Record(e); err != nil {
-				require.True(t, typedError(err), "Record: %v", err)
+				return err
+			}
+			if err := s.BeginCapture(CaptureRelaxed); err != nil {
+				return untypedOnly(err)
+			}
+			if err := s.Record(e); err != nil {
+				return untypedOnly(err)
 			}
 			g, err := s.EndCapture()
 			if err != nil {
-				require.True(t, typedError(err), "EndCapture: %v", err)
-				continue
+				return untypedOnly(err)
 			}
-			require.NoError(t, g.Close())
-		}
-		stop.Store(true)
-		wg.Wait()
-		close(untyped)
-		for err := range untyped {
-			t.Errorf("a synchronize failed untyped: %v", err)
-		}
+			return g.Close()
+		}, s.Synchronize, e.Synchronize)
 		require.NoError(t, s.Synchronize())
-		t.Logf("%d captures, %d stream and %d event synchronizes", captures, waits[0].Load(), waits[1].Load())
+		t.Logf("%d captures, %d stream and %d event synchronizes", captures, waits[0], waits[1])
 	})
 }
 
-// Two goroutines query a stream while this one begins and ends captures on it: a query
-// either answers (no capture) or fails with ErrCapturing, and never reaches the driver on
-// the capturing stream, where the driver refuses it and invalidates the capture, so every
-// EndCapture returns its graph.
+// Two goroutines query and synchronize a stream while this one begins and ends captures on
+// it: a query or a synchronize either answers (no capture) or fails with ErrCapturing, and
+// never reaches the driver on the capturing stream, where the driver refuses it and
+// invalidates the capture, so every EndCapture returns its graph (Stream.queryHeld).
 func TestQueriesRacingCapturesNeverInvalidateThem(t *testing.T) {
 	eachDriver(t, func(t *testing.T, d *Driver) {
 		c := primary(t, d, 0)
 		s := newStream(t, c, StreamOptions{NonBlocking: true})
-		var stop atomic.Bool
-		var wg sync.WaitGroup
-		var answered, refused atomic.Int64
-		failed := make(chan error, 2)
-		for range 2 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for !stop.Load() {
-					switch _, err := s.Query(); {
-					case err == nil:
-						answered.Add(1)
-					case errors.Is(err, ErrCapturing):
-						refused.Add(1)
-					default:
-						failed <- err
-						return
-					}
-				}
-			}()
-		}
-		ended := 0
-		for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); ended++ {
-			require.NoError(t, s.BeginCapture(CaptureRelaxed))
-			g, err := s.EndCapture()
-			if err != nil {
-				stop.Store(true)
-				wg.Wait()
-				require.NoError(t, err, "capture %d, after %d queries answered and %d refused", ended, answered.Load(), refused.Load())
-			}
-			require.NoError(t, g.Close())
-		}
-		stop.Store(true)
-		wg.Wait()
-		close(failed)
-		for err := range failed {
-			t.Errorf("a query failed: %v", err)
-		}
-		t.Logf("%d captures, %d queries answered, %d refused", ended, answered.Load(), refused.Load())
+		capturing := func(err error) bool { return errors.Is(err, ErrCapturing) }
+		captures, calls := capturesBeside(t, capturing, func() error { return captureOnce(s, nil) },
+			func() error { _, err := s.Query(); return err }, s.Synchronize)
+		t.Logf("%d captures, %d queries, %d synchronizes", captures, calls[0], calls[1])
 	})
 }
 
@@ -637,40 +582,75 @@ func TestEventQueriesRacingCapturesNeverInvalidateThem(t *testing.T) {
 		c := primary(t, d, 0)
 		s := newStream(t, c, StreamOptions{NonBlocking: true})
 		e := newEvent(t, c, EventOptions{DisableTiming: true})
-		var stop atomic.Bool
-		var wg sync.WaitGroup
-		var calls [2]atomic.Int64
-		untyped := make(chan error, 2)
-		for i, call := range []func() error{func() error { _, err := e.Query(); return err }, e.Synchronize} {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for ; !stop.Load(); calls[i].Add(1) {
-					if err := call(); err != nil && !typedError(err) {
-						untyped <- err
-						return
-					}
-				}
-			}()
-		}
-		captures := 0
-		for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); captures++ {
-			require.NoError(t, s.BeginCapture(CaptureRelaxed))
-			require.NoError(t, s.Record(e))
-			g, err := s.EndCapture()
-			if err != nil {
-				stop.Store(true)
-				wg.Wait()
-				require.NoError(t, err, "capture %d, after %d queries and %d synchronizes", captures, calls[0].Load(), calls[1].Load())
-			}
-			require.NoError(t, g.Close())
-		}
-		stop.Store(true)
-		wg.Wait()
-		close(untyped)
-		for err := range untyped {
-			t.Errorf("untyped: %v", err)
-		}
-		t.Logf("%d captures, %d queries, %d synchronizes", captures, calls[0].Load(), calls[1].Load())
+		captures, calls := capturesBeside(t, typedError, func() error { return captureOnce(s, e) },
+			func() error { _, err := e.Query(); return err }, e.Synchronize)
+		t.Logf("%d captures, %d queries, %d synchronizes", captures, calls[0], calls[1])
 	})
+}
+
+// captureOnce begins a capture on s, records e into it (where e is not nil), ends it and
+// closes its graph; the first error.
+func captureOnce(s *Stream, e *Event) error {
+	if err := s.BeginCapture(CaptureRelaxed); err != nil {
+		return err
+	}
+	if e != nil {
+		if err := s.Record(e); err != nil {
+			return err
+		}
+	}
+	g, err := s.EndCapture()
+	if err != nil {
+		return err
+	}
+	return g.Close()
+}
+
+// untypedOnly is err where it is not one this package documents (typedError), else nil.
+func untypedOnly(err error) error {
+	if typedError(err) {
+		return nil
+	}
+	return err
+}
+
+// capturesBeside calls capture (a capture begun and ended on this goroutine, and what goes
+// with it) over and over for a second, while each of calls runs over and over on a goroutine
+// of its own, each until it fails with an error accept refuses. It fails t where capture
+// failed (after the calls stop) or a call was refused, and returns the captures made and
+// how many times each call ran.
+func capturesBeside(t *testing.T, accept func(error) bool, capture func() error, calls ...func() error) (int, []int64) {
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	counts := make([]atomic.Int64, len(calls))
+	refused := make(chan error, len(calls))
+	for i, call := range calls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ; !stop.Load(); counts[i].Add(1) {
+				if err := call(); err != nil && !accept(err) {
+					refused <- err
+					return
+				}
+			}
+		}()
+	}
+	captures := 0
+	var err error
+	for deadline := time.Now().Add(time.Second); err == nil && time.Now().Before(deadline); captures++ {
+		err = capture()
+	}
+	stop.Store(true)
+	wg.Wait()
+	close(refused)
+	ran := make([]int64, len(calls))
+	for i := range counts {
+		ran[i] = counts[i].Load()
+	}
+	require.NoError(t, err, "capture %d, after calls %v", captures, ran)
+	for err := range refused {
+		t.Errorf("a call failed: %v", err)
+	}
+	return captures, ran
 }

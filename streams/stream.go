@@ -589,26 +589,15 @@ func (s *Stream) Query() (bool, error) {
 	defer s.doneBy(g)
 	d := s.ctx.drv
 	lock := d.lockOp(uintptr(s.handle), false)
-	// The question and the query, one step under the lock: asked where a capture of ours
-	// may go on (one is counted: the lock is whole) or the stream is borrowed; ours asked
-	// only then, for the query is hot. Asked under a lock of its own, a BeginCapture between
-	// the two let the query reach the capturing stream, which invalidates the capture.
-	if lock == nil || !s.owned {
-		if capturing, err := s.capturingLocked(); err != nil || capturing {
-			d.unlockOp(lock)
-			if err == nil {
-				err = capturingError("a query (cuStreamQuery)")
-			}
-			return false, err
-		}
-	}
-	r := s.api.StreamQuery(s.callCtx(), s.handle)
+	r := s.queryHeld(lock == nil)
 	d.unlockOp(lock)
 	switch r {
 	case driver.Success:
 		return true, nil
 	case driver.ErrorNotReady:
 		return false, nil
+	case resultCapturing:
+		return false, capturingError("a query (cuStreamQuery)")
 	default:
 		return false, s.ctx.drv.check("cuStreamQuery", r)
 	}
@@ -627,8 +616,30 @@ func (s *Stream) Synchronize() error {
 		return err
 	}
 	d := s.ctx.drv
-	return d.check("cuStreamSynchronize", d.wait(uintptr(s.handle), nil,
-		func() driver.Result { return s.api.StreamQuery(s.callCtx(), s.handle) }))
+	r := d.wait(uintptr(s.handle), nil, s.queryHeld)
+	if r == resultCapturing {
+		return capturingError("a synchronize (cuStreamSynchronize)") // begun while it waited
+	}
+	return d.check("cuStreamSynchronize", r)
+}
+
+// queryHeld is the stream's query, made holding the capture lock (lockOp; whole: a capture
+// of ours is counted). Where a capture of ours may go on, or the stream is borrowed (another
+// library may capture on it), its capture is asked first, in the same step, and a capturing
+// stream is answered resultCapturing, not queried: the driver refuses the query and
+// invalidates the capture. Ours is asked only then, for the query is hot. Asked under a
+// lock of its own, a BeginCapture between the question and the query (or a poll of
+// Synchronize's) let the query reach the capturing stream
+// (TestQueriesRacingCapturesNeverInvalidateThem).
+func (s *Stream) queryHeld(whole bool) driver.Result {
+	if whole || !s.owned {
+		if status, r := s.captureStatusHeld(); r != driver.Success {
+			return r
+		} else if status != driver.CaptureStatusNone {
+			return resultCapturing
+		}
+	}
+	return s.api.StreamQuery(s.callCtx(), s.handle)
 }
 
 // Record records e on the stream (cuEventRecord): e completes when the work submitted so
@@ -893,21 +904,22 @@ func capturingError(what string) error {
 // counts a capture of ours that ended elsewhere. The caller holds a use of s.
 func (s *Stream) capturingNow() (bool, error) {
 	lock := s.ctx.drv.lockOp(uintptr(s.handle), false)
-	capturing, err := s.capturingLocked()
+	status, r := s.captureStatusHeld()
 	s.ctx.drv.unlockOp(lock)
-	return capturing, err
-}
-
-// capturingLocked is capturingNow for a caller that holds the capture lock (lockOp).
-func (s *Stream) capturingLocked() (bool, error) {
-	status, _, r := s.api.StreamGetCaptureInfo(s.callCtx(), s.handle)
-	if r == driver.Success && status == driver.CaptureStatusNone {
-		s.count(false) // ended elsewhere; under the lock, no BeginCapture can count one meanwhile
-	}
 	if err := s.ctx.drv.check("cuStreamGetCaptureInfo", r); err != nil {
 		return false, err
 	}
 	return status != driver.CaptureStatusNone, nil
+}
+
+// captureStatusHeld is s's capture status (cuStreamGetCaptureInfo), asked holding the
+// capture lock (lockOp), with a capture of ours that ended elsewhere counted out.
+func (s *Stream) captureStatusHeld() (driver.CaptureStatus, driver.Result) {
+	status, _, r := s.api.StreamGetCaptureInfo(s.callCtx(), s.handle)
+	if r == driver.Success && status == driver.CaptureStatusNone {
+		s.count(false) // ended elsewhere; under the lock, no BeginCapture can count one meanwhile
+	}
+	return status, r
 }
 
 // count records whether a capture BeginCapture began on s may be going on.

@@ -459,19 +459,21 @@ def test_captures_racing_callbacks():
     s.close()
 
 
-def test_queries_racing_captures_never_invalidate_them():
-    """Two threads query a stream while this one begins and ends captures on it: a query
-    either answers (no capture) or is refused (CaptureError), never reaches the driver on the
-    capturing stream, where the driver refuses it and invalidates the capture. A begin
-    through streambridge is counted in Go (the capture lock whole) before the core counts
-    it: a query that meets the lock whole asks the stream's capture first."""
+@pytest.mark.parametrize("call", ["query", "synchronize"])
+def test_queries_racing_captures_never_invalidate_them(call):
+    """Two threads query (or synchronize, which polls queries) a stream while this one
+    begins and ends captures on it: each either answers (no capture) or is refused
+    (CaptureError), and never reaches the driver on the capturing stream, where the driver
+    refuses it and invalidates the capture. A begin through streambridge is counted in Go
+    (the capture lock whole) before the core counts it: a query that meets the lock whole
+    asks the stream's capture first (stream_query_held)."""
     s = sb.Stream(non_blocking=True)
 
     def capture():
         s.begin_capture("relaxed")
         s.end_capture().close()  # an invalidated capture raises CaptureError here
 
-    captures, (answered, refused), errors = _captures_beside(s, s.query, capture)
+    captures, (answered, refused), errors = _captures_beside(s, getattr(s, call), capture)
     assert errors == []
     assert captures > 0 and answered > 0, (captures, answered, refused)
     s.close()
