@@ -399,11 +399,11 @@ def test_per_thread_stream_is_each_calling_threads():
     s.close()
 
 
-def _captures_beside(s, call, capture, threads=2, seconds=1.0):
-    """`capture()` over and over for `seconds` (each a capture begun and ended on s by this
+def _captures_beside(call, capture, refusals=(sb.CaptureError,), threads=2, seconds=1.0):
+    """`capture()` over and over for `seconds` (each a capture begun and ended by this
     thread), while `threads` others each run `call()` until then, each until it raises
-    something other than a CaptureError: the captures made, the calls that returned and
-    those refused (CaptureError), and what else they raised."""
+    something other than `refusals`: the captures made, the calls that returned and those
+    refused, and what else they raised."""
     stop, errors, answers = threading.Event(), [], [0, 0]
 
     def caller():
@@ -411,7 +411,7 @@ def _captures_beside(s, call, capture, threads=2, seconds=1.0):
             try:
                 call()
                 answers[0] += 1
-            except sb.CaptureError:
+            except refusals:
                 answers[1] += 1
             except Exception as e:  # noqa: BLE001 - reported to the caller
                 errors.append(e)
@@ -451,7 +451,7 @@ def test_captures_racing_callbacks():
         g.launch(s)
         g.close()
 
-    captures, (launched, refused), errors = _captures_beside(s, lambda: s.launch_host_func(count, None), capture)
+    captures, (launched, refused), errors = _captures_beside(lambda: s.launch_host_func(count, None), capture)
     s.synchronize()
     assert errors == [] and refused == 0
     assert sb.callback_errors() == []
@@ -473,9 +473,35 @@ def test_queries_racing_captures_never_invalidate_them(call):
         s.begin_capture("relaxed")
         s.end_capture().close()  # an invalidated capture raises CaptureError here
 
-    captures, (answered, refused), errors = _captures_beside(s, getattr(s, call), capture)
+    captures, (answered, refused), errors = _captures_beside(getattr(s, call), capture)
     assert errors == []
     assert captures > 0 and answered > 0, (captures, answered, refused)
+    s.close()
+
+
+@pytest.mark.parametrize("call", ["query", "synchronize"])
+def test_event_queries_racing_captures_never_invalidate_them(call):
+    """Two threads query (or synchronize) an event while this one records it on a stream,
+    then begins a capture there that records it again, and ends it: each query answers or is
+    refused (CaptureError), and never reaches the driver while the event's last record is in
+    a capture that goes on, where the driver refuses it and invalidates the capture. A record
+    made under the capture lock whole says whether it went into a capture, asked of the
+    driver in its lock section, and a query that meets a record not yet noted asks again
+    (event_query_held). Between a capture's end and the next record, the driver answers
+    the event's query CUDA_ERROR_INVALID_VALUE (a CUDAError, counted as refused)."""
+    s, e = sb.Stream(non_blocking=True), sb.Event(disable_timing=True)
+
+    def capture():
+        e.record(s)
+        s.begin_capture("relaxed")
+        e.record(s)
+        s.end_capture().close()  # an invalidated capture raises CaptureError here
+
+    captures, (answered, refused), errors = _captures_beside(getattr(e, call), capture, refusals=(sb.CUDAError,))
+    assert errors == []
+    assert captures > 0 and answered > 0, (captures, answered, refused)
+    s.synchronize()
+    e.close()
     s.close()
 
 
