@@ -5,12 +5,16 @@ imported, so it runs on every CPython streambridge is built for, the free-thread
 where no peer framework is at hand (python_bench.py has the peers' thread rows, with the GIL).
 
     python3 bench/threads_bench.py [--n 200000] [--rounds 5] [--threads 1 2 4 8 16] [--pin [CPU ...]]
-                                   [--call record-wait|query]
+                                   [--call record-wait|wait-stream|query]
 
 Each row: the median over rounds of ns a pair over all threads (the Python threads' own
 clocks, as python_bench.threads_ns reads them; C's from its barrier), the pairs a second that
 makes, and Python's throughput over C's (the bar with the GIL off: 0.8 at every count). Rounds
 take the two in turn. The first line says the Python and whether its GIL is on.
+
+With --call wait-stream, each thread makes the same pair with one Python call, ``b.wait(a)``
+(a's fence recorded on a, then waited for on b: torch's ``b.wait_stream(a)``), beside the
+same C threads; the interpreter's part is one list.count a pair.
 
 With --call query, each thread queries a stream of its own, over and over: streambridge's
 Stream.query (cuStreamQuery with the thread's capture mode relaxed around it, which costs
@@ -51,8 +55,9 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=200000, help="pairs a measurement, over all threads")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", type=int, nargs="+", default=list(COUNTS), help="the thread counts, a row each")
-    ap.add_argument("--call", choices=("record-wait", "query"), default="record-wait",
-                    help="what each thread calls: a record and a wait (a pair), or a query of its stream")
+    ap.add_argument("--call", choices=("record-wait", "wait-stream", "query"), default="record-wait",
+                    help="what each thread calls: a record and a wait (a pair), the pair as one call "
+                    "(b.wait(a)), or a query of its stream")
     ap.add_argument("--pin", type=int, nargs="*", metavar="CPU",
                     help="run each row's threads on as many CPUs, the first of these (none: of this process's)")
     args = ap.parse_args()
@@ -92,14 +97,18 @@ def main() -> None:
         a.count(e)
         b.count(e)
 
+    def wait_stream(a, b, e):
+        b.wait(a)
+
     def query(a, b, e):
         a.query()
 
-    def idle_query(a, b, e):
+    def idle_one(a, b, e):  # the interpreter's part of one call
         a.count(e)
 
     query_rows = args.call == "query"
-    call, idle = (query, idle_query) if query_rows else (pair, idle_pair)
+    call, idle = {"record-wait": (pair, idle_pair), "wait-stream": (wait_stream, idle_one),
+                  "query": (query, idle_one)}[args.call]
 
     py = {k: [] for k in rows}
     c = {k: [] for k in rows}
