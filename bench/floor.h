@@ -56,10 +56,19 @@ static inline CUresult floor_crossing(void) {
    current and two streams and an event of its own, iters calls in all (iters/n each),
    started together: record+wait pairs, or queries where query is set. ns a call over all of
    them (wall time), or -1 where the driver failed. */
+/* What each of floor_threads' threads calls: a record+wait pair, a query of its stream, or
+   a launch of fn (no parameters, one thread) on its stream. */
+enum { FLOOR_PAIR, FLOOR_QUERY, FLOOR_LAUNCH };
+
+static inline CUresult floor_launch(CUfunction fn, CUstream s) {
+  return cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL);
+}
+
 struct floor_worker {
   CUcontext ctx;
   long calls;
-  int query;
+  int mode;
+  CUfunction fn;
   CUstream a, b;
   CUevent e;
   CUresult r;
@@ -71,19 +80,22 @@ static void *floor_work(void *p) {
   w->r = cuCtxSetCurrent(w->ctx);
   pthread_barrier_wait(w->start);
   for (long i = 0; i < w->calls && w->r == CUDA_SUCCESS; i++)
-    w->r = w->query ? floor_query(w->a) : floor_record_wait(w->e, w->a, w->b);
+    w->r = w->mode == FLOOR_QUERY    ? floor_query(w->a)
+           : w->mode == FLOOR_LAUNCH ? floor_launch(w->fn, w->a)
+                                     : floor_record_wait(w->e, w->a, w->b);
   pthread_barrier_wait(w->done);
   return NULL;
 }
 
-static inline double floor_throughput(CUcontext ctx, int query, int n, long iters) {
+static inline double floor_threads(CUcontext ctx, int mode, CUfunction fn, int n, long iters) {
   struct floor_worker w[16];
   pthread_t t[16];
   pthread_barrier_t start, done;
   if (n < 1 || n > 16) return -1;
   CUresult r = cuCtxSetCurrent(ctx);
   for (int i = 0; i < n; i++) {
-    w[i] = (struct floor_worker){ctx, iters / n + (i < iters % n), query, NULL, NULL, NULL, CUDA_SUCCESS, &start, &done};
+    w[i] = (struct floor_worker){ctx, iters / n + (i < iters % n), mode, fn, NULL, NULL, NULL, CUDA_SUCCESS,
+                                 &start, &done};
     if (r == CUDA_SUCCESS) r = cuStreamCreate(&w[i].a, CU_STREAM_NON_BLOCKING);
     if (r == CUDA_SUCCESS) r = cuStreamCreate(&w[i].b, CU_STREAM_NON_BLOCKING);
     if (r == CUDA_SUCCESS) r = cuEventCreate(&w[i].e, CU_EVENT_DISABLE_TIMING);
@@ -114,4 +126,8 @@ static inline double floor_throughput(CUcontext ctx, int query, int n, long iter
     if (w[i].e != NULL) cuEventDestroy(w[i].e);
   }
   return dt < 0 ? -1 : dt / iters;
+}
+
+static inline double floor_throughput(CUcontext ctx, int query, int n, long iters) {
+  return floor_threads(ctx, query ? FLOOR_QUERY : FLOOR_PAIR, NULL, n, iters);
 }

@@ -34,6 +34,12 @@ double crossing_ns(long n) { TIMED(n, floor_crossing()); }
    or queries (1), on streams and events it makes. */
 double throughput_ns(CUcontext ctx, int query, int n, long iters) { return floor_throughput(ctx, query, n, iters); }
 
+/* The same, each thread launching fn (no parameters, one thread, a kernel that does nothing)
+   on a stream of its own. */
+double launch_throughput_ns(CUcontext ctx, CUfunction fn, int n, long iters) {
+  return floor_threads(ctx, FLOOR_LAUNCH, fn, n, iters);
+}
+
 /* When a host function ran: its first line's time, then ran set. */
 typedef struct {
   volatile double at;

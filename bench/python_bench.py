@@ -176,7 +176,7 @@ def threads_ns(make, pair, threads, n, enter=None):
 
 # The C types of bench/inproc.c's definitions, as ctypes spells them.
 C_TYPES = {"double": "c_double", "long": "c_long", "int": "c_int",
-           "CUstream": "c_void_p", "CUevent": "c_void_p", "CUcontext": "c_void_p"}
+           "CUstream": "c_void_p", "CUevent": "c_void_p", "CUcontext": "c_void_p", "CUfunction": "c_void_p"}
 
 
 def inproc_signatures(source: str) -> dict:

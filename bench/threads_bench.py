@@ -5,7 +5,7 @@ imported, so it runs on every CPython streambridge is built for, the free-thread
 where no peer framework is at hand (python_bench.py has the peers' thread rows, with the GIL).
 
     python3 bench/threads_bench.py [--n 200000] [--rounds 5] [--threads 1 2 4 8 16] [--pin [CPU ...]]
-                                   [--call record-wait|wait-stream|query]
+                                   [--call record-wait|wait-stream|query|launch]
 
 Each row: the median over rounds of ns a pair over all threads (the Python threads' own
 clocks, as python_bench.threads_ns reads them; C's from its barrier), the pairs a second that
@@ -15,6 +15,11 @@ take the two in turn. The first line says the Python and whether its GIL is on.
 With --call wait-stream, each thread makes the same pair with one Python call, ``b.wait(a)``
 (a's fence recorded on a, then waited for on b: torch's ``b.wait_stream(a)``), beside the
 same C threads; the interpreter's part is one list.count a pair.
+
+With --call launch, each thread launches an empty kernel (one thread, no parameters) on a
+stream of its own: streambridge's Kernel call, compiled once (streambridge.Module), beside C
+threads calling cuLaunchKernel on the same function (bench/inproc.c's launch_throughput_ns);
+the interpreter's part is one list.count a launch.
 
 With --call query, each thread queries a stream of its own, over and over: streambridge's
 Stream.query (cuStreamQuery with the thread's capture mode relaxed around it, which costs
@@ -55,9 +60,9 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=200000, help="pairs a measurement, over all threads")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", type=int, nargs="+", default=list(COUNTS), help="the thread counts, a row each")
-    ap.add_argument("--call", choices=("record-wait", "wait-stream", "query"), default="record-wait",
+    ap.add_argument("--call", choices=("record-wait", "wait-stream", "query", "launch"), default="record-wait",
                     help="what each thread calls: a record and a wait (a pair), the pair as one call "
-                    "(b.wait(a)), or a query of its stream")
+                    "(b.wait(a)), a query of its stream, or a launch of an empty kernel on it")
     ap.add_argument("--pin", type=int, nargs="*", metavar="CPU",
                     help="run each row's threads on as many CPUs, the first of these (none: of this process's)")
     args = ap.parse_args()
@@ -103,12 +108,21 @@ def main() -> None:
     def query(a, b, e):
         a.query()
 
+    empty = sb.Module('extern "C" __global__ void empty() {}').get_kernel("empty") if args.call == "launch" else None
+
+    def launch(a, b, e):
+        empty(1, 1, (), stream=a)
+
     def idle_one(a, b, e):  # the interpreter's part of one call
         a.count(e)
 
-    query_rows = args.call == "query"
     call, idle = {"record-wait": (pair, idle_pair), "wait-stream": (wait_stream, idle_one),
-                  "query": (query, idle_one)}[args.call]
+                  "query": (query, idle_one), "launch": (launch, idle_one)}[args.call]
+
+    def c_threads(k):
+        if args.call == "launch":
+            return floor.launch_throughput_ns(ctx.value, empty._fn, k, args.n)
+        return floor.throughput_ns(ctx.value, int(args.call == "query"), k, args.n)
 
     py = {k: [] for k in rows}
     c = {k: [] for k in rows}
@@ -119,14 +133,14 @@ def main() -> None:
             if cpus is not None:
                 os.sched_setaffinity(0, cpus[:k])  # this thread's, which the row's threads inherit
             py[k].append(threads_ns(make, call, k, args.n, enter=lambda: _core.core.enter_device(0)))
-            ns = floor.throughput_ns(ctx.value, int(query_rows), k, args.n)
+            ns = c_threads(k)
             if ns < 0:
                 sys.exit(f"threads_bench: C's threads failed at {k} threads")
             c[k].append(ns)
             loop[k].append(threads_ns(lists, idle, k, args.n))
             if cpus is not None:
                 os.sched_setaffinity(0, allowed)
-    unit = "query" if query_rows else "pair"
+    unit = {"query": "query", "launch": "launch"}.get(args.call, "pair")
     print(f"| threads | streambridge ns/{unit} | {unit}s/s | C ns/{unit} | C {unit}s/s | streambridge / C "
           f"| the interpreter's part, ns/{unit} |")
     print("|---:|---:|---:|---:|---:|---:|---:|")
