@@ -373,8 +373,19 @@ func (e *Event) Query() (bool, error) {
 	case driver.ErrorNotReady:
 		return false, nil
 	default:
-		return false, e.ctx.drv.check("cuEventQuery", r)
+		return false, e.checkRecorded("cuEventQuery", r)
 	}
+}
+
+// checkRecorded is check for a call given e (a query, a synchronize, a stream's wait): its
+// CUDA_ERROR_INVALID_VALUE, where e's last record may have gone into a capture
+// (capturedIn), says why (boundary.CapturedEventHint).
+func (e *Event) checkRecorded(call string, r driver.Result) error {
+	err := e.ctx.drv.check(call, r)
+	if ce, ok := err.(*CallError); ok && r == driver.ErrorInvalidValue && e.capturedIn.Load() != 0 {
+		ce.Hint = boundary.CapturedEventHint
+	}
+	return err
 }
 
 // Synchronize waits for the last record to complete, as cuEventSynchronize, by queries
@@ -394,7 +405,7 @@ func (e *Event) Synchronize() error {
 		}
 		r := d.wait(uintptr(e.handle), e, func(bool) driver.Result { return e.queryHeld(asked) })
 		if r != resultRecordedAgain {
-			return d.check("cuEventSynchronize", r)
+			return e.checkRecorded("cuEventSynchronize", r)
 		}
 	}
 }

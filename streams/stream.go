@@ -681,7 +681,7 @@ func (s *Stream) waitOn(e *Event) error {
 	lock := d.lockOp(uintptr(s.handle), e.linked())
 	r := s.api.StreamWaitEvent(s.callCtx(), s.handle, e.handle, 0)
 	d.unlockOp(lock)
-	return d.check("cuStreamWaitEvent", r)
+	return e.checkRecorded("cuStreamWaitEvent", r)
 }
 
 // WaitStream makes work submitted to s from now on wait for everything submitted to other

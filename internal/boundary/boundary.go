@@ -198,10 +198,19 @@ func ResultKind(r driver.Result) ErrorKind {
 }
 
 // CoreResults are the CUresults the C core tells apart: a query's "not ready" is an
-// answer, not an error, an invalid handle raises InvalidHandleError, and the legacy
-// stream's "implicit dependency on a capture" (refused while a blocking stream captures) a
-// CaptureError.
-var CoreResults = []driver.Result{driver.ErrorInvalidHandle, driver.ErrorNotReady, driver.ErrorCaptureImplicit}
+// answer, not an error, an invalid handle raises InvalidHandleError, the legacy stream's
+// "implicit dependency on a capture" (refused while a blocking stream captures) a
+// CaptureError, and an invalid value, of an event whose last record was captured, says
+// why (CapturedEventHint).
+var CoreResults = []driver.Result{driver.ErrorInvalidValue, driver.ErrorInvalidHandle, driver.ErrorNotReady,
+	driver.ErrorCaptureImplicit}
+
+// CapturedEventHint is what both cores add to the driver's CUDA_ERROR_INVALID_VALUE of a
+// query, a synchronize or a stream's wait of an event whose last record went (or may have
+// gone) into a capture: once the capture is over, the driver answers so (H100, H200:
+// bench/capture_lifetimes.c, cases 21 and 22).
+const CapturedEventHint = "the event's last record was captured into a graph: once the capture is over the driver " +
+	"knows no work of it outside the graph; record it on a stream outside a capture to wait for that stream's work"
 
 // EntryNames are the driver entry points the C core calls directly, in the order it keeps
 // them (driver.EntryNames: both drivers offer exactly these).

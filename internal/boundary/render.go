@@ -105,7 +105,9 @@ func renderC() string {
 	fmt.Fprintf(&b, "#define SB_STREAM_GONE_MESSAGE %q\n", cVerbs.Replace(StreamGoneMessage))
 	fmt.Fprintf(&b, "#define SB_STREAM_REUSED_MESSAGE %q\n", cVerbs.Replace(StreamReusedMessage))
 	fmt.Fprintf(&b, "#define SB_EVENT_GONE_MESSAGE %q\n", cVerbs.Replace(EventGoneMessage))
-	fmt.Fprintf(&b, "#define SB_EVENT_REUSED_MESSAGE %q\n\n#endif\n", cVerbs.Replace(EventReusedMessage))
+	fmt.Fprintf(&b, "#define SB_EVENT_REUSED_MESSAGE %q\n\n", cVerbs.Replace(EventReusedMessage))
+	b.WriteString("/* What an event's invalid value says where its last record was captured (see boundary.CapturedEventHint). */\n")
+	fmt.Fprintf(&b, "#define SB_CAPTURED_EVENT_HINT %q\n\n#endif\n", CapturedEventHint)
 	return b.String()
 }
 

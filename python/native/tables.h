@@ -54,6 +54,7 @@ enum sb_entry {
 
 /* The CUresults the core tells apart. */
 enum sb_result {
+    SB_CUDA_ERROR_INVALID_VALUE = 1,
     SB_CUDA_ERROR_INVALID_HANDLE = 400,
     SB_CUDA_ERROR_NOT_READY = 600,
     SB_CUDA_ERROR_STREAM_CAPTURE_IMPLICIT = 906,
@@ -149,5 +150,8 @@ _Static_assert(sizeof(sb_capture_gate) == 2112, "driver.CaptureGate's layout");
 #define SB_STREAM_REUSED_MESSAGE "stream %#llx was destroyed: its address now names another stream (id %llu, not %llu); it was not passed to the driver"
 #define SB_EVENT_GONE_MESSAGE "event %#llx was destroyed (it is no longer a live event); it was not passed to the driver"
 #define SB_EVENT_REUSED_MESSAGE "event %#llx was destroyed: its address now names another event (id %llu, not %llu); it was not passed to the driver"
+
+/* What an event's invalid value says where its last record was captured (see boundary.CapturedEventHint). */
+#define SB_CAPTURED_EVENT_HINT "the event's last record was captured into a graph: once the capture is over the driver knows no work of it outside the graph; record it on a stream outside a capture to wait for that stream's work"
 
 #endif

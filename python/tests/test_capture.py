@@ -33,6 +33,29 @@ def test_capture_replay():
     graph.close()
 
 
+def test_an_event_captured_into_a_graph_says_why_the_driver_refuses_it():
+    """Once the capture that took an event's last record is over, the driver answers its
+    query, its synchronize and a stream's wait on it CUDA_ERROR_INVALID_VALUE (H100, H200:
+    bench/capture_lifetimes.c, cases 21 and 22): the error says why (the record's lock section
+    asked the driver whether it went into a capture), and a record outside a capture makes it
+    an event as any again."""
+    s, other = streambridge.Stream(non_blocking=True), streambridge.Stream(non_blocking=True)
+    e = streambridge.Event(disable_timing=True)
+    s.begin_capture()
+    s.record(e)
+    graph = s.end_capture()
+    for call in (e.query, e.synchronize, lambda: other.wait_event(e), lambda: e.wait(other)):
+        with pytest.raises(streambridge.CUDAError, match="last record was captured into a graph") as info:
+            call()
+        assert info.value.name == "CUDA_ERROR_INVALID_VALUE"
+    s.record(e)
+    e.synchronize()
+    assert e.query() is True
+    other.wait_event(e)
+    other.synchronize()
+    graph.close()
+
+
 def test_forbidden_calls_are_refused_and_the_capture_survives():
     s = streambridge.Stream(non_blocking=True)
     s.begin_capture("global")
