@@ -189,11 +189,12 @@ def _live(core):
 
 
 @pytest.mark.parametrize("closed_first", ["stream", "event"])
-def test_records_and_waits_racing_a_close_release_each_object_once(closed_first):
-    """Record and wait hold their objects without the core lock where there is no GIL
-    (python/native/holds.inc): a close among them leaves the release to the last call out,
-    exactly once. A second release would reach the software driver with a destroyed handle
-    (exit 86); none would leave the count of live objects above where it began."""
+def test_frequent_calls_racing_a_close_release_each_object_once(closed_first):
+    """Record, wait, the queries, an event's synchronize and wait_stream hold their objects
+    without the core lock where there is no GIL (python/native/holds.inc): a close among them
+    leaves the release to the last call out, exactly once. A second release would reach the
+    software driver with a destroyed handle (exit 86); none would leave the count of live
+    objects above where it began."""
     from streambridge import _core
 
     before = _live(_core)
@@ -207,6 +208,11 @@ def test_records_and_waits_racing_a_close_release_each_object_once(closed_first)
             e.record(s)
             e.wait(waiter)
             s.wait(e)
+            s.query()
+            e.query()
+            e.synchronize()
+            waiter.wait(s)
+            s.wait(waiter)
 
         first, second = (s, e) if closed_first == "stream" else (e, s)
         errors, hung = _race(calls, lambda: (first.close(), second.close()), threads=4)
@@ -233,6 +239,9 @@ def test_records_and_waits_on_wrappers_racing_their_origins_close_release_each_o
             s.record(e)
             waiter.wait_event(e)
             e.wait(s)
+            s.query()
+            e.query()
+            waiter.wait(s)
 
         errors, hung = _race(calls, lambda: (origin_stream.close(), origin_event.close()), threads=4,
                              ends=(sb.ClosedError, sb.InvalidHandleError))
