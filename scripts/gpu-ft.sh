@@ -23,8 +23,8 @@ status=0
 (cd "$out" && $py -W error::RuntimeWarning -c 'import sys, streambridge as sb
 assert not sys._is_gil_enabled(), "importing streambridge turned the GIL on"
 print(sys.version.split()[0], "GIL enabled:", sys._is_gil_enabled(), "driver:", sb.driver())') || status=1
-(cd "$out" && STREAMBRIDGE_REQUIRE_GPU=1 timeout 400 $py -m pytest -q -rfEs -p no:cacheprovider "$root/python/tests" \
-  >"$out/pytest-ft.log" 2>&1)
+(cd "$(mktemp -d)" && STREAMBRIDGE_REQUIRE_GPU=1 timeout 400 $py -m pytest -q -rfEs -p no:cacheprovider "$root/python/tests" \
+  >"$out/pytest-ft.log" 2>&1) # in a folder of its own: Hypothesis leaves its .hypothesis where it runs
 rc=$?
 [ $rc -eq 0 ] || status=1
 echo "== pytest python/tests, real driver, free-threaded, GIL off: exit $rc: $(tail -1 "$out/pytest-ft.log")"
