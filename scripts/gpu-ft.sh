@@ -3,7 +3,8 @@
 # .device-ft/ (its interpreter and the package built for it), unpacked to a temporary
 # folder, then, with the GIL off as imported (the module declares it needs none; the import
 # fails if it turned the GIL on): the Python suite on the real driver, the chaos soak for
-# DURATION per seed, the seeds at once, then the benchmark's thread rows (bench/threads_bench.py)
+# DURATION per seed, the seeds at once, then the benchmark's thread rows (bench/threads_bench.py:
+# record+wait, the pair as one call, queries, launches)
 # and, where the same CPython built with the GIL is packed too (make gpu-build-ft GIL_TWIN=1),
 # one thread on each in turn, ROUNDS times (4 unless set); the benchmark's threads pinned
 # (--pin: a row of k threads on the first k CPUs, Python's and C's alike). Logs under $OUT (or a temporary
@@ -41,9 +42,12 @@ for seed in "$@"; do
   [ "$rc" -eq 0 ] || status=1
   echo "chaos soak, free-threaded, GIL off, seed $seed: exit $rc; $(grep -m1 -E 'chaos soak:|Fatal|Error|hang' "$out/chaos-ft-$seed.log")"
 done
-(cd "$root" && timeout 300 $py bench/threads_bench.py --rounds 3 --pin >"$out/threads-bench-ft.log" 2>&1) || status=1
-echo "== bench/threads_bench.py, free-threaded, GIL off:"
-tail -7 "$out/threads-bench-ft.log"
+for call in record-wait wait-stream query launch; do # each a row set: the calls that take no shared lock
+  (cd "$root" && timeout 300 $py bench/threads_bench.py --call $call --rounds 3 --pin >"$out/threads-bench-ft-$call.log" 2>&1) ||
+    status=1
+  echo "== bench/threads_bench.py --call $call, free-threaded, GIL off:"
+  tail -7 "$out/threads-bench-ft-$call.log"
+done
 if [ -f "$root/.device-ft/python-gil.tar.xz" ]; then
   gil=$(mktemp -d)
   tar -xJf "$root/.device-ft/python-gil.tar.xz" -C "$gil" || exit 1
