@@ -33,8 +33,8 @@ const (
 	// default device (as cudaGetDevice answers), what ties a host callback captured into a
 	// graph to that graph's life (the capture's graph, a user object the graph holds, whose
 	// destructor frees the callback), the end of a capture an owned stream's destroy meets,
-	// and the exchange of the thread's capture mode around its queries (a synchronize is
-	// queries too: python/native/wait.inc).
+	// the exchange of the thread's capture mode around its queries and synchronizes, and
+	// the stream's synchronize (Python's, which Ctrl-C ends on the main thread).
 	CCore
 )
 
@@ -62,7 +62,7 @@ var EntryPoints = []EntryPoint{
 	{"cuStreamCreateWithPriority", "cuStreamCreateWithPriority", 5050, CCore},
 	{"cuStreamDestroy", "cuStreamDestroy_v2", 4000, CallsBack | CCore},
 	{"cuStreamQuery", "cuStreamQuery", 2000, CCore},
-	{"cuStreamSynchronize", "cuStreamSynchronize", 2000, CallsBack}, // a finished launch's last reference to a user object (below)
+	{"cuStreamSynchronize", "cuStreamSynchronize", 2000, CallsBack | CCore}, // a finished launch's last reference to a user object (below)
 	{"cuStreamWaitEvent", "cuStreamWaitEvent", 3020, CCore},
 	{"cuStreamGetPriority", "cuStreamGetPriority", 5050, 0},
 	{"cuStreamGetFlags", "cuStreamGetFlags", 5050, 0},
@@ -87,7 +87,7 @@ var EntryPoints = []EntryPoint{
 	{"cuEventDestroy", "cuEventDestroy_v2", 4000, CCore},
 	{"cuEventRecord", "cuEventRecord", 2000, CCore},
 	{"cuEventQuery", "cuEventQuery", 2000, CCore},
-	{"cuEventSynchronize", "cuEventSynchronize", 2000, CallsBack},
+	{"cuEventSynchronize", "cuEventSynchronize", 2000, CallsBack | CCore},
 	{"cuEventElapsedTime", "cuEventElapsedTime", 2000, CCore},
 	{"cuIpcGetEventHandle", "cuIpcGetEventHandle", 4010, CCore},
 	{"cuIpcOpenEventHandle", "cuIpcOpenEventHandle", 4010, 0},
