@@ -3,6 +3,7 @@ package streams
 import (
 	"reflect"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -25,7 +26,11 @@ func TestEntryPointsOrderWork(t *testing.T) {
 			entry[name] = d.api.Entry(name)
 			require.NotZero(t, entry[name], name)
 		}
-		assert.Zero(t, d.api.Entry("cuMemAlloc"), "only the listed calls are offered")
+		for _, e := range driver.EntryPoints { // only the listed calls are offered, by both drivers alike
+			if !slices.Contains(driver.EntryNames, e.Name) {
+				assert.Zero(t, d.api.Entry(e.Name), e.Name)
+			}
+		}
 		call := func(name string, args ...uintptr) driver.Result {
 			r, _, _ := purego.SyscallN(entry[name], args...)
 			return driver.Result(int32(r))

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -18,11 +19,14 @@ var (
 )
 
 // Entry offers driver.EntryNames as C functions (purego callbacks into this driver), so
-// that code calling the real driver's entry points directly runs on the software one too.
-// The callbacks are process-wide (purego's are never freed): they act on the software
-// driver that asked last.
+// that code calling the real driver's entry points directly runs on the software one too;
+// any other name gets 0, as the real driver's Entry answers it. The callbacks are
+// process-wide (purego's are never freed): they act on the software driver that asked last.
 func (d *Driver) Entry(name string) uintptr {
 	entryDriver.Store(d)
+	if !slices.Contains(driver.EntryNames, name) {
+		return 0
+	}
 	entriesOnce.Do(func() {
 		entries = map[string]uintptr{
 			"cuStreamQuery": purego.NewCallback(func(s uintptr) uintptr {
