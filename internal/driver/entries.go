@@ -33,8 +33,10 @@ const (
 	// default device (as cudaGetDevice answers), what ties a host callback captured into a
 	// graph to that graph's life (the capture's graph, a user object the graph holds, whose
 	// destructor frees the callback), the end of a capture an owned stream's destroy meets,
-	// the exchange of the thread's capture mode around its queries and synchronizes, and
-	// the stream's synchronize (Python's, which Ctrl-C ends on the main thread).
+	// and the exchange of the thread's capture mode around its queries. Also the stream's
+	// and the event's synchronize, which the C core no longer calls (it polls: wait.inc):
+	// the tests that ask the driver's own answer in a thread's capture mode call them
+	// through API.Entry (TestWhatACaptureForbidsOtherThreads, TestEntryPointsOrderWork).
 	CCore
 )
 
