@@ -137,33 +137,36 @@ def long_waits(launch, syncs, n=40):
     return {name: statistics.median(kept) for name, kept in stamps.items()}
 
 
-def threads_ns(make, pair, threads, n, enter=None):
+def threads_ns(make, pairs, threads, n, enter=None):
     """ns a record+wait pair with ``threads`` Python threads at it at once, n pairs in all
     (wall time over all of them, their setup left out): each thread runs ``enter()`` first
-    where given, makes its own objects (``make()``; ``pair(*objects)`` is one record and one
-    wait), and they start together. The workers read the clock themselves, from the first
-    one's start to the last one's end: a clock read by the main thread after the start
-    waited for the GIL while workers whose calls keep it ran (streambridge's rows read 10 to
-    94 ns a pair that way, on an H200). Each makes its objects itself, as a worker makes its
-    streams, and calls its own copy of ``pair``: on a free-threaded CPython 3.13, threads
-    calling one function object (through one closure cell) at once spent 2,032 ns a pair of
-    two calls that do nothing at 16 threads, a copy each 20 ns (H200, threads_bench.py's last
-    column; docs/lifetimes.md, "Record and wait take no shared lock")."""
+    where given, makes its own objects (``make()``), and they start together; then each runs
+    its share in one call, ``pairs(*objects, k)``: k pairs, each one record and one wait, in
+    a loop of its own (the loop a user's thread runs: the C threads beside it loop in C; a
+    Python call a pair from here, ``pair(*objects)``, added 40 to 50 ns a pair that no user
+    loop pays, on an H200). The workers read the clock themselves, from the first one's
+    start to the last one's end: a clock read by the main thread after the start waited for
+    the GIL while workers whose calls keep it ran (streambridge's rows read 10 to 94 ns a
+    pair that way, on an H200). Each makes its objects itself, as a worker makes its streams,
+    and calls its own copy of ``pairs``: on a free-threaded CPython 3.13, threads calling one
+    function object (through one closure cell) at once spent 2,032 ns a pair of two calls
+    that do nothing at 16 threads, a copy each 20 ns (H200, threads_bench.py's last column;
+    docs/lifetimes.md, "Record and wait take no shared lock")."""
     import threading
     import types
 
     start = threading.Barrier(threads)
     starts, ends = [], []
 
-    def work(pairs):
+    def work(k):
         if enter is not None:
             enter()
         o = make()
-        own = types.FunctionType(pair.__code__, pair.__globals__, pair.__name__, pair.__defaults__, pair.__closure__)
+        own = types.FunctionType(pairs.__code__, pairs.__globals__, pairs.__name__, pairs.__defaults__,
+                                 pairs.__closure__)
         start.wait()
         starts.append(time.perf_counter_ns())
-        for _ in range(pairs):
-            own(*o)
+        own(*o, k)
         ends.append(time.perf_counter_ns())
 
     ts = [threading.Thread(target=work, args=(n // threads,)) for _ in range(threads)]
@@ -412,8 +415,12 @@ def main() -> int:
     # Record+wait from several Python threads at once, each on streams and an event of its
     # own: what a data loader or a serving process does. The GIL is shared; the driver's own
     # lock too.
-    def rw_pair(record, wait):
-        return lambda a, b, e: (record(a, e), wait(b, e))
+    def rw_pair(record, wait):  # threads_ns's pairs: k of them, each framework's spelling
+        def pairs(a, b, e, k):
+            for _ in range(k):
+                record(a, e)
+                wait(b, e)
+        return pairs
 
     per_thread = {
         "streambridge": (lambda: (sb.Stream(non_blocking=True), sb.Stream(non_blocking=True),
@@ -429,14 +436,14 @@ def main() -> int:
                       rw_pair(lambda a, e: a.record(e), lambda b, e: b.wait(e))),
     }
 
-    def in_threads(threads, make, pair):
+    def in_threads(threads, make, pairs):
         def run(n):  # each thread makes device 0 current first, as cuda.core asks of a thread
-            return threads_ns(make, pair, threads, max(n, threads), enter=dev.set_current)
+            return threads_ns(make, pairs, threads, max(n, threads), enter=dev.set_current)
         return run
 
     for threads in THREAD_COUNTS:
         ops[f"record+wait from {threads} Python threads, each with its own streams (ns a pair, all together)"] = {
-            name: in_threads(threads, make, pair) for name, (make, pair) in per_thread.items()}
+            name: in_threads(threads, make, pairs) for name, (make, pairs) in per_thread.items()}
 
     bars = {"stream create+close": 1.0, "event create+close": 1.0,
             "hand_over per array argument": "0.25 to be on by default"}

@@ -91,30 +91,38 @@ def main() -> None:
     def make():
         return sb.Stream(non_blocking=True), sb.Stream(non_blocking=True), sb.Event(disable_timing=True)
 
-    def pair(a, b, e):
-        a.record(e)
-        b.wait_event(e)
+    # Each thread's whole share in one call (python_bench.threads_ns): k pairs (or calls)
+    # in a loop of its own, as a user's thread runs them.
+    def pair(a, b, e, k):
+        for _ in range(k):
+            a.record(e)
+            b.wait_event(e)
 
     def lists():
         return [], [], object()
 
-    def idle_pair(a, b, e):  # the interpreter's part of pair: the same calls, doing nothing
-        a.count(e)
-        b.count(e)
+    def idle_pair(a, b, e, k):  # the interpreter's part of pair: the same calls, doing nothing
+        for _ in range(k):
+            a.count(e)
+            b.count(e)
 
-    def wait_stream(a, b, e):
-        b.wait(a)
+    def wait_stream(a, b, e, k):
+        for _ in range(k):
+            b.wait(a)
 
-    def query(a, b, e):
-        a.query()
+    def query(a, b, e, k):
+        for _ in range(k):
+            a.query()
 
     empty = sb.Module('extern "C" __global__ void empty() {}').get_kernel("empty") if args.call == "launch" else None
 
-    def launch(a, b, e):
-        empty(1, 1, (), stream=a)
+    def launch(a, b, e, k):
+        for _ in range(k):
+            empty(1, 1, (), stream=a)
 
-    def idle_one(a, b, e):  # the interpreter's part of one call
-        a.count(e)
+    def idle_one(a, b, e, k):  # the interpreter's part of one call
+        for _ in range(k):
+            a.count(e)
 
     call, idle = {"record-wait": (pair, idle_pair), "wait-stream": (wait_stream, idle_one),
                   "query": (query, idle_one), "launch": (launch, idle_one)}[args.call]

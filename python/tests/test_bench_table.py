@@ -160,10 +160,11 @@ def test_threads_ns_runs_every_pair_on_the_threads_own_objects():
         made.append(object())
         return (made[-1],)
 
-    def pair(o):
-        seen.append((threading.get_ident(), o))
+    def pairs(o, k):  # k pairs, in one call on the thread
+        for _ in range(k):
+            seen.append((threading.get_ident(), o))
 
-    ns = bench.threads_ns(make, pair, 4, 1000, enter=lambda: entered.append(threading.get_ident()))
+    ns = bench.threads_ns(make, pairs, 4, 1000, enter=lambda: entered.append(threading.get_ident()))
     assert ns > 0 and len(seen) == 1000 and len(made) == 4 and len(set(entered)) == 4
     assert sorted(ident for ident, _ in made_on) == sorted(entered) and all(after for _, after in made_on)
     assert {ident for ident, _ in seen} == set(entered)
