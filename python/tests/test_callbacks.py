@@ -265,6 +265,34 @@ print(ran)
     assert p.returncode == 0 and p.stdout.strip() == str(list(range(20))), p.stdout + p.stderr
 
 
+def test_enqueues_behind_a_callback_that_collects_do_not_hold_up_its_collection():
+    # A callback that collects (gc.collect) needs every thread stopped: with the GIL, the GIL;
+    # without it, each thread detached from the interpreter (its stop-the-world). Behind it
+    # the stream has room for 1,021 records of an event with timing (sim.TimedRecordsPerStream):
+    # a record that then waited for room attached would never return, nor the callback. Each
+    # record and wait is made in MAY_WAIT (holds.inc), which keeps the thread attached only
+    # where no Python callback is counted waiting (without the GIL, counted in calls_attached
+    # first). The records fill the stream while the callback sleeps; then it collects. In a
+    # child process, so that a hang fails the test instead of stopping the suite.
+    code = """
+import gc, time
+import streambridge
+s, t = streambridge.Stream(non_blocking=True), streambridge.Stream(non_blocking=True)
+e = streambridge.Event()
+ran = []
+for i in range(3):
+    s.launch_host_func(lambda i: (time.sleep(0.2), gc.collect(), ran.append(i)), i)
+    for _ in range(3000):
+        s.record(e)
+        t.wait_event(e)
+s.synchronize()
+t.synchronize()
+print(ran)
+"""
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and p.stdout.strip() == "[0, 1, 2]", p.stdout + p.stderr
+
+
 # A child's setup: beside_a_compile(check) runs check() while another thread's compile
 # (cuModuleLoadData) waits for a Python host callback, which waits for the GIL: on a GPU a
 # create in the check then waits as long (half a second), unless the check lets the GIL go.
