@@ -52,10 +52,6 @@ static inline CUresult floor_crossing(void) {
   return cuDriverGetVersion(&v);
 }
 
-/* Throughput, as Go's *Throughput benchmarks: n threads (at most 16) at once, each with ctx
-   current and two streams and an event of its own, iters calls in all (iters/n each),
-   started together: record+wait pairs, or queries where query is set. ns a call over all of
-   them (wall time), or -1 where the driver failed. */
 /* What each of floor_threads' threads calls: a record+wait pair, a query of its stream, or
    a launch of fn (no parameters, one thread) on its stream. */
 enum { FLOOR_PAIR, FLOOR_QUERY, FLOOR_LAUNCH };
@@ -87,6 +83,10 @@ static void *floor_work(void *p) {
   return NULL;
 }
 
+/* Throughput, as Go's *Throughput benchmarks: n threads (at most 16) at once, each with ctx
+   current and two streams and an event of its own, iters calls in all (iters/n each),
+   started together, each call what mode says (fn: the kernel of FLOOR_LAUNCH, else NULL).
+   ns a call over all of them (wall time), or -1 where the driver failed. */
 static inline double floor_threads(CUcontext ctx, int mode, CUfunction fn, int n, long iters) {
   struct floor_worker w[16];
   pthread_t t[16];
@@ -128,6 +128,7 @@ static inline double floor_threads(CUcontext ctx, int mode, CUfunction fn, int n
   return dt < 0 ? -1 : dt / iters;
 }
 
+/* floor_threads of record+wait pairs, or of queries where query is set. */
 static inline double floor_throughput(CUcontext ctx, int query, int n, long iters) {
   return floor_threads(ctx, query ? FLOOR_QUERY : FLOOR_PAIR, NULL, n, iters);
 }
