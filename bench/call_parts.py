@@ -2,8 +2,14 @@
 each round, C's pair (bench/inproc.c's throughput_ns, one C thread), then, on a Python thread
 that makes its own streams and event, loops of two calls each: a record and a wait, two
 records, two waits, two queries, two calls of a C method of ours that does nothing
-(``__sizeof__``) and two of ``list.count`` on empty lists (the interpreter alone). Each loop's
-time a pair is divided by C's pair of its round; the medians over rounds are printed. The
+(``__sizeof__``) and two of ``list.count`` on empty lists (the interpreter alone); and the
+record and wait loop twice more: on streams of a subclass that answers the core's methods
+with its base's descriptors, as every class did before each got its own (python/native/
+objects.inc, "Subclasses": the interpreter's generic call at each), and on
+bench/bare_ext.c's objects, given the same handles: an extension that makes the two driver
+calls and nothing else, the ceiling of any Python extension's pair (built here with cc and
+this Python's headers; where it cannot be, it is said why and left out). Each loop's time a pair is divided by C's pair of its round; the medians
+over rounds are printed. The
 process runs on one CPU (the first this process may use, or --cpu), C's thread and Python's
 alike, so that both meet the same CPU (threads_bench.py's --pin, for one thread).
 
@@ -23,6 +29,7 @@ import statistics
 import sys
 import threading
 import time
+import types
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from python_bench import inprocess_c  # noqa: E402 (the one build of bench/inproc.c)
@@ -65,6 +72,42 @@ def counts(a, b, e, l1, l2, o, n):
 
 
 LOOPS = (record_wait, records, waits, queries, sizeofs, counts)
+BARE = "bare record_wait"  # record_wait on bare_ext's objects
+INHERITED = "record_wait, inherited"  # record_wait on streams of inheriting(sb.Stream)
+
+
+def inheriting(cls):
+    """A subclass of cls whose instances the core's methods reach through cls's descriptors."""
+    sub = type("Inheriting" + cls.__name__, (cls,), {})
+    for name, value in list(vars(sub).items()):
+        if isinstance(value, types.MethodDescriptorType):
+            delattr(sub, name)
+    return sub
+
+
+def bare_extension():
+    """bench/bare_ext.c built for this Python and imported, or the reason it could not be."""
+    import importlib.util
+    import subprocess
+    import sysconfig
+    import tempfile
+
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bare_ext.c")
+    include = sysconfig.get_paths()["include"]
+    if not os.path.exists(os.path.join(include, "Python.h")):
+        return f"no Python.h in {include}"
+    lib = os.path.join(tempfile.mkdtemp(), "bare_ext" + sysconfig.get_config_var("EXT_SUFFIX"))
+    done = subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-I" + include, src, "-o", lib],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        return f"cc failed: {done.stderr.strip()[-300:]}"
+    spec = importlib.util.spec_from_file_location("bare_ext", lib)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except ImportError as e:  # no libcuda.so.1
+        return str(e)
+    return module
 
 
 def main() -> None:
@@ -78,6 +121,9 @@ def main() -> None:
     import streambridge as sb
     from streambridge import _core
 
+    bare = bare_extension()
+    if isinstance(bare, str):
+        print(f"call_parts: {BARE} not measured: {bare}")
     floor = inprocess_c()
     if floor is None:
         sys.exit("call_parts: bench/inproc.c could not be built here, and C's pair is the unit")
@@ -90,14 +136,23 @@ def main() -> None:
         _core.core.enter_device(0)
         objects = (sb.Stream(non_blocking=True), sb.Stream(non_blocking=True), sb.Event(disable_timing=True),
                    [], [], object())
-        for loop in LOOPS:
+        a, b, e = objects[:3]
+        old = inheriting(sb.Stream)
+        old_a, old_b = old(non_blocking=True), old(non_blocking=True)
+        runs = [(loop.__name__, loop, objects) for loop in LOOPS]
+        runs.append((INHERITED, record_wait, (old_a, old_b) + objects[2:]))
+        if not isinstance(bare, str):
+            runs.append((BARE, record_wait, (bare.Stream(a.handle), bare.Stream(b.handle), bare.Event(e.handle))
+                         + objects[3:]))
+        for name, loop, on in runs:
             t = time.perf_counter_ns()
-            loop(*objects, args.n)
-            out[loop.__name__] = (time.perf_counter_ns() - t) / args.n
-        objects[0].synchronize()
-        objects[1].synchronize()
+            loop(*on, args.n)
+            out[name] = (time.perf_counter_ns() - t) / args.n
+        for stream in (a, b, old_a, old_b):
+            stream.synchronize()
 
-    c_pairs, over = [], {loop.__name__: [] for loop in LOOPS}
+    c_pairs, over = [], {name: [] for name in [loop.__name__ for loop in LOOPS] + [INHERITED]
+                         + ([] if isinstance(bare, str) else [BARE])}
     gc.disable()  # no collection inside a loop
     for _ in range(args.rounds):
         c = floor.throughput_ns(ctx.value, 0, 1, args.n)

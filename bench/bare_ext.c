@@ -1,0 +1,105 @@
+// The ceiling of any Python extension for a record+wait: a CPython module whose Stream and
+// Event hold a driver handle and whose record(e) and wait_event(e) call cuEventRecord and
+// cuStreamWaitEvent on it and do nothing else: no check of a closed or foreign handle, no
+// hold, no capture lock, the GIL kept, the event's type asked (METH_O, the interpreter's
+// cheapest call with one argument). C's pair (floor.h) is the driver calls alone; this is
+// them behind a Python call each, so a loop of it over C's pair is what the interpreter and
+// the host give any extension, and streambridge's pair over this one is what its own checks
+// cost. Not a product: bench/call_parts.py builds it (cc, CUDA's headers, the running
+// Python's) and loads it where it runs, and hands it the handles of streambridge's objects.
+// The two calls are found in libcuda.so.1 by name, as a program linked with -lcuda finds
+// them, so that it builds with Python's headers alone.
+// It declares that it runs without the GIL, as the package's modules do, so that importing
+// it on a free-threaded build leaves the GIL off.
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <dlfcn.h>
+
+typedef int CUresult;
+typedef void *CUstream, *CUevent;
+enum { CUDA_SUCCESS = 0 };
+static CUresult (*cuEventRecord)(CUevent, CUstream);
+static CUresult (*cuStreamWaitEvent)(CUstream, CUevent, unsigned);
+
+typedef struct {
+  PyObject_HEAD CUstream ptr;
+} BareStream;
+
+typedef struct {
+  PyObject_HEAD CUevent ptr;
+} BareEvent;
+
+static PyTypeObject BareStreamType, BareEventType;
+
+static PyObject *failed(const char *call, CUresult r) { return PyErr_Format(PyExc_RuntimeError, "%s: %d", call, (int)r); }
+
+static PyObject *bare_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+  unsigned long long h;
+  if (!PyArg_ParseTuple(args, "K", &h)) return NULL;
+  PyObject *o = type->tp_alloc(type, 0);
+  if (o != NULL) {
+    if (type == &BareStreamType)
+      ((BareStream *)o)->ptr = (CUstream)(uintptr_t)h;
+    else
+      ((BareEvent *)o)->ptr = (CUevent)(uintptr_t)h;
+  }
+  return o;
+}
+
+static PyObject *stream_record(PyObject *self, PyObject *e) {
+  if (!PyObject_TypeCheck(e, &BareEventType)) return PyErr_Format(PyExc_TypeError, "record takes a bare Event");
+  CUresult r = cuEventRecord(((BareEvent *)e)->ptr, ((BareStream *)self)->ptr);
+  return r == CUDA_SUCCESS ? Py_NewRef(Py_None) : failed("cuEventRecord", r);
+}
+
+static PyObject *stream_wait_event(PyObject *self, PyObject *e) {
+  if (!PyObject_TypeCheck(e, &BareEventType)) return PyErr_Format(PyExc_TypeError, "wait_event takes a bare Event");
+  CUresult r = cuStreamWaitEvent(((BareStream *)self)->ptr, ((BareEvent *)e)->ptr, 0);
+  return r == CUDA_SUCCESS ? Py_NewRef(Py_None) : failed("cuStreamWaitEvent", r);
+}
+
+static PyMethodDef stream_methods[] = {
+    {"record", stream_record, METH_O, "cuEventRecord(e, self)"},
+    {"wait_event", stream_wait_event, METH_O, "cuStreamWaitEvent(self, e, 0)"},
+    {NULL},
+};
+
+static PyTypeObject BareStreamType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "bare_ext.Stream",
+    .tp_basicsize = sizeof(BareStream),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_new = bare_new,
+    .tp_methods = stream_methods,
+};
+
+static PyTypeObject BareEventType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "bare_ext.Event",
+    .tp_basicsize = sizeof(BareEvent),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_new = bare_new,
+};
+
+static int exec_module(PyObject *m) {
+  void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (cuda == NULL || (cuEventRecord = dlsym(cuda, "cuEventRecord")) == NULL ||
+      (cuStreamWaitEvent = dlsym(cuda, "cuStreamWaitEvent")) == NULL) {
+    PyErr_Format(PyExc_ImportError, "bare_ext: %s", dlerror());
+    return -1;
+  }
+  if (PyType_Ready(&BareStreamType) < 0 || PyType_Ready(&BareEventType) < 0) return -1;
+  if (PyModule_AddObjectRef(m, "Stream", (PyObject *)&BareStreamType) < 0) return -1;
+  return PyModule_AddObjectRef(m, "Event", (PyObject *)&BareEventType);
+}
+
+static PyModuleDef_Slot slots[] = {
+    {Py_mod_exec, exec_module},
+#ifdef Py_mod_gil
+    {Py_mod_gil, Py_MOD_GIL_NOT_USED},
+#endif
+    {0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, .m_name = "bare_ext", .m_slots = slots};
+
+PyMODINIT_FUNC PyInit_bare_ext(void) { return PyModuleDef_Init(&module); }
