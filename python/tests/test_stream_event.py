@@ -1,6 +1,7 @@
 import inspect
 import subprocess
 import sys
+import types
 
 import pytest
 
@@ -287,3 +288,48 @@ def test_every_error_class_carries_its_public_name_and_pickles():
         assert getattr(streambridge, cls.__qualname__) is cls
         again = pickle.loads(pickle.dumps(cls("a message")))
         assert type(again) is cls and str(again) == "a message"
+
+
+def _core_methods(cls):
+    """The names of cls's C methods that are not object's: the core's."""
+    return [name for name in dir(cls) if isinstance(d := inspect.getattr_static(cls, name), types.MethodDescriptorType)
+            and d.__objclass__ is not object]
+
+
+@pytest.mark.parametrize("make", [
+    lambda: streambridge.Stream,
+    lambda: streambridge.ExternalStream,
+    lambda: streambridge.Event,
+    lambda: type("UserStream", (streambridge.Stream,), {}),
+    lambda: type("UserEvent", (streambridge.Event,), {}),
+], ids=["Stream", "ExternalStream", "Event", "a user's Stream", "a user's Event"])
+def test_every_class_calls_the_core_methods_as_its_own(make):
+    # The interpreter's specialized call of a C method runs only on an instance of the
+    # descriptor's exact type (objects.inc, "Subclasses"): each class holds its own.
+    cls = make()
+    names = _core_methods(cls)
+    assert {"record", "query", "synchronize", "close"} <= set(names)
+    for name in names:
+        descriptor = inspect.getattr_static(cls, name)
+        assert descriptor.__objclass__ is cls, f"{cls.__name__}.{name} is {descriptor!r}"
+        assert name in vars(cls)
+
+
+def test_a_subclass_keeps_what_it_defines_and_calls_the_rest():
+    class Mine(streambridge.Stream):
+        def query(self):
+            return "mine"
+
+    a, b = Mine(non_blocking=True), Mine(non_blocking=True)
+    e = a.record()
+    b.wait_event(e)
+    assert a.query() == "mine"
+    assert type(a).__dict__["record"].__objclass__ is Mine
+    b.synchronize()
+    with pytest.raises(TypeError, match="doesn't apply"):
+        Mine.record(streambridge.Stream(non_blocking=True), e)  # as a method Mine defined itself
+    with pytest.raises(TypeError):
+        type("Keyword", (streambridge.Stream,), {}, flag=True)  # as object.__init_subclass__ refuses it
+    a.close()
+    b.close()
+    e.close()
