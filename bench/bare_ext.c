@@ -8,7 +8,9 @@
 // cost. Not a product: bench/call_parts.py builds it (cc, CUDA's headers, the running
 // Python's) and loads it where it runs, and hands it the handles of streambridge's objects.
 // The two calls are found in libcuda.so.1 by name, as a program linked with -lcuda finds
-// them, so that it builds with Python's headers alone.
+// them, so that it builds with Python's headers alone; use(record, wait) makes them the
+// functions at those addresses (the ones the package's core calls, as the driver's
+// cuGetProcAddress gave them), and use() the ones found by name again.
 // It declares that it runs without the GIL, as the package's modules do, so that importing
 // it on a free-threaded build leaves the GIL off.
 
@@ -59,6 +61,21 @@ static PyObject *stream_wait_event(PyObject *self, PyObject *e) {
   return r == CUDA_SUCCESS ? Py_NewRef(Py_None) : failed("cuStreamWaitEvent", r);
 }
 
+static void *by_name[2];
+
+static PyObject *use(PyObject *m, PyObject *args) {
+  unsigned long long record = 0, wait = 0;
+  if (!PyArg_ParseTuple(args, "|KK", &record, &wait)) return NULL;
+  cuEventRecord = record ? (void *)(uintptr_t)record : by_name[0];
+  cuStreamWaitEvent = wait ? (void *)(uintptr_t)wait : by_name[1];
+  Py_RETURN_NONE;
+}
+
+static PyMethodDef module_methods[] = {
+    {"use", use, METH_VARARGS, "use(record, wait): call the functions at these addresses; use(): those found by name"},
+    {NULL},
+};
+
 static PyMethodDef stream_methods[] = {
     {"record", stream_record, METH_O, "cuEventRecord(e, self)"},
     {"wait_event", stream_wait_event, METH_O, "cuStreamWaitEvent(self, e, 0)"},
@@ -87,6 +104,8 @@ static int exec_module(PyObject *m) {
     PyErr_Format(PyExc_ImportError, "bare_ext: %s", dlerror());
     return -1;
   }
+  by_name[0] = cuEventRecord;
+  by_name[1] = cuStreamWaitEvent;
   if (PyType_Ready(&BareStreamType) < 0 || PyType_Ready(&BareEventType) < 0) return -1;
   if (PyModule_AddObjectRef(m, "Stream", (PyObject *)&BareStreamType) < 0) return -1;
   return PyModule_AddObjectRef(m, "Event", (PyObject *)&BareEventType);
@@ -100,6 +119,6 @@ static PyModuleDef_Slot slots[] = {
     {0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, .m_name = "bare_ext", .m_slots = slots};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, .m_name = "bare_ext", .m_methods = module_methods, .m_slots = slots};
 
 PyMODINIT_FUNC PyInit_bare_ext(void) { return PyModuleDef_Init(&module); }

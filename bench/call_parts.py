@@ -8,7 +8,9 @@ with its base's descriptors, as every class did before each got its own (python/
 objects.inc, "Subclasses": the interpreter's generic call at each), and on
 bench/bare_ext.c's objects, given the same handles: an extension that makes the two driver
 calls and nothing else, the ceiling of any Python extension's pair (built here with cc and
-this Python's headers; where it cannot be, it is said why and left out). Each loop's time a pair is divided by C's pair of its round; the medians
+this Python's headers; where it cannot be, it is said why and left out), calling the
+functions libcuda exports by those names, then the ones the package's core calls (the
+driver's cuGetProcAddress's). Each loop's time a pair is divided by C's pair of its round; the medians
 over rounds are printed. The
 process runs on one CPU (the first this process may use, or --cpu), C's thread and Python's
 alike, so that both meet the same CPU (threads_bench.py's --pin, for one thread).
@@ -73,6 +75,7 @@ def counts(a, b, e, l1, l2, o, n):
 
 LOOPS = (record_wait, records, waits, queries, sizeofs, counts)
 BARE = "bare record_wait"  # record_wait on bare_ext's objects
+BARE_CORE = "bare, the core's entries"  # the same, through the core's function pointers
 INHERITED = "record_wait, inherited"  # record_wait on streams of inheriting(sb.Stream)
 
 
@@ -142,17 +145,21 @@ def main() -> None:
         runs = [(loop.__name__, loop, objects) for loop in LOOPS]
         runs.append((INHERITED, record_wait, (old_a, old_b) + objects[2:]))
         if not isinstance(bare, str):
-            runs.append((BARE, record_wait, (bare.Stream(a.handle), bare.Stream(b.handle), bare.Event(e.handle))
-                         + objects[3:]))
+            on = (bare.Stream(a.handle), bare.Stream(b.handle), bare.Event(e.handle)) + objects[3:]
+            runs += [(BARE, record_wait, on), (BARE_CORE, record_wait, on)]
         for name, loop, on in runs:
+            if name == BARE_CORE:
+                bare.use(_core._native.pyshim_Entry("cuEventRecord"), _core._native.pyshim_Entry("cuStreamWaitEvent"))
             t = time.perf_counter_ns()
             loop(*on, args.n)
             out[name] = (time.perf_counter_ns() - t) / args.n
+            if name == BARE_CORE:
+                bare.use()
         for stream in (a, b, old_a, old_b):
             stream.synchronize()
 
     c_pairs, over = [], {name: [] for name in [loop.__name__ for loop in LOOPS] + [INHERITED]
-                         + ([] if isinstance(bare, str) else [BARE])}
+                         + ([] if isinstance(bare, str) else [BARE, BARE_CORE])}
     gc.disable()  # no collection inside a loop
     for _ in range(args.rounds):
         c = floor.throughput_ns(ctx.value, 0, 1, args.n)
