@@ -10,13 +10,18 @@
 // The two calls are found in libcuda.so.1 by name, as a program linked with -lcuda finds
 // them, so that it builds with Python's headers alone; use(record, wait) makes them the
 // functions at those addresses (the ones the package's core calls, as the driver's
-// cuGetProcAddress gave them), and use() the ones found by name again.
+// cuGetProcAddress gave them), and use() the ones found by name again. atomics(k) makes each
+// call count itself up k times in a counter of its own cache line before the driver's call
+// and down k times after, sequentially consistent (the read-modify-writes of the core's
+// capture lock, holds and kept-attached count: op_lock, hold, kept_attached); atomics(0),
+// the default, none.
 // It declares that it runs without the GIL, as the package's modules do, so that importing
 // it on a free-threaded build leaves the GIL off.
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <dlfcn.h>
+#include <stdatomic.h>
 
 typedef int CUresult;
 typedef void *CUstream, *CUevent;
@@ -33,6 +38,19 @@ typedef struct {
 } BareEvent;
 
 static PyTypeObject BareStreamType, BareEventType;
+
+static struct {
+  _Alignas(64) atomic_long n;
+} counter;
+static int rmws; /* atomics(k) */
+
+#define COUNTED(call)                                            \
+  ({                                                             \
+    for (int i_ = 0; i_ < rmws; i_++) atomic_fetch_add(&counter.n, 1); \
+    CUresult r_ = (call);                                        \
+    for (int i_ = 0; i_ < rmws; i_++) atomic_fetch_sub(&counter.n, 1); \
+    r_;                                                          \
+  })
 
 static PyObject *failed(const char *call, CUresult r) { return PyErr_Format(PyExc_RuntimeError, "%s: %d", call, (int)r); }
 
@@ -51,13 +69,13 @@ static PyObject *bare_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
 
 static PyObject *stream_record(PyObject *self, PyObject *e) {
   if (!PyObject_TypeCheck(e, &BareEventType)) return PyErr_Format(PyExc_TypeError, "record takes a bare Event");
-  CUresult r = cuEventRecord(((BareEvent *)e)->ptr, ((BareStream *)self)->ptr);
+  CUresult r = COUNTED(cuEventRecord(((BareEvent *)e)->ptr, ((BareStream *)self)->ptr));
   return r == CUDA_SUCCESS ? Py_NewRef(Py_None) : failed("cuEventRecord", r);
 }
 
 static PyObject *stream_wait_event(PyObject *self, PyObject *e) {
   if (!PyObject_TypeCheck(e, &BareEventType)) return PyErr_Format(PyExc_TypeError, "wait_event takes a bare Event");
-  CUresult r = cuStreamWaitEvent(((BareStream *)self)->ptr, ((BareEvent *)e)->ptr, 0);
+  CUresult r = COUNTED(cuStreamWaitEvent(((BareStream *)self)->ptr, ((BareEvent *)e)->ptr, 0));
   return r == CUDA_SUCCESS ? Py_NewRef(Py_None) : failed("cuStreamWaitEvent", r);
 }
 
@@ -71,7 +89,14 @@ static PyObject *use(PyObject *m, PyObject *args) {
   Py_RETURN_NONE;
 }
 
+static PyObject *atomics(PyObject *m, PyObject *k) {
+  rmws = (int)PyLong_AsLong(k);
+  if (rmws < 0) rmws = 0;
+  return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+}
+
 static PyMethodDef module_methods[] = {
+    {"atomics", atomics, METH_O, "atomics(k): k atomic adds before each driver call and k subtracts after"},
     {"use", use, METH_VARARGS, "use(record, wait): call the functions at these addresses; use(): those found by name"},
     {NULL},
 };

@@ -10,7 +10,9 @@ bench/bare_ext.c's objects, given the same handles: an extension that makes the 
 calls and nothing else, the ceiling of any Python extension's pair (built here with cc and
 this Python's headers; where it cannot be, it is said why and left out), calling the
 functions libcuda exports by those names, then the ones the package's core calls (the
-driver's cuGetProcAddress's). Each loop's time a pair is divided by C's pair of its round; the medians
+driver's cuGetProcAddress's), then by name again with 1 and with 4 atomic adds before each
+driver call and as many subtracts after (the core's read-modify-writes: 1 in the GIL build,
+the capture lock's; 4 without the GIL, with the two holds and the kept-attached count). Each loop's time a pair is divided by C's pair of its round; the medians
 over rounds are printed. The
 process runs on one CPU (the first this process may use, or --cpu), C's thread and Python's
 alike, so that both meet the same CPU (threads_bench.py's --pin, for one thread).
@@ -76,6 +78,7 @@ def counts(a, b, e, l1, l2, o, n):
 LOOPS = (record_wait, records, waits, queries, sizeofs, counts)
 BARE = "bare record_wait"  # record_wait on bare_ext's objects
 BARE_CORE = "bare, the core's entries"  # the same, through the core's function pointers
+BARE_RMW = {1: "bare, 1 atomic a call", 4: "bare, 4 atomics a call"}  # bare_ext.atomics(k)
 INHERITED = "record_wait, inherited"  # record_wait on streams of inheriting(sb.Stream)
 
 
@@ -146,20 +149,24 @@ def main() -> None:
         runs.append((INHERITED, record_wait, (old_a, old_b) + objects[2:]))
         if not isinstance(bare, str):
             on = (bare.Stream(a.handle), bare.Stream(b.handle), bare.Event(e.handle)) + objects[3:]
-            runs += [(BARE, record_wait, on), (BARE_CORE, record_wait, on)]
+            runs += [(BARE, record_wait, on), (BARE_CORE, record_wait, on)] + [(n, record_wait, on) for n in BARE_RMW.values()]
         for name, loop, on in runs:
             if name == BARE_CORE:
                 bare.use(_core._native.pyshim_Entry("cuEventRecord"), _core._native.pyshim_Entry("cuStreamWaitEvent"))
+            for k, rmw_name in BARE_RMW.items():
+                if name == rmw_name:
+                    bare.atomics(k)
             t = time.perf_counter_ns()
             loop(*on, args.n)
             out[name] = (time.perf_counter_ns() - t) / args.n
-            if name == BARE_CORE:
+            if not isinstance(bare, str):
                 bare.use()
+                bare.atomics(0)
         for stream in (a, b, old_a, old_b):
             stream.synchronize()
 
     c_pairs, over = [], {name: [] for name in [loop.__name__ for loop in LOOPS] + [INHERITED]
-                         + ([] if isinstance(bare, str) else [BARE, BARE_CORE])}
+                         + ([] if isinstance(bare, str) else [BARE, BARE_CORE, *BARE_RMW.values()])}
     gc.disable()  # no collection inside a loop
     for _ in range(args.rounds):
         c = floor.throughput_ns(ctx.value, 0, 1, args.n)
