@@ -6,7 +6,9 @@
 # DURATION per seed, the seeds at once, then the benchmark's thread rows (bench/threads_bench.py:
 # record+wait, the pair as one call, queries, launches)
 # and, where the same CPython built with the GIL is packed too (make gpu-build-ft GIL_TWIN=1),
-# one thread on each in turn, ROUNDS times (4 unless set); the benchmark's threads pinned
+# one thread on each in turn, ROUNDS times (4 unless set), then where one thread's pair goes
+# on each (bench/call_parts.py: its calls, the core's subclass and bare-extension columns),
+# twice in turn; the benchmark's threads pinned
 # (--pin: a row of k threads on the first k CPUs, Python's and C's alike). Logs under $OUT (or a temporary
 # folder); a line each.
 #   bash scripts/gpu-ft.sh DURATION SEED...
@@ -61,6 +63,16 @@ if [ -f "$root/.device-ft/python-gil.tar.xz" ]; then
   for _ in $(seq "${ROUNDS:-4}"); do
     one "$py" "$ft"
     one "$gpy" "$gil"
+  done
+  echo "== where one thread's pair goes (bench/call_parts.py --rounds 5), each build in turn, over C's pair"
+  parts() { # PYTHON PYTHONPATH: its medians row
+    (cd "$root" && PYTHONPATH=$2 timeout 120 "$1" bench/call_parts.py --rounds 5 >"$out/call-parts.log" 2>&1) || status=1
+    grep -m1 '^| record_wait' "$out/call-parts.log" | sed "s/^/$(basename "$1") columns: /"
+    echo "$(basename "$1"): $(tail -1 "$out/call-parts.log")"
+  }
+  for _ in 1 2; do
+    parts "$py" "$ft"
+    parts "$gpy" "$gil"
   done
 fi
 exit $status
