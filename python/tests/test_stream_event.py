@@ -333,3 +333,20 @@ def test_a_subclass_keeps_what_it_defines_and_calls_the_rest():
     a.close()
     b.close()
     e.close()
+
+
+@pytest.mark.parametrize("base", [streambridge.Stream, streambridge.Event], ids=["Stream", "Event"])
+def test_a_mixins_init_subclass_still_runs(base):
+    seen = []
+
+    class Mixin:
+        def __init_subclass__(cls, **kwargs):
+            seen.append((cls.__name__, kwargs, inspect.getattr_static(cls, "query").__objclass__ is cls))
+            super().__init_subclass__()
+
+    class Mine(base, Mixin, tag=1):
+        pass
+
+    assert seen == [("Mine", {"tag": 1}, True)]
+    core = streambridge._core.core.StreamCore if base is streambridge.Stream else streambridge._core.core.EventCore
+    assert Mine.__mro__.index(Mixin) > Mine.__mro__.index(core), "the core's __init_subclass__ is met first"
