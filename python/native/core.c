@@ -92,6 +92,12 @@
 #pragma GCC diagnostic ignored "-Wunused-parameter"
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 
+/* A function the frequent calls reach only where they fail or meet something rare (a
+ * close's release, the capture lock taken whole, a borrowed handle's proof, the first
+ * call): kept out of line and out of the callers' fast paths, which then need no stack
+ * frame for it (GCC's cold: the branches to it are taken as unlikely). */
+#define SB_COLD __attribute__((cold, noinline))
+
 /* A word the core lock guards (gate.inc), read without it: where a record looks whether it
  * has anything to do under the lock (see Holds), and a lookup kept once (keep_once). */
 #ifdef Py_GIL_DISABLED
