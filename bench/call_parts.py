@@ -12,16 +12,18 @@ this Python's headers; where it cannot be, it is said why and left out), calling
 functions libcuda exports by those names, then the ones the package's core calls (the
 driver's cuGetProcAddress's), then by name again with 1 and with 4 atomic adds before each
 driver call and as many subtracts after (the core's read-modify-writes: 1 in the GIL build,
-the capture lock's; 4 without the GIL, with the two holds and the kept-attached count). Each loop's time a pair is divided by C's pair of its round; the medians
-over rounds are printed. The
-process runs on one CPU (the first this process may use, or --cpu), C's thread and Python's
-alike, so that both meet the same CPU (threads_bench.py's --pin, for one thread).
+the capture lock's; 4 without the GIL, with the two holds and the kept-attached count).
+Each loop's time a pair is divided by C's pair of its round; the medians over rounds are
+printed. The process runs on one CPU (the first this process may use, or --cpu), C's
+thread and Python's alike, so that both meet the same CPU (threads_bench.py's --pin, for one
+thread).
 
     python3 bench/call_parts.py [--rounds 7] [--n 300000] [--cpu N]
 
 Run it with each CPython at hand (a free-threaded build and the GIL build of the same source:
 make gpu-build-ft GIL_TWIN=1) to see where one build's pair loses to the other's
-(docs/lifetimes.md, "The rows with each thread's loop its own")."""
+(docs/lifetimes.md, "The rows with each thread's loop its own" and "The ceiling of any
+extension")."""
 
 from __future__ import annotations
 
@@ -145,21 +147,20 @@ def main() -> None:
         a, b, e = objects[:3]
         old = inheriting(sb.Stream)
         old_a, old_b = old(non_blocking=True), old(non_blocking=True)
-        runs = [(loop.__name__, loop, objects) for loop in LOOPS]
-        runs.append((INHERITED, record_wait, (old_a, old_b) + objects[2:]))
+        runs = [(loop.__name__, loop, objects, None) for loop in LOOPS]  # (column, loop, its objects, bare's setting)
+        runs.append((INHERITED, record_wait, (old_a, old_b) + objects[2:], None))
         if not isinstance(bare, str):
             on = (bare.Stream(a.handle), bare.Stream(b.handle), bare.Event(e.handle)) + objects[3:]
-            runs += [(BARE, record_wait, on), (BARE_CORE, record_wait, on)] + [(n, record_wait, on) for n in BARE_RMW.values()]
-        for name, loop, on in runs:
-            if name == BARE_CORE:
-                bare.use(_core._native.pyshim_Entry("cuEventRecord"), _core._native.pyshim_Entry("cuStreamWaitEvent"))
-            for k, rmw_name in BARE_RMW.items():
-                if name == rmw_name:
-                    bare.atomics(k)
+            entries = [_core._native.pyshim_Entry(name) for name in ("cuEventRecord", "cuStreamWaitEvent")]
+            runs += [(BARE, record_wait, on, None), (BARE_CORE, record_wait, on, lambda: bare.use(*entries))]
+            runs += [(name, record_wait, on, lambda k=k: bare.atomics(k)) for k, name in BARE_RMW.items()]
+        for name, loop, on, setting in runs:
+            if setting is not None:
+                setting()
             t = time.perf_counter_ns()
             loop(*on, args.n)
             out[name] = (time.perf_counter_ns() - t) / args.n
-            if not isinstance(bare, str):
+            if setting is not None:  # back to bare's defaults: the exported functions, no atomics
                 bare.use()
                 bare.atomics(0)
         for stream in (a, b, old_a, old_b):

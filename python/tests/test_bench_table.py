@@ -236,3 +236,44 @@ def test_each_hot_loop_runs_as_profile_sh_runs_it(driver_name):
     refused = subprocess.run([sys.executable, script, "no-such-loop", "5"], capture_output=True, text=True)
     assert refused.returncode == 2
     assert "no loop 'no-such-loop'" in refused.stderr and ", ".join(loops) in refused.stderr
+
+
+def test_call_parts_measures_every_column_and_sets_bare_back(tmp_path):
+    # bench/call_parts.py on the software driver, C's pair and the context stubbed, and
+    # bench/bare_ext.c built here over a stub libcuda.so.1 that counts its calls: every column
+    # is measured, and bare's own columns (by name, and with atomics) call the stub, the one
+    # through the core's entry points does not (use() set back after it).
+    if shutil.which("cc") is None:
+        pytest.fail("no C compiler here: bench/bare_ext.c is built with cc")
+    (tmp_path / "stub.c").write_text(
+        "long calls;\n"
+        "int cuEventRecord(void *e, void *s) { calls++; return 0; }\n"
+        "int cuStreamWaitEvent(void *s, void *e, unsigned f) { calls++; return 0; }\n")
+    subprocess.run(["cc", "-shared", "-fPIC", str(tmp_path / "stub.c"), "-o", str(tmp_path / "libcuda.so.1")], check=True)
+    program = f"""
+import ctypes, sys
+sys.path.insert(0, {str(ROOT / "bench")!r})
+import call_parts
+class Floor:
+    def throughput_ns(self, ctx, query, threads, n):
+        return 100.0
+call_parts.inprocess_c = lambda: Floor()
+class Context:
+    def cuCtxGetCurrent(self, out):
+        out._obj.value = 1
+        return 0
+cdll = ctypes.CDLL
+ctypes.CDLL = lambda name, *a, **k: Context() if name == "libcuda.so.1" else cdll(name, *a, **k)
+sys.argv = ["call_parts.py", "--rounds", "2", "--n", "500"]
+call_parts.main()
+print("stub calls", ctypes.c_long.in_dll(cdll("libcuda.so.1"), "calls").value)
+"""
+    env = dict(os.environ, STREAMBRIDGE_DRIVER="sim", LD_LIBRARY_PATH=str(tmp_path))
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    header, _, values = done.stdout.splitlines()[1:4]
+    columns = [c.strip() for c in header.strip("|").split("|")]
+    assert columns == ["record_wait", "records", "waits", "queries", "sizeofs", "counts", "record_wait, inherited",
+                       "bare record_wait", "bare, the core's entries", "bare, 1 atomic a call", "bare, 4 atomics a call"]
+    assert all(float(v) > 0 for v in values.strip("|").split("|"))
+    assert done.stdout.splitlines()[-1] == f"stub calls {2 * 2 * 500 * 3}"  # 2 rounds, 500 pairs, 3 columns
