@@ -191,3 +191,34 @@ def test_only_a_frameworks_own_object_vouches_for_its_handle():
         "framework's event: taken",
         "framework's stream: taken",
     ]
+
+
+def test_a_vouched_wrapper_of_a_closed_own_object_is_refused_not_passed_on():
+    # Vouched for, a wrapper is not proven before each use; but where it wraps a stream or an
+    # event the core made (its origin), the core knows when that one is closed: every call on
+    # the wrapper then raises, and the destroyed handle never reaches the driver (the software
+    # driver ends the process where it would: the event's record did, before).
+    child = r"""
+import streambridge as sb
+s = sb.Stream(non_blocking=True)
+e = sb.Event()
+we = sb.Event.from_handle(e.ptr, vouched=True)
+o = sb.Stream(non_blocking=True)
+ws = sb.ExternalStream(o.ptr, vouched=True)
+e.close()
+o.close()
+for name, call in [("record", lambda: s.record(we)), ("wait", lambda: s.wait_event(we)), ("query", we.query),
+                   ("synchronize", we.synchronize), ("event record", lambda: we.record(s)),
+                   ("stream query", ws.query), ("stream record", lambda: ws.record(sb.Event())),
+                   ("stream wait", lambda: ws.wait_event(sb.Event()))]:
+    try:
+        call()
+        print(name, "went through")
+    except sb.InvalidHandleError as x:
+        print(name, "refused", "was destroyed" in str(x))
+"""
+    env = dict(os.environ, STREAMBRIDGE_LAYOUT="unlearnable")
+    out = subprocess.run([sys.executable, "-c", child], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.splitlines() == [f"{name} refused True" for name in (
+        "record", "wait", "query", "synchronize", "event record", "stream query", "stream record", "stream wait")]
