@@ -64,9 +64,9 @@ if [ -f "$root/.device-ft/python-gil.tar.xz" ]; then
     one "$py" "$ft"
     one "$gpy" "$gil"
   done
-  echo "== where one thread's pair goes (bench/call_parts.py --rounds 5), each build in turn, over C's pair"
+  echo "== where one thread's pair goes (bench/call_parts.py --cpu 2 --rounds 5: one CPU, not the first, where the machine's own work lands), each build in turn, over C's pair"
   parts() { # PYTHON PYTHONPATH: its medians row
-    (cd "$root" && PYTHONPATH=$2 timeout 120 "$1" bench/call_parts.py --rounds 5 >"$out/call-parts.log" 2>&1) || status=1
+    (cd "$root" && PYTHONPATH=$2 timeout 120 "$1" bench/call_parts.py --cpu 2 --rounds 5 >"$out/call-parts.log" 2>&1) || status=1
     grep -m1 '^| record_wait' "$out/call-parts.log" | sed "s/^/$(basename "$1") columns: /"
     echo "$(basename "$1"): $(tail -1 "$out/call-parts.log")"
   }
