@@ -98,6 +98,10 @@
  * frame for it (GCC's cold: the branches to it are taken as unlikely). */
 #define SB_COLD __attribute__((cold, noinline))
 
+/* A step of the frequent calls small enough to be theirs: inlined where GCC would make it a
+ * call (the holds' own-thread checks, holds.inc). */
+#define SB_INLINE __attribute__((always_inline)) inline
+
 /* A word the core lock guards (gate.inc), read without it: where a record looks whether it
  * has anything to do under the lock (see Holds), and a lookup kept once (keep_once). */
 #ifdef Py_GIL_DISABLED

@@ -73,3 +73,17 @@ def test_importing_streambridge_on_a_free_threaded_python_leaves_the_gil_off():
                        env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout == "False\n", r.stdout + r.stderr
+
+
+def test_a_thread_counts_its_own_holds_apart_only_without_the_gil():
+    """Without the GIL the thread that holds a stream or an event first counts its holds with
+    plain stores, a close from another thread pairing with them through membarrier(2)
+    (holds.inc, "A thread's own holds"); the module registers for it at import. Where the
+    kernel refuses that (older than 4.14, a seccomp filter), every hold goes in the atomic
+    word: correct, and slower, so this machine, CI's and the GPU machine's must allow it. With
+    the GIL, holds are plain adds already, and there is nothing to count apart."""
+    import sysconfig
+
+    from streambridge import _core
+
+    assert _core.core.own_holds() is bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
