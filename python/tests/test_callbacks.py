@@ -270,17 +270,16 @@ def test_enqueues_behind_a_callback_that_collects_do_not_hold_up_its_collection(
     # without it, each thread detached from the interpreter (its stop-the-world). Behind it
     # the stream has room for 1,021 records of an event with timing (sim.TimedRecordsPerStream):
     # a record that then waited for room attached would never return, nor the callback. Each
-    # record and wait is made in MAY_WAIT (holds.inc), which keeps the thread attached only
-    # where no Python callback is counted waiting (without the GIL, counted in calls_attached
-    # first). The records fill the stream while the callback sleeps; then it collects. In a
-    # child process, so that a hang fails the test instead of stopping the suite.
+    # record and wait is made in MAY_WAIT (holds.inc), counted as kept attached in its stripe
+    # of the capture lock (op_lock_kept) until it asks whether a callback waits. In a child
+    # process, so that a hang fails the test instead of stopping the suite.
     code = """
 import gc, time
 import streambridge
 s, t = streambridge.Stream(non_blocking=True), streambridge.Stream(non_blocking=True)
 e = streambridge.Event()
 ran = []
-for i in range(3):
+for i in range(3):  # the records fill the stream while the callback sleeps, then it collects
     s.launch_host_func(lambda i: (time.sleep(0.2), gc.collect(), ran.append(i)), i)
     for _ in range(3000):
         s.record(e)
