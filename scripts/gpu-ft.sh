@@ -6,7 +6,7 @@
 # DURATION per seed, the seeds at once, then the benchmark's thread rows (bench/threads_bench.py:
 # record+wait, the pair as one call, queries, launches)
 # and, where the same CPython built with the GIL is packed too (make gpu-build-ft GIL_TWIN=1),
-# one thread on each in turn, ROUNDS times (4 unless set), then where one thread's pair goes
+# one thread on each in turn (on CPU 2), ROUNDS times (4 unless set), then where one thread's pair goes
 # on each (bench/call_parts.py: its calls, the core's subclass and bare-extension columns),
 # twice in turn; the benchmark's threads pinned
 # (--pin: a row of k threads on the first k CPUs, Python's and C's alike). Logs under $OUT (or a temporary
@@ -54,9 +54,9 @@ if [ -f "$root/.device-ft/python-gil.tar.xz" ]; then
   gil=$(mktemp -d)
   tar -xJf "$root/.device-ft/python-gil.tar.xz" -C "$gil" || exit 1
   gpy=$(ls "$gil"/bin/python3.* | grep -v 't$')
-  echo "== one thread, taking turns: the free-threaded build (GIL off), then $(basename "$gpy") (the same CPython with the GIL)"
+  echo "== one thread on CPU 2, taking turns: the free-threaded build (GIL off), then $(basename "$gpy") (the same CPython with the GIL)"
   one() { # PYTHON PYTHONPATH: its one-thread row
-    (cd "$root" && PYTHONPATH=$2 timeout 120 "$1" bench/threads_bench.py --threads 1 --rounds 5 --n 400000 --pin \
+    (cd "$root" && PYTHONPATH=$2 timeout 120 "$1" bench/threads_bench.py --threads 1 --rounds 5 --n 400000 --pin 2 \
       >"$out/threads-bench-one.log" 2>&1) || status=1
     echo "$(basename "$1"): $(grep '^| 1 |' "$out/threads-bench-one.log")"
   }
