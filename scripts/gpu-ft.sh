@@ -9,7 +9,7 @@
 # one thread on each in turn (on CPU 2), ROUNDS times (4 unless set), then where one thread's pair goes
 # on each (bench/call_parts.py: its calls, the core's subclass and bare-extension columns),
 # twice in turn; the benchmark's threads pinned
-# (--pin: a row of k threads on the first k CPUs, Python's and C's alike). Logs under $OUT (or a temporary
+# (--pin: a row of k threads on the first k CPUs of the list, Python's and C's alike, CPU 2 first). Logs under $OUT (or a temporary
 # folder); a line each.
 #   bash scripts/gpu-ft.sh DURATION SEED...
 set -uo pipefail
@@ -44,8 +44,12 @@ for seed in "$@"; do
   [ "$rc" -eq 0 ] || status=1
   echo "chaos soak, free-threaded, GIL off, seed $seed: exit $rc; $(grep -m1 -E 'chaos soak:|Fatal|Error|hang' "$out/chaos-ft-$seed.log")"
 done
+# The rows' CPUs, the first two last: a row of k threads runs on the first k, so that one thread
+# runs on CPU 2, not on CPU 0, where the machine's own work lands (its C and Python pairs swung
+# between a fast and a slow mode there), and 16 threads on all of them.
+cpus=$($py -c 'import os; c = sorted(os.sched_getaffinity(0)); print(*(c[2:] + c[:2]))')
 for call in record-wait wait-stream query launch; do # each a row set: the calls that take no shared lock
-  (cd "$root" && timeout 300 $py bench/threads_bench.py --call $call --rounds 3 --pin >"$out/threads-bench-ft-$call.log" 2>&1) ||
+  (cd "$root" && timeout 300 $py bench/threads_bench.py --call $call --rounds 3 --pin $cpus >"$out/threads-bench-ft-$call.log" 2>&1) ||
     status=1
   echo "== bench/threads_bench.py --call $call, free-threaded, GIL off:"
   tail -7 "$out/threads-bench-ft-$call.log"
