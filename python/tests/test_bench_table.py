@@ -233,6 +233,12 @@ def test_each_hot_loop_runs_as_profile_sh_runs_it(driver_name):
             assert ran.returncode == 1 and "could not be learned" in ran.stderr, (driver_name, ran.stderr)
         else:
             assert ran.returncode == 0, (driver_name, loop, ran.stderr)
+    # as perf sampled it (docs/lifetimes.md): on a worker thread of its own, pinned, its mean printed
+    cpu = str(min(os.sched_getaffinity(0)))
+    worker = subprocess.run([sys.executable, script, "record-wait", "5", "--worker", "--cpu", cpu],
+                            capture_output=True, text=True)
+    assert worker.returncode == 0, (driver_name, worker.stderr)
+    assert worker.stdout.startswith("record-wait: ") and " ns a round, CPython " in worker.stdout, worker.stdout
     refused = subprocess.run([sys.executable, script, "no-such-loop", "5"], capture_output=True, text=True)
     assert refused.returncode == 2
     assert "no loop 'no-such-loop'" in refused.stderr and ", ".join(loops) in refused.stderr
